@@ -1,0 +1,241 @@
+//! The block cache's bookkeeping and the lookup loop, written once and shared by the
+//! simulator and the live cache node (which stores each slot's data in an arena indexed by
+//! the same [`Slot`]).
+//!
+//! [`BlockCache`] owns the directory (key to slot), the key of every slot, the free slots,
+//! the capacity, and — when history is on — a last-access stamp per slot, which is SOPA's
+//! LRU history list in a cheaper form: ordering resident slots by stamp gives the list,
+//! oldest first, without touching a linked list on every hit. It asks its
+//! [`EvictionPolicy`] which block leaves and its [`AdmissionPolicy`] whether a missed block
+//! enters.
+//!
+//! Invariant: after any call returns, `len() <= capacity()`.
+
+use crate::admission::AdmissionPolicy;
+use crate::policy::{EvictionPolicy, Key, Slot};
+use rustc_hash::FxBuildHasher;
+
+type Directory = hashbrown::HashMap<Key, Slot, FxBuildHasher>;
+
+/// The outcome of one access.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// The block was resident in this slot.
+    Hit(Slot),
+    /// The block was not resident and now is, in this slot.
+    Inserted(Slot),
+    /// The block was not resident and was not admitted (or the capacity is zero).
+    Bypassed,
+}
+
+impl Access {
+    /// Whether the access was a hit.
+    #[inline]
+    pub fn is_hit(self) -> bool {
+        matches!(self, Access::Hit(_))
+    }
+}
+
+/// A cache of fixed-size blocks with a pluggable eviction policy `P`.
+pub struct BlockCache<P: EvictionPolicy = Box<dyn EvictionPolicy>> {
+    dir: Directory,
+    keys: Vec<Key>,
+    free: Vec<Slot>,
+    capacity: usize,
+    policy: P,
+    admission: Option<Box<dyn AdmissionPolicy>>,
+    stamps: Option<Vec<u64>>,
+    clock: u64,
+}
+
+impl<P: EvictionPolicy> BlockCache<P> {
+    /// An empty cache of `capacity` blocks evicting with `policy`, without history.
+    pub fn new(capacity: usize, mut policy: P) -> Self {
+        policy.set_capacity(capacity);
+        let reserve = capacity.min(1 << 24);
+        let mut dir = Directory::default();
+        dir.reserve(reserve);
+        BlockCache {
+            dir,
+            keys: Vec::with_capacity(reserve),
+            free: Vec::new(),
+            capacity,
+            policy,
+            admission: None,
+            stamps: None,
+            clock: 0,
+        }
+    }
+
+    /// Keeps last-access stamps so the policy can be switched by reconstruction (costs 8
+    /// bytes per block and one store per access).
+    pub fn with_history(mut self) -> Self {
+        self.stamps = Some(vec![0; self.keys.len()]);
+        self
+    }
+
+    /// Places missed blocks only when `admission` says so (demand placement without one).
+    pub fn with_admission(mut self, admission: Box<dyn AdmissionPolicy>) -> Self {
+        self.admission = Some(admission);
+        self
+    }
+
+    /// Capacity in blocks.
+    #[inline]
+    pub fn capacity(&self) -> usize {
+        self.capacity
+    }
+
+    /// Number of resident blocks.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.dir.len()
+    }
+
+    /// Whether no block is resident.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.dir.is_empty()
+    }
+
+    /// The eviction policy.
+    pub fn policy(&self) -> &P {
+        &self.policy
+    }
+
+    /// The admission policy, if any.
+    pub fn admission(&self) -> Option<&dyn AdmissionPolicy> {
+        self.admission.as_deref()
+    }
+
+    /// The slot of `key` if resident, without counting an access.
+    #[inline]
+    pub fn lookup(&self, key: Key) -> Option<Slot> {
+        self.dir.get(&key).copied()
+    }
+
+    /// The key stored in a resident `slot`.
+    #[inline]
+    pub fn key_of(&self, slot: Slot) -> Key {
+        self.keys[slot as usize]
+    }
+
+    /// Accesses `key`: a hit updates the policy; a miss may admit the block, evicting as
+    /// many blocks as needed first. `on_evict(key, slot)` is called for every evicted block
+    /// before its slot is reused, so the owner of the data can write it back.
+    #[inline]
+    pub fn access(&mut self, key: Key, mut on_evict: impl FnMut(Key, Slot)) -> Access {
+        self.clock += 1;
+        if let Some(&slot) = self.dir.get(&key) {
+            if let Some(a) = self.admission.as_mut() {
+                a.access(key, true);
+            }
+            self.policy.on_hit(slot, key);
+            if let Some(st) = self.stamps.as_mut() {
+                st[slot as usize] = self.clock;
+            }
+            return Access::Hit(slot);
+        }
+        self.policy.on_miss(key);
+        if let Some(a) = self.admission.as_mut() {
+            if !a.access(key, false) {
+                return Access::Bypassed;
+            }
+        }
+        if self.capacity == 0 {
+            return Access::Bypassed;
+        }
+        while self.dir.len() >= self.capacity {
+            let victim = self.evict_one();
+            on_evict(self.keys[victim as usize], victim);
+        }
+        Access::Inserted(self.insert_new(key))
+    }
+
+    /// Removes the policy's victim from the directory and returns its (now free) slot.
+    #[inline]
+    fn evict_one(&mut self) -> Slot {
+        let victim = self.policy.evict();
+        let vkey = self.keys[victim as usize];
+        let removed = self.dir.remove(&vkey);
+        debug_assert_eq!(
+            removed,
+            Some(victim),
+            "policy evicted a slot that is not resident"
+        );
+        if let Some(a) = self.admission.as_mut() {
+            a.on_evict(vkey);
+        }
+        self.free.push(victim);
+        victim
+    }
+
+    #[inline]
+    fn insert_new(&mut self, key: Key) -> Slot {
+        let slot = match self.free.pop() {
+            Some(s) => {
+                self.keys[s as usize] = key;
+                s
+            }
+            None => {
+                self.keys.push(key);
+                if let Some(st) = self.stamps.as_mut() {
+                    st.push(0);
+                }
+                (self.keys.len() - 1) as Slot
+            }
+        };
+        if let Some(st) = self.stamps.as_mut() {
+            st[slot as usize] = self.clock;
+        }
+        self.dir.insert(key, slot);
+        self.policy.on_insert(slot, key);
+        slot
+    }
+
+    /// Drops `key` if resident (trim, invalidation) and returns the slot it had.
+    pub fn remove(&mut self, key: Key) -> Option<Slot> {
+        let slot = self.dir.remove(&key)?;
+        self.policy.on_remove(slot, key);
+        self.free.push(slot);
+        Some(slot)
+    }
+
+    /// Changes the capacity online. Shrinking evicts the policy's victims until the cache
+    /// fits, reporting each with `on_evict` before the call returns; growing evicts nothing.
+    pub fn resize(&mut self, capacity: usize, mut on_evict: impl FnMut(Key, Slot)) {
+        while self.dir.len() > capacity {
+            let victim = self.evict_one();
+            on_evict(self.keys[victim as usize], victim);
+        }
+        self.capacity = capacity;
+        self.policy.set_capacity(capacity);
+    }
+
+    /// Resident blocks ordered by last access, oldest first (SOPA's LRU history list).
+    /// Without history the order is by slot.
+    pub fn history(&self) -> Vec<(Slot, Key)> {
+        let mut v: Vec<(Slot, Key)> = self.dir.iter().map(|(&k, &s)| (s, k)).collect();
+        match &self.stamps {
+            Some(st) => v.sort_unstable_by_key(|&(s, _)| st[s as usize]),
+            None => v.sort_unstable_by_key(|&(s, _)| s),
+        }
+        v
+    }
+
+    /// Switches the eviction policy online by reconstruction: the resident blocks are
+    /// replayed, oldest access first, into `new`'s `on_insert`. No block is dropped or
+    /// moved and no data is written. Returns the old policy.
+    pub fn switch_policy(&mut self, mut new: P) -> P {
+        new.set_capacity(self.capacity);
+        for (slot, key) in self.history() {
+            new.on_insert(slot, key);
+        }
+        std::mem::replace(&mut self.policy, new)
+    }
+
+    /// Iterates over resident `(key, slot)` pairs in no particular order.
+    pub fn resident(&self) -> impl Iterator<Item = (Key, Slot)> + '_ {
+        self.dir.iter().map(|(&k, &s)| (k, s))
+    }
+}

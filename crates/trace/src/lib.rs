@@ -1,0 +1,17 @@
+//! # trace
+//!
+//! The request model of Lachesis ([`Request`], [`Op`], [`KeyMode`]), streaming readers of
+//! the block-trace formats storage people actually have, a writer for libCacheSim's
+//! `oracleGeneral` binary format, seeded synthetic generators, and trace summaries.
+//!
+//! Owns: everything about requests and trace files. Does not own: any notion of a cache.
+//!
+//! Readers never load a whole trace: each is an iterator of `Result<Request, TraceError>`
+//! over a buffered file. A bad record is an error naming the file and the line (text) or
+//! byte offset (binary); [`SkipBad`] turns such errors into a count instead.
+
+pub mod error;
+pub mod request;
+
+pub use error::{Position, TraceError};
+pub use request::{KeyMode, Op, Request, SECTOR};
