@@ -1,0 +1,207 @@
+//! The hit-ratio curve type: miss ratio as a function of cache size in blocks, as a list
+//! of points with increasing sizes, linearly interpolated between them and flat past the
+//! last one. The hit ratio is `1 - miss_ratio`.
+//!
+//! Operations allocators need: interpolation, marginal gain per block, and the concave
+//! hull of the hit ratio (the lower convex hull of the miss ratio), which turns any curve
+//! into one that greedy water-filling optimises exactly.
+
+use serde::{Deserialize, Serialize};
+
+/// One point of a curve.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CurvePoint {
+    /// Cache size in blocks (objects in object mode).
+    pub cache_size: u64,
+    /// Miss ratio at that size, in `[0, 1]`.
+    pub miss_ratio: f64,
+}
+
+/// A curve that is not well formed.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CurveError {
+    /// No points at all.
+    #[error("the curve has no points")]
+    Empty,
+    /// Sizes do not strictly increase.
+    #[error("point {index}: cache_size {size} does not increase over the previous point")]
+    NotIncreasing {
+        /// Index of the offending point.
+        index: usize,
+        /// Its size.
+        size: u64,
+    },
+    /// A miss ratio outside `[0, 1]` or not finite.
+    #[error("point {index}: miss_ratio {value} is not in [0, 1]")]
+    BadRatio {
+        /// Index of the offending point.
+        index: usize,
+        /// Its value.
+        value: f64,
+    },
+}
+
+/// Miss ratio against cache size.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HitRatioCurve {
+    points: Vec<CurvePoint>,
+}
+
+impl HitRatioCurve {
+    /// A curve from points with strictly increasing sizes and ratios in `[0, 1]`.
+    /// A curve that does not start at size 0 is taken to have miss ratio 1 at size 0.
+    pub fn new(mut points: Vec<CurvePoint>) -> Result<Self, CurveError> {
+        if points.is_empty() {
+            return Err(CurveError::Empty);
+        }
+        for (i, p) in points.iter().enumerate() {
+            if !(0.0..=1.0).contains(&p.miss_ratio) {
+                return Err(CurveError::BadRatio {
+                    index: i,
+                    value: p.miss_ratio,
+                });
+            }
+            if i > 0 && p.cache_size <= points[i - 1].cache_size {
+                return Err(CurveError::NotIncreasing {
+                    index: i,
+                    size: p.cache_size,
+                });
+            }
+        }
+        if points[0].cache_size > 0 {
+            points.insert(
+                0,
+                CurvePoint {
+                    cache_size: 0,
+                    miss_ratio: 1.0,
+                },
+            );
+        }
+        Ok(HitRatioCurve { points })
+    }
+
+    /// A curve from `(size, miss_ratio)` pairs.
+    pub fn from_pairs(pairs: impl IntoIterator<Item = (u64, f64)>) -> Result<Self, CurveError> {
+        Self::new(
+            pairs
+                .into_iter()
+                .map(|(cache_size, miss_ratio)| CurvePoint {
+                    cache_size,
+                    miss_ratio,
+                })
+                .collect(),
+        )
+    }
+
+    /// The points, sizes increasing, the first at size 0.
+    pub fn points(&self) -> &[CurvePoint] {
+        &self.points
+    }
+
+    /// The largest size with a point.
+    pub fn max_size(&self) -> u64 {
+        self.points.last().map_or(0, |p| p.cache_size)
+    }
+
+    /// Miss ratio at `size` blocks, linearly interpolated; flat past the last point.
+    pub fn miss_ratio(&self, size: f64) -> f64 {
+        let pts = &self.points;
+        if size <= pts[0].cache_size as f64 {
+            return pts[0].miss_ratio;
+        }
+        let last = pts[pts.len() - 1];
+        if size >= last.cache_size as f64 {
+            return last.miss_ratio;
+        }
+        // First point with cache_size > size.
+        let i = pts.partition_point(|p| (p.cache_size as f64) <= size);
+        let (a, b) = (pts[i - 1], pts[i]);
+        let t = (size - a.cache_size as f64) / (b.cache_size - a.cache_size) as f64;
+        a.miss_ratio + t * (b.miss_ratio - a.miss_ratio)
+    }
+
+    /// Hit ratio at `size` blocks.
+    pub fn hit_ratio(&self, size: f64) -> f64 {
+        1.0 - self.miss_ratio(size)
+    }
+
+    /// Hit ratio gained per block when growing from `size` by `step` blocks.
+    pub fn marginal_gain(&self, size: f64, step: f64) -> f64 {
+        if step <= 0.0 {
+            return 0.0;
+        }
+        (self.miss_ratio(size) - self.miss_ratio(size + step)) / step
+    }
+
+    /// The lower convex hull of the miss ratio (concave hull of the hit ratio), through
+    /// the first and last points. Monotone non-increasing if the curve's end is not above
+    /// its start.
+    pub fn concave_hull(&self) -> HitRatioCurve {
+        let mut hull: Vec<CurvePoint> = Vec::with_capacity(self.points.len());
+        for &p in &self.points {
+            while hull.len() >= 2 {
+                let a = hull[hull.len() - 2];
+                let b = hull[hull.len() - 1];
+                // Keep b only if it lies strictly below the segment a-p.
+                let cross = (b.cache_size as f64 - a.cache_size as f64)
+                    * (p.miss_ratio - a.miss_ratio)
+                    - (b.miss_ratio - a.miss_ratio) * (p.cache_size as f64 - a.cache_size as f64);
+                if cross <= 0.0 {
+                    hull.pop();
+                } else {
+                    break;
+                }
+            }
+            hull.push(p);
+        }
+        HitRatioCurve { points: hull }
+    }
+
+    /// Whether the miss ratio never rises with size.
+    pub fn is_monotone(&self) -> bool {
+        self.points
+            .windows(2)
+            .all(|w| w[1].miss_ratio <= w[0].miss_ratio + 1e-12)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn c(p: &[(u64, f64)]) -> HitRatioCurve {
+        HitRatioCurve::from_pairs(p.iter().copied()).unwrap()
+    }
+
+    #[test]
+    fn interpolates_and_clamps() {
+        let k = c(&[(0, 1.0), (10, 0.5), (20, 0.3)]);
+        assert!((k.miss_ratio(5.0) - 0.75).abs() < 1e-12);
+        assert!((k.miss_ratio(15.0) - 0.4).abs() < 1e-12);
+        assert_eq!(k.miss_ratio(100.0), 0.3);
+        assert!((k.marginal_gain(0.0, 10.0) - 0.05).abs() < 1e-12);
+    }
+
+    #[test]
+    fn hull_removes_cliffs() {
+        // A cliff at 20: the hull goes straight from 0 to 20.
+        let k = c(&[(0, 1.0), (10, 0.95), (20, 0.2), (30, 0.15)]);
+        let h = k.concave_hull();
+        let sizes: Vec<u64> = h.points().iter().map(|p| p.cache_size).collect();
+        assert_eq!(sizes, vec![0, 20, 30]);
+        assert!((h.miss_ratio(10.0) - 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn rejects_bad_curves() {
+        assert_eq!(HitRatioCurve::new(vec![]), Err(CurveError::Empty));
+        assert!(matches!(
+            HitRatioCurve::from_pairs([(0, 1.0), (0, 0.5)]),
+            Err(CurveError::NotIncreasing { index: 1, .. })
+        ));
+        assert!(matches!(
+            HitRatioCurve::from_pairs([(0, f64::NAN)]),
+            Err(CurveError::BadRatio { .. })
+        ));
+    }
+}
