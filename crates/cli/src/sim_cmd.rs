@@ -36,6 +36,9 @@ pub struct SimArgs {
     /// Print JSON Lines, one object per (policy, size).
     #[arg(long)]
     json: bool,
+    /// Add the process's peak resident memory (`peak_rss_bytes`) to each record.
+    #[arg(long)]
+    report_memory: bool,
 }
 
 /// One line of `lachesis sim --json`.
@@ -65,6 +68,9 @@ pub struct SimRecord {
     pub requests_per_sec: f64,
     /// Records skipped as bad (`--skip-bad`).
     pub skipped: u64,
+    /// Peak resident memory of the whole process, with `--report-memory`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub peak_rss_bytes: Option<u64>,
 }
 
 /// Runs `lachesis sim`.
@@ -142,12 +148,19 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
                     seconds: st.seconds,
                     requests_per_sec: st.requests_per_sec(),
                     skipped: skipped.get(),
+                    peak_rss_bytes: None,
                 })
             })
             .collect()
     });
     bar.finish_and_clear();
-    let records: Vec<SimRecord> = results.into_iter().collect::<anyhow::Result<_>>()?;
+    let mut records: Vec<SimRecord> = results.into_iter().collect::<anyhow::Result<_>>()?;
+    if a.report_memory {
+        let peak = peak_rss_bytes();
+        for r in &mut records {
+            r.peak_rss_bytes = peak;
+        }
+    }
     if a.json {
         for r in &records {
             println!("{}", serde_json::to_string(r)?);
@@ -187,4 +200,12 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         println!("skipped {skipped} bad records");
     }
     Ok(())
+}
+
+/// The process's peak resident set size (`VmHWM` in `/proc/self/status`), if known.
+fn peak_rss_bytes() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
 }
