@@ -307,14 +307,23 @@ mod tests {
     fn ghost_hit_in_b1_grows_target_and_enters_t2() {
         let mut c = BlockCache::new(2, Arc::default());
         for k in [1, 2, 3] {
-            c.access(k, |_, _| {}); // 3 evicts 1 into B1
+            c.access(k, |_, _| {});
         }
-        assert_eq!(c.policy().sizes(), [2, 0, 1, 0]);
-        assert_eq!(c.policy().target(), 0.0);
-        c.access(1, |_, _| {}); // B1 hit: p = 1, REPLACE moves 2 to B1, 1 enters T2
-        assert_eq!(c.policy().target(), 1.0);
+        // |T1| + |B1| = c and B1 is empty: 3 evicted T1's LRU (1) without a ghost.
+        assert_eq!(c.policy().sizes(), [2, 0, 0, 0]);
+        let mut c = BlockCache::new(2, Arc::default());
+        for k in [1, 1, 2, 3] {
+            c.access(k, |_, _| {}); // 1 in T2; 3 makes REPLACE move 2 (T1's LRU) to B1
+        }
         assert_eq!(c.policy().sizes(), [1, 1, 1, 0]);
-        assert!(c.lookup(1).is_some() && c.lookup(3).is_some());
+        assert_eq!(c.policy().target(), 0.0);
+        c.access(2, |_, _| {}); // B1 hit: p = 1; REPLACE (|T1| = p) moves 1 to B2
+        assert_eq!(c.policy().target(), 1.0);
+        assert_eq!(c.policy().sizes(), [1, 1, 0, 1]);
+        assert!(c.lookup(2).is_some() && c.lookup(3).is_some());
+        c.access(1, |_, _| {}); // B2 hit: p = 0; REPLACE moves 3 (T1) to B1
+        assert_eq!(c.policy().target(), 0.0);
+        assert_eq!(c.policy().sizes(), [0, 2, 1, 0]);
     }
 
     #[test]
