@@ -153,8 +153,8 @@ impl Arc {
     #[inline]
     fn replace(&mut self, in_b2: bool) -> Slot {
         let t1 = self.t1.len() as f64;
-        let take_t1 = (!self.t1.is_empty() && (t1 > self.p || (t1 == self.p && in_b2)))
-            || self.t2.is_empty();
+        let take_t1 =
+            (!self.t1.is_empty() && (t1 > self.p || (t1 == self.p && in_b2))) || self.t2.is_empty();
         self.demote(take_t1)
     }
 }

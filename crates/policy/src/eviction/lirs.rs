@@ -159,7 +159,12 @@ impl Lirs {
 
     /// Number of LIR blocks, resident HIR blocks, entries in S, non-resident entries.
     pub fn sizes(&self) -> [usize; 4] {
-        [self.lirs, self.q.len(), self.s.len(), self.nonresident.len()]
+        [
+            self.lirs,
+            self.q.len(),
+            self.s.len(),
+            self.nonresident.len(),
+        ]
     }
 
     #[inline]
@@ -280,7 +285,10 @@ impl Default for Lirs {
 
 impl EvictionPolicy for Lirs {
     fn name(&self) -> String {
-        let mut s = format!("lirs(hir={},stack-ratio={}", self.hir_ratio, self.stack_ratio);
+        let mut s = format!(
+            "lirs(hir={},stack-ratio={}",
+            self.hir_ratio, self.stack_ratio
+        );
         if self.q_hit_demotes {
             s.push_str(",q-hit-demotes=1");
         }
@@ -301,8 +309,11 @@ impl EvictionPolicy for Lirs {
         let nodes = (n as f64 * (self.stack_ratio + 0.1)).min((1u64 << 25) as f64) as usize;
         self.s_links.reserve(nodes);
         self.q_links.reserve(nodes);
-        self.nonresident
-            .reserve(nodes.saturating_sub(n).saturating_sub(self.nonresident.len()));
+        self.nonresident.reserve(
+            nodes
+                .saturating_sub(n)
+                .saturating_sub(self.nonresident.len()),
+        );
         while self.lirs > self.lir_cap {
             self.demote_bottom_lir();
             self.prune();

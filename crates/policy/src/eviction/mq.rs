@@ -61,6 +61,10 @@ pub struct Mq {
     history_cap: usize,
     links: Links,
     queues: Vec<List>,
+    /// Per queue, a lower bound on its LRU block's expiration time: blocks enter a queue
+    /// at its front with `expire = now + lifetime`, so expiration times only grow towards
+    /// the front and Adjust need not look at a queue before `now` passes the bound.
+    expire_bound: Vec<u64>,
     meta: Vec<Meta>,
     now: u64,
     ghost_links: Links,
@@ -93,6 +97,7 @@ impl Mq {
             history_cap: 0,
             links: Links::default(),
             queues: vec![List::default(); queues],
+            expire_bound: vec![0; queues],
             meta: Vec::new(),
             now: 0,
             ghost_links: Links::default(),
@@ -144,6 +149,9 @@ impl Mq {
     fn adjust(&mut self) {
         self.now += 1;
         for k in 1..self.queues.len() {
+            if self.now <= self.expire_bound[k] {
+                continue;
+            }
             if let Some(t) = self.queues[k].back() {
                 let m = &mut self.meta[t as usize];
                 if m.expire < self.now {
@@ -151,6 +159,9 @@ impl Mq {
                     m.expire = self.now + self.lifetime;
                     self.queues[k].remove(&mut self.links, t);
                     self.queues[k - 1].push_front(&mut self.links, t);
+                    self.expire_bound[k] = 0;
+                } else {
+                    self.expire_bound[k] = m.expire;
                 }
             }
         }

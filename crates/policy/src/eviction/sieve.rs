@@ -71,7 +71,8 @@ impl EvictionPolicy for Sieve {
     fn on_insert(&mut self, slot: Slot, _key: Key) {
         let i = slot as usize;
         if self.visited.len() <= i {
-            self.visited.resize((i + 1).max(self.visited.len() * 2), false);
+            self.visited
+                .resize((i + 1).max(self.visited.len() * 2), false);
         }
         self.visited[i] = false;
         self.queue.push_front(&mut self.links, slot);

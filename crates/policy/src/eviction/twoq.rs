@@ -252,7 +252,9 @@ mod tests {
     fn params_and_aliases() {
         assert_eq!(crate::build("2q").unwrap().name(), "2q(kin=0.25,kout=0.5)");
         assert_eq!(
-            crate::build("twoq:Ain-size-ratio=0.3,kout=1").unwrap().name(),
+            crate::build("twoq:Ain-size-ratio=0.3,kout=1")
+                .unwrap()
+                .name(),
             "2q(kin=0.3,kout=1)"
         );
         assert!(crate::build("2q:kin=2").is_err());
