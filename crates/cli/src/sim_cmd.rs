@@ -132,11 +132,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
                 Ok(SimRecord {
                     policy: spec.clone(),
                     policy_name: policy::build(spec)?.name(),
-                    mode: if mode == KeyMode::Object {
-                        "object"
-                    } else {
-                        "block"
-                    },
+                    mode: if mode == KeyMode::Object { "object" } else { "block" },
                     cache_size: *size,
                     requests: st.requests,
                     accesses: st.accesses,
@@ -164,11 +160,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
             source.describe(),
             s.requests,
             s.footprint,
-            if mode == KeyMode::Object {
-                "objects"
-            } else {
-                "blocks"
-            }
+            if mode == KeyMode::Object { "objects" } else { "blocks" }
         );
     }
     println!(
