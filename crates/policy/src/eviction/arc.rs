@@ -354,6 +354,24 @@ mod tests {
         assert_eq!(c.len(), 5);
     }
 
+    proptest::proptest! {
+        /// At a fixed capacity the paper's directory invariants hold after every access:
+        /// |T1|+|T2| <= c, |T1|+|B1| <= c, the directory holds at most 2c keys, 0 <= p <= c.
+        #[test]
+        fn directory_invariants(cap in 1usize..16, keys in proptest::collection::vec(0u64..48, 1..600)) {
+            let mut c = BlockCache::new(cap, Arc::default());
+            for k in keys {
+                c.access(k, |_, _| {});
+                let [t1, t2, b1, b2] = c.policy().sizes();
+                let p = c.policy().target();
+                proptest::prop_assert!(t1 + t2 == c.len() && t1 + t2 <= cap);
+                proptest::prop_assert!(t1 + b1 <= cap);
+                proptest::prop_assert!(t1 + t2 + b1 + b2 <= 2 * cap);
+                proptest::prop_assert!((0.0..=cap as f64).contains(&p));
+            }
+        }
+    }
+
     #[test]
     fn contract_holds() {
         pinned::contract("arc");

@@ -242,6 +242,17 @@ impl Lirs {
         self.prune();
     }
 
+    /// Counts a new LIR block (already on top of S). The first LIR block after a time
+    /// without any (only after removals or resizes) prunes the HIR entries below it, so
+    /// that S's bottom is LIR again.
+    #[inline]
+    fn add_lir(&mut self) {
+        self.lirs += 1;
+        if self.lirs == 1 {
+            self.prune();
+        }
+    }
+
     /// Drops the oldest non-resident entries while S is over its bound.
     #[inline]
     fn limit_stack(&mut self) {
@@ -297,9 +308,10 @@ impl EvictionPolicy for Lirs {
     }
 
     fn set_capacity(&mut self, capacity: usize) {
+        // At least one HIR slot, and at least one LIR slot once there are two slots.
         self.hir_cap = ((self.hir_ratio * capacity as f64) as usize)
             .max(1)
-            .min(capacity);
+            .min(capacity.saturating_sub(1).max(capacity.min(1)));
         self.lir_cap = capacity - self.hir_cap;
         self.stack_cap = (self.stack_ratio * capacity as f64) as usize;
         let n = capacity.min(1 << 24);
@@ -334,7 +346,7 @@ impl EvictionPolicy for Lirs {
             if was_bottom {
                 self.prune();
             }
-        } else if flags & IN_S != 0 {
+        } else if flags & IN_S != 0 && self.lir_cap > 0 {
             // Resident HIR in S: becomes LIR, the bottom LIR goes to Q.
             self.s.move_to_front(&mut self.s_links, n);
             if flags & IN_Q != 0 {
@@ -344,7 +356,11 @@ impl EvictionPolicy for Lirs {
             if self.lirs >= self.lir_cap && self.lirs > 0 {
                 self.evict_lir_on_hit(n);
             }
-            self.lirs += 1;
+            self.add_lir();
+        } else if flags & IN_S != 0 {
+            // A one-block cache has no LIR set: the block stays HIR.
+            self.s.move_to_front(&mut self.s_links, n);
+            self.q.move_to_front(&mut self.q_links, n);
         } else {
             // Resident HIR outside S: top of S, end of Q.
             self.q.move_to_front(&mut self.q_links, n);
@@ -378,7 +394,7 @@ impl EvictionPolicy for Lirs {
             self.slot_node.resize(n, NIL);
         }
         let n = match self.pending.take() {
-            Some(Pending::NonResident(n)) => {
+            Some(Pending::NonResident(n)) if self.lir_cap > 0 => {
                 // Becomes LIR; the bottom LIR goes to Q if the LIR set is full (`evict`
                 // already did this when the cache was full).
                 if self.lirs >= self.lir_cap && self.lirs > 0 {
@@ -388,10 +404,15 @@ impl EvictionPolicy for Lirs {
                 let node = self.nodes.get_mut(n);
                 node.slot = slot;
                 node.flags = LIR | IN_S;
-                self.lirs += 1;
+                self.add_lir();
                 n
             }
-            _ => {
+            pending => {
+                if let Some(Pending::NonResident(n)) = pending {
+                    // No LIR set (one-block cache): forget the old entry, enter as new.
+                    self.s.remove(&mut self.s_links, n);
+                    self.nodes.release(n);
+                }
                 if self.lirs < self.lir_cap {
                     let n = self.nodes.alloc(Node {
                         key,
@@ -399,7 +420,7 @@ impl EvictionPolicy for Lirs {
                         flags: LIR | IN_S,
                     });
                     self.s.push_front(&mut self.s_links, n);
-                    self.lirs += 1;
+                    self.add_lir();
                     n
                 } else {
                     let n = self.nodes.alloc(Node {
@@ -540,6 +561,34 @@ mod tests {
         let [lir, hir, s, nr] = c.policy().sizes();
         assert_eq!((lir, hir, s), (9, 1, 20));
         assert_eq!(nr, 10);
+    }
+
+    proptest::proptest! {
+        /// At a fixed capacity: at most Llirs LIR blocks and Lhirs resident HIR blocks, the
+        /// resident blocks are exactly the LIR blocks plus Q (plus condemned blocks under
+        /// libCacheSim's rule), S stays within its bound, and S's bottom is LIR.
+        #[test]
+        fn set_invariants(
+            cap in 1usize..24,
+            hir in 0.0f64..0.5,
+            lcs in proptest::bool::ANY,
+            keys in proptest::collection::vec(0u64..64, 1..600),
+        ) {
+            let mut c = BlockCache::new(cap, Lirs::new(hir, 2.0, lcs));
+            for k in keys {
+                c.access(k, |_, _| {});
+                let pol = c.policy();
+                let [lir, q, s, nr] = pol.sizes();
+                // Under libCacheSim's rule with Lhirs = 1, keeping the hit block (see the
+                // module doc) lets Q hold one block more until the next miss.
+                proptest::prop_assert!(lir <= pol.lir_cap && q <= pol.hir_cap + lcs as usize);
+                proptest::prop_assert_eq!(lir + q + pol.condemned.len(), c.len());
+                proptest::prop_assert!(s <= 2 * cap && nr <= s);
+                if let Some(b) = pol.s.back() {
+                    proptest::prop_assert!(lir == 0 || pol.flags(b) & LIR != 0);
+                }
+            }
+        }
     }
 
     #[test]
