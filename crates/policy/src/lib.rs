@@ -90,6 +90,12 @@ macro_rules! registry {
 
 registry! {
     "lru" => eviction::lru::Lru,
+    "arc" => eviction::arc::Arc,
+    "lirs" => eviction::lirs::Lirs,
+    "2q" | "twoq" => eviction::twoq::TwoQ,
+    "mq" => eviction::mq::Mq,
+    "s3fifo" | "s3-fifo" => eviction::s3fifo::S3Fifo,
+    "sieve" => eviction::sieve::Sieve,
 }
 
 /// Constructs the policy named by `spec` as a boxed trait object.
