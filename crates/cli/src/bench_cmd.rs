@@ -92,7 +92,14 @@ fn ours(trace: &Path, policy: &str, size: u64) -> anyhow::Result<Line> {
     let exe = std::env::current_exe()?;
     let mut v = json_lines(
         Command::new(exe)
-            .args(["sim", "--ignore-obj-size", "--json", "--threads", "1", "--trace"])
+            .args([
+                "sim",
+                "--ignore-obj-size",
+                "--json",
+                "--threads",
+                "1",
+                "--trace",
+            ])
             .arg(trace)
             .args(["--policy", policy, "--size", &size.to_string()]),
     )?;

@@ -1,6 +1,11 @@
 //! The `lachesis` binary: parses arguments and prints; every command is a library call.
 
+mod bench_cmd;
+mod progress;
 mod sim_cmd;
+mod sizes;
+mod source;
+mod trace_cmd;
 
 use clap::{Parser, Subcommand};
 
@@ -16,9 +21,13 @@ struct Cli {
 enum Command {
     /// Simulate eviction policies on a trace at several cache sizes.
     Sim(sim_cmd::SimArgs),
+    /// Summarise, convert and generate traces.
+    Trace(trace_cmd::TraceArgs),
+    /// Benchmarks printed beside a real peer's figures from the same run.
+    Bench(bench_cmd::BenchArgs),
 }
 
-fn main() -> anyhow::Result<()> {
+fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
@@ -26,7 +35,13 @@ fn main() -> anyhow::Result<()> {
         .with_writer(std::io::stderr)
         .init();
     let cli = Cli::parse();
-    match cli.command {
+    let result = match cli.command {
         Command::Sim(a) => sim_cmd::run(a),
+        Command::Trace(a) => trace_cmd::run(a),
+        Command::Bench(a) => bench_cmd::run(a),
+    };
+    if let Err(e) = result {
+        eprintln!("lachesis: {e:#}");
+        std::process::exit(1);
     }
 }

@@ -6,7 +6,6 @@ use crate::sizes::{parse_sizes, SizeSpec};
 use crate::source::{Source, SourceArgs};
 use anyhow::Context;
 use clap::Args;
-use indicatif::{ProgressBar, ProgressStyle};
 use rayon::prelude::*;
 use serde::Serialize;
 use trace::KeyMode;
@@ -115,17 +114,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         }
     }
     let total = summary.as_ref().map_or(0, |s| s.requests) * jobs.len() as u64;
-    let bar = if total > 4_000_000 {
-        let b = ProgressBar::new(total);
-        b.set_style(
-            ProgressStyle::with_template("{spinner} sim [{bar:40}] {percent}% {per_sec} eta {eta}")
-                .expect("static template")
-                .progress_chars("=> "),
-        );
-        b
-    } else {
-        ProgressBar::hidden()
-    };
+    let bar = crate::progress::bar(total, "sim");
     let pool = rayon::ThreadPoolBuilder::new()
         .num_threads(a.threads.unwrap_or(0))
         .build()?;
@@ -138,7 +127,11 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
                 Ok(SimRecord {
                     policy: spec.clone(),
                     policy_name: policy::build(spec)?.name(),
-                    mode: if mode == KeyMode::Object { "object" } else { "block" },
+                    mode: if mode == KeyMode::Object {
+                        "object"
+                    } else {
+                        "block"
+                    },
                     cache_size: *size,
                     requests: st.requests,
                     accesses: st.accesses,
@@ -173,7 +166,11 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
             source.describe(),
             s.requests,
             s.footprint,
-            if mode == KeyMode::Object { "objects" } else { "blocks" }
+            if mode == KeyMode::Object {
+                "objects"
+            } else {
+                "blocks"
+            }
         );
     }
     println!(
@@ -188,7 +185,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         };
         println!(
             "{:<22} {:>10} {:>7} {:>10.4} {:>10.4} {:>10.2}",
-            r.policy_name,
+            r.policy,
             r.cache_size,
             share,
             r.miss_ratio,

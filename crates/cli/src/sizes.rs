@@ -34,9 +34,13 @@ impl SizeSpec {
 /// Parses a byte count with an optional unit (`4096`, `4KiB`, `1M`, `2GB`, `1TiB`).
 pub fn parse_bytes(s: &str) -> anyhow::Result<u64> {
     let t = s.trim();
-    let split = t.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(t.len());
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let x: f64 = num.parse().with_context(|| format!("`{s}` is not a size"))?;
+    let x: f64 = num
+        .parse()
+        .with_context(|| format!("`{s}` is not a size"))?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" => 1_000,
@@ -69,7 +73,10 @@ pub fn parse_sizes(list: &str) -> anyhow::Result<Vec<SizeSpec>> {
             }
             SizeSpec::Share(f / 100.0)
         } else if item.chars().all(|c| c.is_ascii_digit()) {
-            SizeSpec::Entries(item.parse().with_context(|| format!("size `{item}` is too large"))?)
+            SizeSpec::Entries(
+                item.parse()
+                    .with_context(|| format!("size `{item}` is too large"))?,
+            )
         } else {
             SizeSpec::Bytes(parse_bytes(item).with_context(|| format!("size `{item}`"))?)
         };

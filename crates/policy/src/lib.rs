@@ -90,6 +90,12 @@ macro_rules! registry {
 
 registry! {
     "lru" => eviction::lru::Lru,
+    "mru" => eviction::mru::Mru,
+    "fifo" => eviction::fifo::Fifo,
+    "clock" => eviction::clock::Clock,
+    "lfu" => eviction::lfu::Lfu,
+    "lrfu" => eviction::lrfu::Lrfu,
+    "lruk" | "lru-k" | "lru_k" => eviction::lruk::LruK,
     "arc" => eviction::arc::Arc,
     "lirs" => eviction::lirs::Lirs,
     "2q" | "twoq" => eviction::twoq::TwoQ,

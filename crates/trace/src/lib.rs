@@ -6,12 +6,21 @@
 //!
 //! Owns: everything about requests and trace files. Does not own: any notion of a cache.
 //!
-//! Readers never load a whole trace: each is an iterator of `Result<Request, TraceError>`
-//! over a buffered file. A bad record is an error naming the file and the line (text) or
-//! byte offset (binary); [`SkipBad`] turns such errors into a count instead.
+//! Readers never load a whole trace: [`open`] gives an iterator of
+//! `Result<Request, TraceError>` over a buffered file. A bad record is an error naming the
+//! file and the line (text) or byte offset (binary); [`SkipBad`] turns such errors into a
+//! count instead.
 
 pub mod error;
+pub mod formats;
+pub mod info;
 pub mod request;
+pub mod skip;
+pub mod synth;
 
 pub use error::{Position, TraceError};
+pub use formats::oracle;
+pub use formats::{detect, open, Format, TraceReader};
+pub use info::TraceInfo;
 pub use request::{KeyMode, Op, Request, SECTOR};
+pub use skip::SkipBad;

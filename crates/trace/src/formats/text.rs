@@ -1,0 +1,135 @@
+//! The shared machinery of line-oriented trace formats: a buffered line reader that counts
+//! lines, and [`TextReader`], which turns a [`LineParser`] into a request iterator whose
+//! errors name the file and line.
+
+use crate::{Position, Request, TraceError};
+use std::io::BufRead;
+use std::path::PathBuf;
+
+/// Parses one line of a text trace.
+pub trait LineParser: Send {
+    /// `Ok(None)` skips the line (header, comment, a line of another kind); `Err` is a
+    /// message naming the bad field.
+    fn parse(&mut self, line: &str) -> Result<Option<Request>, String>;
+}
+
+/// A streaming reader of a text trace.
+pub struct TextReader<P> {
+    input: Box<dyn BufRead + Send>,
+    path: PathBuf,
+    line_no: u64,
+    buf: String,
+    parser: P,
+    done: bool,
+}
+
+impl<P: LineParser> TextReader<P> {
+    /// Reads `input` (named `path` in errors) with `parser`.
+    pub fn new(input: Box<dyn BufRead + Send>, path: PathBuf, parser: P) -> Self {
+        TextReader {
+            input,
+            path,
+            line_no: 0,
+            buf: String::with_capacity(256),
+            parser,
+            done: false,
+        }
+    }
+}
+
+impl<P: LineParser> Iterator for TextReader<P> {
+    type Item = Result<Request, TraceError>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        while !self.done {
+            self.buf.clear();
+            match self.input.read_line(&mut self.buf) {
+                Ok(0) => self.done = true,
+                Ok(_) => {
+                    self.line_no += 1;
+                    let line = self.buf.trim_end_matches(['\n', '\r']);
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    match self.parser.parse(line) {
+                        Ok(Some(r)) => return Some(Ok(r)),
+                        Ok(None) => continue,
+                        Err(message) => {
+                            return Some(Err(TraceError::parse(
+                                self.path.clone(),
+                                Position::Line(self.line_no),
+                                message,
+                            )))
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.done = true;
+                    let source = if e.kind() == std::io::ErrorKind::InvalidData {
+                        return Some(Err(TraceError::parse(
+                            self.path.clone(),
+                            Position::Line(self.line_no + 1),
+                            "not valid UTF-8 text",
+                        )));
+                    } else {
+                        e
+                    };
+                    return Some(Err(TraceError::Io {
+                        file: self.path.clone(),
+                        source,
+                    }));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Parses a field as an unsigned integer, naming it on failure.
+pub fn uint(field: &str, name: &str) -> Result<u64, String> {
+    field.trim().parse().map_err(|_| {
+        format!(
+            "field `{name}`: `{}` is not a non-negative integer",
+            field.trim()
+        )
+    })
+}
+
+/// Parses a field as a finite non-negative float, naming it on failure.
+pub fn float(field: &str, name: &str) -> Result<f64, String> {
+    match field.trim().parse::<f64>() {
+        Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
+        _ => Err(format!(
+            "field `{name}`: `{}` is not a non-negative number",
+            field.trim()
+        )),
+    }
+}
+
+/// Converts a byte length to the `u32` of [`Request::len`], naming the field on overflow.
+pub fn len32(bytes: u64, name: &str) -> Result<u32, String> {
+    u32::try_from(bytes)
+        .map_err(|_| format!("field `{name}`: {bytes} bytes is too large for one request"))
+}
+
+/// Splits a CSV line on `delim` (no quoting: block traces have none).
+pub fn fields(line: &str, delim: char) -> impl Iterator<Item = &str> {
+    line.split(delim)
+}
+
+/// Gives small stable ids to names in first-seen order (MSR host names, blkparse devices).
+#[derive(Default)]
+pub struct NameIds {
+    names: Vec<String>,
+}
+
+impl NameIds {
+    /// The id of `name`, allocating the next one on first sight.
+    pub fn id(&mut self, name: &str) -> u32 {
+        if let Some(i) = self.names.iter().position(|n| n == name) {
+            return i as u32;
+        }
+        self.names.push(name.to_string());
+        (self.names.len() - 1) as u32
+    }
+}
