@@ -13,9 +13,9 @@
 
 use crate::admission::AdmissionPolicy;
 use crate::policy::{EvictionPolicy, Key, Slot};
-use rustc_hash::FxBuildHasher;
+use crate::keymap::KeyMap;
 
-type Directory = hashbrown::HashMap<Key, Slot, FxBuildHasher>;
+type Directory = KeyMap<Slot>;
 
 /// The outcome of one access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

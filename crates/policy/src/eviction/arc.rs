@@ -43,7 +43,7 @@ use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
 use crate::policy::{EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use rustc_hash::FxHashMap;
+use crate::keymap::KeyMap;
 
 /// Which list a resident slot is in.
 const IN_T1: u8 = 0;
@@ -81,7 +81,7 @@ pub struct Arc {
     b2: List,
     ghost_keys: NodeSlab<Key>,
     /// Ghost key to node index, with [`B2_BIT`] set for B2.
-    ghosts: FxHashMap<Key, u32>,
+    ghosts: KeyMap<u32>,
     pending: Pending,
 }
 
@@ -99,7 +99,7 @@ impl Default for Arc {
             b1: List::default(),
             b2: List::default(),
             ghost_keys: NodeSlab::default(),
-            ghosts: FxHashMap::default(),
+            ghosts: KeyMap::default(),
             pending: Pending::None,
         }
     }

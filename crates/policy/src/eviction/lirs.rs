@@ -59,7 +59,7 @@ use crate::list::{Links, List, NodeSlab, NIL};
 use crate::params::Params;
 use crate::policy::{EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use rustc_hash::FxHashMap;
+use crate::keymap::KeyMap;
 
 const LIR: u8 = 1;
 const IN_S: u8 = 2;
@@ -101,7 +101,7 @@ pub struct Lirs {
     q: List,
     nh: List,
     /// Non-resident entries of S by key.
-    nonresident: FxHashMap<Key, u32>,
+    nonresident: KeyMap<u32>,
     /// Node of each resident slot; `NIL` for a condemned slot.
     slot_node: Vec<u32>,
     /// Slots already evicted by the policy, still resident in the cache until the next
@@ -140,7 +140,7 @@ impl Lirs {
             q_links: Links::default(),
             q: List::default(),
             nh: List::default(),
-            nonresident: FxHashMap::default(),
+            nonresident: KeyMap::default(),
             slot_node: Vec::new(),
             condemned: Vec::new(),
             lirs: 0,

@@ -20,7 +20,7 @@ use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
 use crate::policy::{EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use rustc_hash::FxHashMap;
+use crate::keymap::KeyMap;
 use std::collections::BTreeSet;
 
 /// Reference times of one block, newest first (0 = none).
@@ -36,7 +36,7 @@ pub struct LruK {
     refs: Vec<Refs>,
     keys: Vec<Key>,
     now: u64,
-    ghosts: FxHashMap<Key, u32>,
+    ghosts: KeyMap<u32>,
     ghost_nodes: NodeSlab<(Key, Refs)>,
     ghost_links: Links,
     ghost_fifo: List,
@@ -56,7 +56,7 @@ impl LruK {
             refs: Vec::new(),
             keys: Vec::new(),
             now: 0,
-            ghosts: FxHashMap::default(),
+            ghosts: KeyMap::default(),
             ghost_nodes: NodeSlab::default(),
             ghost_links: Links::default(),
             ghost_fifo: List::default(),

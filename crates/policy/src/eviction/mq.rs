@@ -39,7 +39,7 @@ use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
 use crate::policy::{EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use rustc_hash::FxHashMap;
+use crate::keymap::KeyMap;
 
 /// Most queues MQ may have.
 pub const MAX_QUEUES: usize = 64;
@@ -70,7 +70,7 @@ pub struct Mq {
     ghost_links: Links,
     qout: List,
     ghost_nodes: NodeSlab<(Key, u32)>,
-    ghosts: FxHashMap<Key, u32>,
+    ghosts: KeyMap<u32>,
     /// The count remembered for the pending miss, if it was in Qout.
     pending: Option<u32>,
 }
@@ -103,7 +103,7 @@ impl Mq {
             ghost_links: Links::default(),
             qout: List::default(),
             ghost_nodes: NodeSlab::default(),
-            ghosts: FxHashMap::default(),
+            ghosts: KeyMap::default(),
             pending: None,
         }
     }

@@ -38,7 +38,7 @@ use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
 use crate::policy::{EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use rustc_hash::FxHashMap;
+use crate::keymap::KeyMap;
 
 const IN_SMALL: u8 = 0;
 const IN_MAIN: u8 = 1;
@@ -61,7 +61,7 @@ pub struct S3Fifo {
     ghost_links: Links,
     ghost: List,
     ghost_keys: NodeSlab<Key>,
-    ghosts: FxHashMap<Key, u32>,
+    ghosts: KeyMap<u32>,
     ghost_hit: bool,
     has_evicted: bool,
 }
@@ -97,7 +97,7 @@ impl S3Fifo {
             ghost_links: Links::default(),
             ghost: List::default(),
             ghost_keys: NodeSlab::default(),
-            ghosts: FxHashMap::default(),
+            ghosts: KeyMap::default(),
             ghost_hit: false,
             has_evicted: false,
         }

@@ -34,7 +34,7 @@ use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
 use crate::policy::{EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use rustc_hash::FxHashMap;
+use crate::keymap::KeyMap;
 
 const IN_A1IN: u8 = 0;
 const IN_AM: u8 = 1;
@@ -54,7 +54,7 @@ pub struct TwoQ {
     ghost_links: Links,
     a1out: List,
     ghost_keys: NodeSlab<Key>,
-    ghosts: FxHashMap<Key, u32>,
+    ghosts: KeyMap<u32>,
     /// The pending miss was a ghost hit in A1out.
     ghost_hit: bool,
 }
@@ -86,7 +86,7 @@ impl TwoQ {
             ghost_links: Links::default(),
             a1out: List::default(),
             ghost_keys: NodeSlab::default(),
-            ghosts: FxHashMap::default(),
+            ghosts: KeyMap::default(),
             ghost_hit: false,
         }
     }
