@@ -9,7 +9,7 @@
 //! ordered set of `(frequency, time reached, slot)`: O(log n) per event.
 
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 use std::collections::BTreeSet;
 
@@ -55,6 +55,15 @@ impl EvictionPolicy for Lfu {
             .pop_first()
             .expect("evict called on an empty LFU")
             .2
+    }
+    /// A switched-in block keeps its frequency: 1 + its hits since it entered.
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        self.on_insert(slot, key);
+        let (_, t) = self.meta[slot as usize];
+        self.order.remove(&(1, t, slot));
+        let f = 1 + h.hits as u64;
+        self.meta[slot as usize] = (f, t);
+        self.order.insert((f, t, slot));
     }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         let (f, t) = self.meta[slot as usize];

@@ -15,7 +15,7 @@
 //! default 0.001.
 
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 use std::collections::BTreeSet;
 
@@ -85,6 +85,16 @@ impl EvictionPolicy for Lrfu {
             .pop_first()
             .expect("evict called on an empty LRFU")
             .1
+    }
+    /// A switched-in block starts with the CRF of `1 + hits` references at its turn in the
+    /// replay (an upper bound of its true CRF: the references' ages are not remembered).
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        self.on_insert(slot, key);
+        let e = self.entry(slot);
+        self.order.remove(&e);
+        self.meta[slot as usize].0 = (1.0 + h.hits as f64).log2();
+        let e = self.entry(slot);
+        self.order.insert(e);
     }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         let e = self.entry(slot);

@@ -16,11 +16,11 @@
 //! libCacheSim's `LRU-K` orders blocks the same way but keeps no retained history (its
 //! PyPI peer gives the same miss ratio as `lruk:history=0`).
 
+use crate::keymap::KeyMap;
 use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use crate::keymap::KeyMap;
 use std::collections::BTreeSet;
 
 /// Reference times of one block, newest first (0 = none).
@@ -129,6 +129,20 @@ impl EvictionPolicy for LruK {
         self.keys[i] = key;
         let e = self.entry(slot);
         self.order.insert(e);
+    }
+    /// A switched-in block with at least K-1 hits arrives with K references at its turn in
+    /// the replay (so blocks rank by last access among themselves, after the ones seen
+    /// fewer than K times); others as new blocks.
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        self.on_insert(slot, key);
+        if h.hits as usize + 1 >= self.k {
+            let e = self.entry(slot);
+            self.order.remove(&e);
+            let now = self.now;
+            self.refs[slot as usize][..self.k].fill(now);
+            let e = self.entry(slot);
+            self.order.insert(e);
+        }
     }
     fn evict(&mut self) -> Slot {
         let (_, _, slot) = self
