@@ -175,7 +175,7 @@ impl AdmissionPolicy for Adaptive {
     }
     fn access(&mut self, key: Key, resident: bool) -> bool {
         self.seen += 1;
-        if self.seen % self.period == 0 {
+        if self.seen.is_multiple_of(self.period) {
             self.state = step(
                 self.state,
                 PeriodObservation {

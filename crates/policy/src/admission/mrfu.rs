@@ -44,7 +44,7 @@ impl MrfuCounter {
     /// continuation; 0 for a resident key, which is not counted).
     pub fn record(&mut self, key: Key, resident: bool) -> u32 {
         self.seen += 1;
-        if self.seen % self.period == 0 {
+        if self.seen.is_multiple_of(self.period) {
             self.candidates.cool(self.decay);
         }
         let sequential = self.filter_sequential
