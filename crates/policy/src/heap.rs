@@ -75,7 +75,8 @@ impl<K: Ord + Copy> SlotHeap<K> {
     pub fn push(&mut self, slot: Slot, key: K) {
         let s = slot as usize;
         if self.pos.len() <= s {
-            self.pos.resize((s + 1).max(self.pos.len() * 2).max(16), ABSENT);
+            self.pos
+                .resize((s + 1).max(self.pos.len() * 2).max(16), ABSENT);
         }
         debug_assert_eq!(self.pos[s], ABSENT, "slot {slot} already in the heap");
         let i = self.heap.len();
@@ -235,7 +236,7 @@ mod tests {
                     Op::Pop => {
                         let got = h.pop();
                         let want = model.pop_first();
-                        prop_assert_eq!(got.map(|(k, s)| (k, s)), want);
+                        prop_assert_eq!(got, want);
                         if let Some((_, s)) = want {
                             keys.remove(&s);
                         }

@@ -165,7 +165,9 @@ fn lruk_without_history_matches_libcachesim_exactly() {
     for (&size, &want) in SIZES.iter().zip(LIBCACHESIM_LRUK.iter()) {
         let got = misses("lruk:history=0", size, &keys);
         if got != want {
-            bad.push(format!("lruk:history=0 @ {size}: ours {got}, libCacheSim {want}"));
+            bad.push(format!(
+                "lruk:history=0 @ {size}: ours {got}, libCacheSim {want}"
+            ));
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
@@ -184,7 +186,15 @@ fn lruk_with_history_is_pinned() {
 fn lrfu_limits_are_lru_and_lfu() {
     let keys = keys();
     for (i, &size) in SIZES.iter().enumerate().step_by(2) {
-        assert_eq!(misses("lrfu:lambda=1", size, &keys), LIBCACHESIM[0].1[i], "λ=1 @ {size}");
-        assert_eq!(misses("lrfu:lambda=0", size, &keys), LIBCACHESIM[3].1[i], "λ=0 @ {size}");
+        assert_eq!(
+            misses("lrfu:lambda=1", size, &keys),
+            LIBCACHESIM[0].1[i],
+            "λ=1 @ {size}"
+        );
+        assert_eq!(
+            misses("lrfu:lambda=0", size, &keys),
+            LIBCACHESIM[3].1[i],
+            "λ=0 @ {size}"
+        );
     }
 }

@@ -158,7 +158,8 @@ impl EvictionPolicy for Lfu {
     fn on_insert(&mut self, slot: Slot, _key: Key) {
         let i = slot as usize;
         if self.bucket_of.len() <= i {
-            self.bucket_of.resize((i + 1).max(self.bucket_of.len() * 2), NIL);
+            self.bucket_of
+                .resize((i + 1).max(self.bucket_of.len() * 2), NIL);
         }
         let b = if self.head != NIL && self.buckets.get(self.head).freq == 1 {
             self.head

@@ -21,7 +21,18 @@
 //! `1/λ` = 1000 references, so the policy is mostly frequency-driven within a window of a
 //! few thousand references and recency-driven beyond; the paper's experiments put the best
 //! λ for its traces in the small range (about 10^-4 to 10^-2), and small values are also
-//! where LRFU differs most from plain LRU. Tune per workload.
+//! where LRFU differs most from plain LRU. Tune per workload, and relative to the cache:
+//! a block at the LRU end was last referenced roughly `capacity` references ago, so once
+//! `capacity ≫ 1/λ` the decay has erased frequency there and LRFU behaves as LRU. On the
+//! shared cloudPhysics trace (miss ratio at 100 / 1,000 / 5,000 / 10,000 / 20,000 blocks):
+//!
+//! | policy           | 100    | 1,000  | 5,000  | 10,000 | 20,000 |
+//! |------------------|--------|--------|--------|--------|--------|
+//! | LRU (= λ 1)      | 0.8801 | 0.8327 | 0.8038 | 0.6976 | 0.6328 |
+//! | λ = 0.01         | 0.8772 | 0.8327 | 0.8038 | 0.6976 | 0.6328 |
+//! | λ = 0.001        | 0.8769 | 0.8304 | 0.8033 | 0.7005 | 0.6328 |
+//! | λ = 0.0001       | 0.8783 | 0.8258 | 0.8021 | 0.7427 | 0.6214 |
+//! | LFU (= λ 0)      | 0.8867 | 0.8392 | 0.7886 | 0.7118 | 0.5658 |
 //!
 //! Shines where both recency and frequency matter (database buffer pools, file-system
 //! caches with a stable hot set and scans); costs a log-time update per hit, one `exp2` and

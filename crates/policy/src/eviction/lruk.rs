@@ -166,7 +166,8 @@ impl EvictionPolicy for LruK {
             let n = self.ghost_keys.alloc(key);
             let need = (n as usize + 1) * k;
             if self.ghost_refs.len() < need {
-                self.ghost_refs.resize(need.max(self.ghost_refs.len() * 2), 0);
+                self.ghost_refs
+                    .resize(need.max(self.ghost_refs.len() * 2), 0);
             }
             let (src, dst) = (slot as usize * k, n as usize * k);
             self.ghost_refs[dst..dst + k].copy_from_slice(&self.refs[src..src + k]);
