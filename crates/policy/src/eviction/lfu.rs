@@ -251,6 +251,36 @@ mod tests {
         assert_eq!(p.head, crate::list::NIL);
     }
 
+    /// libCacheSim's LFU written plainly: per key `(frequency, time it reached it)`, the
+    /// victim is the smallest pair.
+    fn naive(capacity: usize, keys: &[u64]) -> u64 {
+        let mut m: std::collections::HashMap<u64, (u64, u64)> = Default::default();
+        let mut misses = 0;
+        for (t, &k) in keys.iter().enumerate() {
+            if let Some(e) = m.get_mut(&k) {
+                *e = (e.0 + 1, t as u64);
+                continue;
+            }
+            misses += 1;
+            if m.len() == capacity {
+                let (&v, _) = m.iter().min_by_key(|(_, &e)| e).unwrap();
+                m.remove(&v);
+            }
+            m.insert(k, (1, t as u64));
+        }
+        misses
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn matches_the_naive_model(
+            cap in 1usize..12,
+            keys in proptest::collection::vec(0u64..24, 1..300),
+        ) {
+            proptest::prop_assert_eq!(miss_count("lfu", cap, &keys), naive(cap, &keys));
+        }
+    }
+
     #[test]
     fn contract_holds() {
         pinned::contract("lfu");

@@ -245,6 +245,63 @@ mod tests {
         assert_eq!(p.retained(), 2);
     }
 
+    /// The paper's rule written plainly: reference lists per key, the victim is the block
+    /// with the smallest `(has K references, K-th or last reference time)`, and the
+    /// histories of the last `history` evicted blocks are retained.
+    fn naive(capacity: usize, k: usize, history: usize, keys: &[u64]) -> u64 {
+        use std::collections::{HashMap, VecDeque};
+        let mut res: HashMap<u64, Vec<u64>> = HashMap::new();
+        let mut ghosts: VecDeque<(u64, Vec<u64>)> = VecDeque::new();
+        let rank = |r: &Vec<u64>| {
+            if r.len() < k {
+                (0, r[0])
+            } else {
+                (1, r[k - 1])
+            }
+        };
+        let (mut now, mut misses) = (0, 0);
+        for &key in keys {
+            now += 1;
+            if let Some(r) = res.get_mut(&key) {
+                r.insert(0, now);
+                r.truncate(k);
+                continue;
+            }
+            misses += 1;
+            if res.len() == capacity {
+                let (&v, _) = res.iter().min_by_key(|(_, r)| rank(r)).unwrap();
+                let r = res.remove(&v).unwrap();
+                if history > 0 {
+                    ghosts.push_back((v, r));
+                    if ghosts.len() > history {
+                        ghosts.pop_front();
+                    }
+                }
+            }
+            let mut r = match ghosts.iter().position(|g| g.0 == key) {
+                Some(i) => ghosts.remove(i).unwrap().1,
+                None => Vec::new(),
+            };
+            r.insert(0, now);
+            r.truncate(k);
+            res.insert(key, r);
+        }
+        misses
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn matches_the_naive_model(
+            cap in 1usize..10,
+            k in 1usize..4,
+            h in 0usize..3,
+            keys in proptest::collection::vec(0u64..24, 1..300),
+        ) {
+            let spec = format!("lruk:k={k},history={h}");
+            proptest::prop_assert_eq!(miss_count(&spec, cap, &keys), naive(cap, k, h * cap, &keys));
+        }
+    }
+
     #[test]
     fn contract_holds() {
         pinned::contract("lruk");
