@@ -20,7 +20,11 @@ fn main() {
         .map(|_| {
             let u = rng.gen::<f64>() * acc;
             let r = cdf.partition_point(|&c| c < u) as u64;
-            if std::env::var("DENSE").is_ok() { (r * 0x9E37_79B9_7F4A_7C15 % n) % n } else { r.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20 }
+            if std::env::var("DENSE").is_ok() {
+                (r * 0x9E37_79B9_7F4A_7C15 % n) % n
+            } else {
+                r.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20
+            }
         })
         .collect();
     let scramble = std::env::var("SCRAMBLE").is_ok();
@@ -30,12 +34,20 @@ fn main() {
             let data = std::fs::read(&f).unwrap();
             let reqs = data.chunks_exact(24).map(|c| {
                 let id = u64::from_le_bytes(c[4..12].try_into().unwrap());
-                let id = if scramble { id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20 } else { id };
+                let id = if scramble {
+                    id.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 20
+                } else {
+                    id
+                };
                 Ok(Request::read(id * 512, 512))
             });
             let s = policy::sim::simulate(spec, 100_000, KeyMode::Object, reqs, &|_| {}).unwrap();
             let secs = t.elapsed().as_secs_f64();
-            println!("file {spec}: miss {:.4}  {:.2} M req/s", s.miss_ratio(), s.requests as f64 / secs / 1e6);
+            println!(
+                "file {spec}: miss {:.4}  {:.2} M req/s",
+                s.miss_ratio(),
+                s.requests as f64 / secs / 1e6
+            );
         }
         return;
     }

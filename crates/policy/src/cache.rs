@@ -12,8 +12,8 @@
 //! Invariant: after any call returns, `len() <= capacity()`.
 
 use crate::admission::AdmissionPolicy;
-use crate::policy::{EvictionPolicy, Key, Slot};
 use crate::keymap::KeyMap;
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 
 type Directory = KeyMap<Slot>;
 
@@ -44,7 +44,8 @@ pub struct BlockCache<P: EvictionPolicy = Box<dyn EvictionPolicy>> {
     capacity: usize,
     policy: P,
     admission: Option<Box<dyn AdmissionPolicy>>,
-    stamps: Option<Vec<u64>>,
+    /// With history: per slot, the last access and the hits since entry.
+    stamps: Option<Vec<BlockHistory>>,
     clock: u64,
 }
 
@@ -70,7 +71,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
     /// Keeps last-access stamps so the policy can be switched by reconstruction (costs 8
     /// bytes per block and one store per access).
     pub fn with_history(mut self) -> Self {
-        self.stamps = Some(vec![0; self.keys.len()]);
+        self.stamps = Some(vec![BlockHistory::default(); self.keys.len()]);
         self
     }
 
@@ -132,7 +133,9 @@ impl<P: EvictionPolicy> BlockCache<P> {
             }
             self.policy.on_hit(slot, key);
             if let Some(st) = self.stamps.as_mut() {
-                st[slot as usize] = self.clock;
+                let h = &mut st[slot as usize];
+                h.last_access = self.clock;
+                h.hits = h.hits.saturating_add(1);
             }
             return Access::Hit(slot);
         }
@@ -180,13 +183,16 @@ impl<P: EvictionPolicy> BlockCache<P> {
             None => {
                 self.keys.push(key);
                 if let Some(st) = self.stamps.as_mut() {
-                    st.push(0);
+                    st.push(BlockHistory::default());
                 }
                 (self.keys.len() - 1) as Slot
             }
         };
         if let Some(st) = self.stamps.as_mut() {
-            st[slot as usize] = self.clock;
+            st[slot as usize] = BlockHistory {
+                last_access: self.clock,
+                hits: 0,
+            };
         }
         self.dir.insert(key, slot);
         self.policy.on_insert(slot, key);
@@ -215,21 +221,33 @@ impl<P: EvictionPolicy> BlockCache<P> {
     /// Resident blocks ordered by last access, oldest first (SOPA's LRU history list).
     /// Without history the order is by slot.
     pub fn history(&self) -> Vec<(Slot, Key)> {
-        let mut v: Vec<(Slot, Key)> = self.dir.iter().map(|(&k, &s)| (s, k)).collect();
-        match &self.stamps {
-            Some(st) => v.sort_unstable_by_key(|&(s, _)| st[s as usize]),
-            None => v.sort_unstable_by_key(|&(s, _)| s),
-        }
+        self.history_with_meta()
+            .into_iter()
+            .map(|(s, k, _)| (s, k))
+            .collect()
+    }
+
+    /// Like [`BlockCache::history`], with each block's remembered history (default values
+    /// without history).
+    pub fn history_with_meta(&self) -> Vec<(Slot, Key, BlockHistory)> {
+        let meta = |s: Slot| {
+            self.stamps
+                .as_ref()
+                .map_or(BlockHistory::default(), |st| st[s as usize])
+        };
+        let mut v: Vec<(Slot, Key, BlockHistory)> =
+            self.dir.iter().map(|(&k, &s)| (s, k, meta(s))).collect();
+        v.sort_unstable_by_key(|&(s, _, h)| (h.last_access, s));
         v
     }
 
     /// Switches the eviction policy online by reconstruction: the resident blocks are
-    /// replayed, oldest access first, into `new`'s `on_insert`. No block is dropped or
+    /// replayed, oldest access first, into `new`'s `on_reconstruct` (by default `on_insert`). No block is dropped or
     /// moved and no data is written. Returns the old policy.
     pub fn switch_policy(&mut self, mut new: P) -> P {
         new.set_capacity(self.capacity);
-        for (slot, key) in self.history() {
-            new.on_insert(slot, key);
+        for (slot, key, history) in self.history_with_meta() {
+            new.on_reconstruct(slot, key, history);
         }
         std::mem::replace(&mut self.policy, new)
     }

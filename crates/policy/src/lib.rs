@@ -28,7 +28,7 @@ pub(crate) mod testkit;
 pub use admission::AdmissionPolicy;
 pub use cache::{Access, BlockCache};
 pub use params::Params;
-pub use policy::{EvictionPolicy, Key, Slot};
+pub use policy::{BlockHistory, EvictionPolicy, Key, Slot};
 
 /// Errors of policy construction.
 #[derive(Debug, thiserror::Error)]

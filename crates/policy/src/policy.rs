@@ -56,6 +56,23 @@ pub trait EvictionPolicy: Send {
 
     /// A resident block leaves without being chosen by `evict` (trim, invalidation).
     fn on_remove(&mut self, slot: Slot, key: Key);
+
+    /// Reconstruction after an online switch: a block already resident is handed to this
+    /// (new) policy, oldest access first, with what the cache remembers of it. The default
+    /// treats it as a new block; policies that rank by frequency use `hits` so a switch
+    /// does not make them relearn it (SOPA replays blocks only; this keeps their history).
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, _history: BlockHistory) {
+        self.on_insert(slot, key)
+    }
+}
+
+/// What the cache remembers of a resident block, for reconstruction.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct BlockHistory {
+    /// The cache's access clock at the block's last access.
+    pub last_access: u64,
+    /// Hits since the block entered the cache.
+    pub hits: u32,
 }
 
 impl<P: EvictionPolicy + ?Sized> EvictionPolicy for Box<P> {
@@ -85,5 +102,8 @@ impl<P: EvictionPolicy + ?Sized> EvictionPolicy for Box<P> {
     #[inline]
     fn on_remove(&mut self, slot: Slot, key: Key) {
         (**self).on_remove(slot, key)
+    }
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, history: BlockHistory) {
+        (**self).on_reconstruct(slot, key, history)
     }
 }

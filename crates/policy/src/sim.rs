@@ -85,7 +85,7 @@ pub fn replay<P: EvictionPolicy>(
     for r in requests {
         let r = r?;
         s.requests += 1;
-        if s.requests % PROGRESS_EVERY == 0 {
+        if s.requests.is_multiple_of(PROGRESS_EVERY) {
             progress(PROGRESS_EVERY);
         }
         match r.op {

@@ -12,5 +12,8 @@ fn main() {
         sum = sum.wrapping_add(r.offset);
     }
     let s = t.elapsed().as_secs_f64();
-    println!("{n} records in {s:.3} s: {:.1} M records/s (checksum {sum})", n as f64 / s / 1e6);
+    println!(
+        "{n} records in {s:.3} s: {:.1} M records/s (checksum {sum})",
+        n as f64 / s / 1e6
+    );
 }

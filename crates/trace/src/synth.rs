@@ -335,7 +335,7 @@ enum Node {
     Leaf(Box<LeafGen>),
     Pick {
         parts: Vec<(Node, f64)>,
-        rng: StdRng,
+        rng: Box<StdRng>,
     },
     Seq(Vec<Node>, usize),
 }
@@ -384,7 +384,7 @@ impl Node {
                         )
                     })
                     .collect(),
-                rng: StdRng::seed_from_u64(salt ^ 0x5EED),
+                rng: Box::new(StdRng::seed_from_u64(salt ^ 0x5EED)),
             },
             Workload::Tenants(parts) => Node::Pick {
                 parts: parts
@@ -397,7 +397,7 @@ impl Node {
                         )
                     })
                     .collect(),
-                rng: StdRng::seed_from_u64(salt ^ 0x7E4A),
+                rng: Box::new(StdRng::seed_from_u64(salt ^ 0x7E4A)),
             },
             Workload::Phases(parts) => Node::Seq(
                 parts

@@ -2,12 +2,21 @@
 //!
 //! SANCACHE places a chunk on the fast tier only after it has proved itself; the same
 //! rules serve any Lachesis partition. A policy sees every access (resident or not) and,
-//! for a miss, answers whether to place the block. Implementations:
-//! * [`Demand`]: every miss is placed (the classic cache).
-//! * threshold (MFU), MRFU with cooling and a sequential filter, and SANCACHE's adaptive
-//!   threshold live in their own modules.
+//! for a miss, answers whether to place the block:
+//! * [`Demand`] (`demand`): every miss is placed — the classic cache;
+//! * [`threshold::Threshold`] (`threshold:n=N`): placed on the N-th non-resident access;
+//! * [`mrfu::Mrfu`] (`mrfu:threshold=N,period=P,decay=D`): threshold with periodic cooling
+//!   and a sequential filter;
+//! * [`adaptive::Adaptive`] (`adaptive:...`): MRFU whose threshold follows hits per
+//!   migration against JUSTIFY, with a migration rate limit.
 
+pub mod adaptive;
+pub mod mrfu;
+pub mod threshold;
+
+use crate::params::Params;
 use crate::policy::Key;
+use crate::PolicyError;
 
 /// Decides which missed blocks are placed in the cache.
 pub trait AdmissionPolicy: Send {
@@ -32,5 +41,53 @@ impl AdmissionPolicy for Demand {
     }
     fn access(&mut self, _key: Key, _resident: bool) -> bool {
         true
+    }
+}
+
+/// The names of the admission policies.
+pub const ADMISSION_NAMES: &[&str] = &["demand", "threshold", "mrfu", "adaptive"];
+
+/// Constructs the admission policy named by `spec` (`name` or `name:key=value,...`).
+pub fn build_admission(spec: &str) -> Result<Box<dyn AdmissionPolicy>, PolicyError> {
+    let (name, params) = spec.split_once(':').unwrap_or((spec, ""));
+    let name = name.trim().to_ascii_lowercase();
+    let p = Params::parse(&name, params)?;
+    Ok(match name.as_str() {
+        "demand" => {
+            p.finish()?;
+            Box::new(Demand)
+        }
+        "threshold" | "mfu" => Box::new(threshold::Threshold::from_params(&p)?),
+        "mrfu" => Box::new(mrfu::Mrfu::from_params(&p)?),
+        "adaptive" => Box::new(adaptive::Adaptive::from_params(&p)?),
+        _ => {
+            return Err(PolicyError::UnknownPolicy {
+                name,
+                known: ADMISSION_NAMES.join(", "),
+            })
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn registry_rejects_unknown_names_and_keys() {
+        assert!(build_admission("demand").is_ok());
+        assert!(build_admission("mrfu:threshold=3,period=100").is_ok());
+        assert!(matches!(
+            build_admission("psychic"),
+            Err(PolicyError::UnknownPolicy { .. })
+        ));
+        assert!(matches!(
+            build_admission("threshold:m=2"),
+            Err(PolicyError::BadParam { .. })
+        ));
+        assert!(matches!(
+            build_admission("adaptive:decay=2"),
+            Err(PolicyError::BadParam { .. })
+        ));
     }
 }

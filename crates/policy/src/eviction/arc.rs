@@ -39,11 +39,11 @@
 //! point from libCacheSim that the paper leaves open: REPLACE also takes T1's LRU when T2
 //! is empty.
 
+use crate::keymap::KeyMap;
 use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use crate::keymap::KeyMap;
 
 /// Which list a resident slot is in.
 const IN_T1: u8 = 0;
@@ -273,6 +273,14 @@ impl EvictionPolicy for Arc {
                 }
             }
         }
+    }
+
+    /// A switched-in block that was hit since it entered goes to T2 (seen twice).
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        if h.hits > 0 {
+            self.pending = Pending::GhostB1;
+        }
+        self.on_insert(slot, key);
     }
 
     fn on_remove(&mut self, slot: Slot, _key: Key) {

@@ -20,7 +20,7 @@
 
 use crate::list::{Links, List};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// CLOCK with saturating n-bit counters.
@@ -75,6 +75,12 @@ impl EvictionPolicy for Clock {
         self.counter[i] = 0;
         self.ring.push_front(&mut self.links, slot);
     }
+    /// A switched-in block keeps its hits as its counter (saturating).
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        self.on_insert(slot, key);
+        self.counter[slot as usize] = h.hits.min(self.max as u32) as u8;
+    }
+
     #[inline]
     fn evict(&mut self) -> Slot {
         loop {

@@ -24,8 +24,9 @@
 
 use crate::list::{Links, List, NodeSlab, NIL};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
+use std::collections::BTreeMap;
 
 /// One frequency's blocks, linked to the neighbouring frequencies present.
 #[derive(Clone, Copy, Debug, Default)]
@@ -48,6 +49,11 @@ pub struct Lfu {
     head: u32,
     /// Per slot: its bucket.
     bucket_of: Vec<u32>,
+    /// Frequency → bucket, built only for a run of [`EvictionPolicy::on_reconstruct`]
+    /// calls (which place blocks at arbitrary frequencies) and valid while `index_valid`;
+    /// any other change to the buckets invalidates it. Never touched on the hot path.
+    index: BTreeMap<u64, u32>,
+    index_valid: bool,
 }
 
 impl Default for Lfu {
@@ -57,6 +63,8 @@ impl Default for Lfu {
             buckets: NodeSlab::default(),
             head: NIL,
             bucket_of: Vec::new(),
+            index: BTreeMap::new(),
+            index_valid: false,
         }
     }
 }
@@ -90,6 +98,7 @@ impl Lfu {
         if higher != NIL {
             self.buckets.get_mut(higher).lower = b;
         }
+        self.index_valid = false;
         b
     }
 
@@ -114,6 +123,7 @@ impl Lfu {
             self.buckets.get_mut(higher).lower = lower;
         }
         self.buckets.release(b);
+        self.index_valid = false;
     }
 
     /// Removes `slot` from its bucket's list (the bucket may become empty).
@@ -179,6 +189,46 @@ impl EvictionPolicy for Lfu {
         self.buckets.get_mut(b).blocks = blocks;
         self.drop_if_empty(b);
         victim
+    }
+    /// A switched-in block keeps its frequency, 1 + its hits since it entered, and joins
+    /// that frequency's list as its newest member (blocks arrive oldest access first).
+    /// O(log B) for B frequencies present, through a frequency index kept for the run of
+    /// reconstruction calls.
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        let f = 1 + h.hits as u64;
+        if f == 1 {
+            return self.on_insert(slot, key);
+        }
+        if !self.index_valid {
+            self.index.clear();
+            let mut b = self.head;
+            while b != NIL {
+                let bucket = self.buckets.get(b);
+                self.index.insert(bucket.freq, b);
+                b = bucket.higher;
+            }
+        }
+        let i = slot as usize;
+        if self.bucket_of.len() <= i {
+            self.bucket_of
+                .resize((i + 1).max(self.bucket_of.len() * 2), NIL);
+        }
+        let b = match self.index.get(&f) {
+            Some(&b) => b,
+            None => {
+                let lower = self.index.range(..f).next_back().map_or(NIL, |(_, &b)| b);
+                let higher = if lower == NIL {
+                    self.head
+                } else {
+                    self.buckets.get(lower).higher
+                };
+                let b = self.new_bucket(f, lower, higher);
+                self.index.insert(f, b);
+                b
+            }
+        };
+        self.push_slot(b, slot);
+        self.index_valid = true;
     }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         let b = self.unlink_slot(slot);
@@ -279,6 +329,30 @@ mod tests {
         ) {
             proptest::prop_assert_eq!(miss_count("lfu", cap, &keys), naive(cap, &keys));
         }
+    }
+
+    #[test]
+    fn reconstruction_places_blocks_by_frequency_then_replay_order() {
+        use crate::policy::BlockHistory;
+        let h = |hits| BlockHistory {
+            last_access: 0,
+            hits,
+        };
+        let mut p = Lfu::default();
+        p.set_capacity(8);
+        p.on_reconstruct(0, 10, h(4));
+        p.on_reconstruct(1, 11, h(0));
+        p.on_reconstruct(2, 12, h(2));
+        p.on_reconstruct(3, 13, h(4));
+        p.on_reconstruct(4, 14, h(2));
+        // A hit between reconstruction calls changes the buckets (1 → frequency 2).
+        p.on_hit(1, 11);
+        p.on_reconstruct(5, 15, h(1));
+        assert_eq!((p.frequency(0), p.frequency(1), p.frequency(5)), (5, 2, 2));
+        let order: Vec<_> = (0..6).map(|_| p.evict()).collect();
+        // Frequency 2: 1 (by its hit) then 5; frequency 3: 2, 4; frequency 5: 0, 3.
+        assert_eq!(order, vec![1, 5, 2, 4, 0, 3]);
+        assert_eq!(p.head, crate::list::NIL);
     }
 
     #[test]

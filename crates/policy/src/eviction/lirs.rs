@@ -55,11 +55,11 @@
 //! every size tested, and `q-hit-demotes=1` is identical from 100 blocks up (see
 //! `tests/libcachesim_parity_adaptive.rs`).
 
+use crate::keymap::KeyMap;
 use crate::list::{Links, List, NodeSlab, NIL};
 use crate::params::Params;
 use crate::policy::{EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use crate::keymap::KeyMap;
 
 const LIR: u8 = 1;
 const IN_S: u8 = 2;

@@ -41,7 +41,7 @@
 
 use crate::heap::SlotHeap;
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// Least recently/frequently used.
@@ -114,6 +114,15 @@ impl EvictionPolicy for Lrfu {
     #[inline]
     fn evict(&mut self) -> Slot {
         self.heap.pop().expect("evict called on an empty LRFU").1
+    }
+    /// A switched-in block starts with the CRF of `1 + hits` references at its turn in the
+    /// replay (an upper bound of its true CRF: the references' ages are not remembered).
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        self.on_insert(slot, key);
+        let log_crf = (1.0 + h.hits as f64).log2();
+        self.meta[slot as usize].0 = log_crf;
+        let k = self.key(log_crf, self.now);
+        self.heap.update(slot, k);
     }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         self.heap.remove(slot);

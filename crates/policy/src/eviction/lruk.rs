@@ -33,7 +33,7 @@ use crate::heap::SlotHeap;
 use crate::keymap::KeyMap;
 use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// The class bit of blocks with at least K references (they leave after all others).
@@ -156,6 +156,19 @@ impl EvictionPolicy for LruK {
         Self::touch(r, self.now);
         let rank = Self::rank(r);
         self.heap.push(slot, rank);
+    }
+    /// A switched-in block with at least K-1 hits arrives with K references at its turn in
+    /// the replay (so blocks rank by last access among themselves, after the ones seen
+    /// fewer than K times); others as new blocks.
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        self.on_insert(slot, key);
+        if h.hits as usize + 1 >= self.k {
+            let (k, now) = (self.k, self.now);
+            let r = &mut self.refs[slot as usize * k..][..k];
+            r.fill(now);
+            let rank = Self::rank(r);
+            self.heap.update(slot, rank);
+        }
     }
     #[inline]
     fn evict(&mut self) -> Slot {

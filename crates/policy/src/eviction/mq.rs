@@ -35,11 +35,11 @@
 //! expires when `expire < now`), and the miss ratios on the cloudPhysics trace are
 //! identical at every size tested.
 
+use crate::keymap::KeyMap;
 use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use crate::keymap::KeyMap;
 
 /// Most queues MQ may have.
 pub const MAX_QUEUES: usize = 64;
@@ -242,6 +242,12 @@ impl EvictionPolicy for Mq {
         self.meta[i].freq = freq;
         self.place(slot);
         self.adjust();
+    }
+
+    /// A switched-in block keeps its frequency: 1 + its hits since it entered.
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        self.pending = Some(h.hits);
+        self.on_insert(slot, key);
     }
 
     #[inline]

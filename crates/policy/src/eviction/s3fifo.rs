@@ -34,11 +34,11 @@
 //! insert a block as large as S (so a 10-block libCacheSim S3-FIFO never caches anything);
 //! here every missed block is admitted (an eviction policy does not decide admission).
 
+use crate::keymap::KeyMap;
 use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use crate::keymap::KeyMap;
 
 const IN_SMALL: u8 = 0;
 const IN_MAIN: u8 = 1;
@@ -213,6 +213,15 @@ impl EvictionPolicy for S3Fifo {
     fn on_hit(&mut self, slot: Slot, _key: Key) {
         let f = &mut self.freq[slot as usize];
         *f = f.saturating_add(1);
+    }
+
+    /// A switched-in block that was hit since it entered goes to the main queue with its
+    /// hits as frequency (capped like a hit's), as if it had been promoted.
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        self.ghost_hit = h.hits > 0;
+        self.on_insert(slot, key);
+        self.ghost_hit = false;
+        self.freq[slot as usize] = h.hits.min(3) as u8;
     }
 
     #[inline]

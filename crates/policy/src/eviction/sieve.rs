@@ -29,7 +29,7 @@
 
 use crate::list::{Links, List};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// SIEVE with a moving hand.
@@ -77,6 +77,12 @@ impl EvictionPolicy for Sieve {
         }
         self.visited[i] = false;
         self.queue.push_front(&mut self.links, slot);
+    }
+
+    /// A switched-in block that was hit since it entered arrives visited.
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        self.on_insert(slot, key);
+        self.visited[slot as usize] = h.hits > 0;
     }
 
     #[inline]

@@ -30,11 +30,11 @@
 //! refuses objects larger than A1in; here every missed block is inserted (eviction policies
 //! do not decide admission), so tiny caches behave as an LRU over Am.
 
+use crate::keymap::KeyMap;
 use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
-use crate::keymap::KeyMap;
 
 const IN_A1IN: u8 = 0;
 const IN_AM: u8 = 1;
@@ -178,6 +178,12 @@ impl EvictionPolicy for TwoQ {
             self.a1in.push_front(&mut self.links, slot);
         }
         self.ghost_hit = false;
+    }
+
+    /// A switched-in block that was hit since it entered goes to Am.
+    fn on_reconstruct(&mut self, slot: Slot, key: Key, h: BlockHistory) {
+        self.ghost_hit = h.hits > 0;
+        self.on_insert(slot, key);
     }
 
     #[inline]

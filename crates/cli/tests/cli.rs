@@ -1,0 +1,203 @@
+//! The `lachesis` binary as a user runs it: real files in, numbers out.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn lachesis(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_lachesis"))
+        .args(args)
+        .output()
+        .expect("run lachesis")
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = lachesis(args);
+    assert!(
+        o.status.success(),
+        "{args:?} failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+fn shared(name: &str) -> String {
+    let mut d = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    loop {
+        let c = d.join("shared/traces").join(name);
+        if c.exists() {
+            return c.display().to_string();
+        }
+        assert!(d.pop(), "shared/traces/{name} not found");
+    }
+}
+
+fn json_lines(s: &str) -> Vec<serde_json::Value> {
+    s.lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[test]
+fn trace_info_counts_the_shared_trace() {
+    let out = ok(&["trace", "info", &shared("cloudPhysicsIO.csv"), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["requests"], 113_872);
+    assert_eq!(v["reads"], 46_974);
+    assert_eq!(v["writes"], 66_898);
+    let human = ok(&["trace", "info", &shared("cloudPhysicsIO.oracleGeneral.bin")]);
+    assert!(human.contains("requests       113872"), "{human}");
+}
+
+#[test]
+fn sim_json_has_the_documented_fields_and_libcachesim_numbers() {
+    let out = ok(&[
+        "sim",
+        "--trace",
+        &shared("cloudPhysicsIO.oracleGeneral.bin"),
+        "--ignore-obj-size",
+        "--policy",
+        "lru,clock",
+        "--size",
+        "1000,5000",
+        "--json",
+    ]);
+    let v = json_lines(&out);
+    assert_eq!(v.len(), 4);
+    for r in &v {
+        for f in [
+            "policy",
+            "cache_size",
+            "requests",
+            "misses",
+            "miss_ratio",
+            "byte_miss_ratio",
+            "seconds",
+            "requests_per_sec",
+        ] {
+            assert!(!r[f].is_null(), "missing {f} in {r}");
+        }
+        assert_eq!(r["requests"], 113_872);
+    }
+    // libCacheSim's miss counts (see crates/policy/tests/libcachesim_parity_exact.rs).
+    let misses: Vec<(String, u64, u64)> = v
+        .iter()
+        .map(|r| {
+            (
+                r["policy"].as_str().unwrap().to_string(),
+                r["cache_size"].as_u64().unwrap(),
+                r["misses"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    assert!(misses.contains(&("lru".into(), 1000, 94823)));
+    assert!(misses.contains(&("lru".into(), 5000, 91527)));
+    assert!(misses.contains(&("clock".into(), 1000, 94727)));
+    assert!(misses.contains(&("clock".into(), 5000, 91458)));
+}
+
+#[test]
+fn sim_sizes_as_share_of_footprint_in_block_mode() {
+    let out = ok(&[
+        "sim",
+        "--trace",
+        &shared("cloudPhysicsIO.csv"),
+        "--policy",
+        "lru",
+        "--size",
+        "10%",
+        "--json",
+    ]);
+    let r = &json_lines(&out)[0];
+    // 266,042 unique 4 KiB blocks: 10% is 26,604.
+    assert_eq!(r["cache_size"], 26_604);
+    assert_eq!(r["mode"], "block");
+    assert!(r["accesses"].as_u64().unwrap() > 113_872);
+}
+
+#[test]
+fn sim_runs_on_the_built_in_workload() {
+    let out = ok(&["sim", "--policy", "lru,arc", "--size", "5%"]);
+    assert!(out.contains("built-in synthetic workload"), "{out}");
+    let rows: Vec<&str> = out
+        .lines()
+        .filter(|l| l.starts_with("lru") || l.starts_with("arc"))
+        .collect();
+    assert_eq!(rows.len(), 2, "{out}");
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let p = dir.join(name);
+    std::fs::write(&p, text).unwrap();
+    p.display().to_string()
+}
+
+#[test]
+fn bad_input_names_the_file_and_line_or_is_skipped() {
+    let d = tempfile::tempdir().unwrap();
+    let bad = write(
+        d.path(),
+        "bad.csv",
+        "version,time,op,size,lbn\n1,1,28,512,0\n1,2,zz,512,8\n1,3,28,512,0\n",
+    );
+    let o = lachesis(&["sim", "--trace", &bad, "--policy", "lru", "--size", "10"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("bad.csv") && err.contains("line 3") && err.contains("op"),
+        "{err}"
+    );
+    let out = ok(&[
+        "sim",
+        "--trace",
+        &bad,
+        "--policy",
+        "lru",
+        "--size",
+        "10",
+        "--skip-bad",
+        "--ignore-obj-size",
+        "--json",
+    ]);
+    let r = &json_lines(&out)[0];
+    assert_eq!(
+        (
+            r["skipped"].as_u64(),
+            r["misses"].as_u64(),
+            r["accesses"].as_u64()
+        ),
+        (Some(1), Some(1), Some(2))
+    );
+    let o = lachesis(&["sim", "--policy", "nosuch"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("unknown policy `nosuch`"));
+    let o = lachesis(&["sim", "--size", "-3%"]);
+    assert!(!o.status.success());
+}
+
+#[test]
+fn gen_then_info_round_trips() {
+    let d = tempfile::tempdir().unwrap();
+    let out = d
+        .path()
+        .join("z.oracleGeneral.bin.zst")
+        .display()
+        .to_string();
+    ok(&["trace", "gen", "loop:objects=500,requests=2000", "-o", &out]);
+    let v: serde_json::Value =
+        serde_json::from_str(ok(&["trace", "info", &out, "--json"]).trim()).unwrap();
+    assert_eq!(v["requests"], 2000);
+    assert_eq!(v["unique_objects"], 500);
+    // A loop of 500 through a 499-block LRU misses every time; through 500 blocks only cold.
+    let s = json_lines(&ok(&[
+        "sim",
+        "--trace",
+        &out,
+        "--ignore-obj-size",
+        "--policy",
+        "lru",
+        "--size",
+        "499,500",
+        "--json",
+    ]));
+    let misses: Vec<u64> = s.iter().map(|r| r["misses"].as_u64().unwrap()).collect();
+    assert_eq!(misses, vec![2000, 500]);
+}
