@@ -1,13 +1,22 @@
-//! CLOCK (second chance, Corbató 1968), with an n-bit counter per block.
+//! CLOCK (second chance; Corbató, "A paging experiment with the Multics system", 1968),
+//! generalised to an n-bit counter per block.
 //!
 //! A FIFO ring whose hand skips blocks used since it last passed: on a hit the block's
-//! counter rises (saturating at `2^n - 1`); the hand at the tail takes a block with counter
-//! 0, and gives every other block one more lap (counter minus one, moved to the head). An
-//! approximation of LRU with no list work on a hit. Shines where LRU does at lower cost;
-//! fails on scans like LRU.
+//! counter rises (saturating at `2^n - 1`); at eviction the hand looks at the tail, takes
+//! it if its counter is 0, and otherwise decrements the counter and moves the block to the
+//! head (one more lap), repeating until it finds a zero. A hit is one byte store, no list
+//! work; an eviction is amortised O(1) (every skip consumes one counter increment made by
+//! an earlier hit). Approximates LRU at FIFO's cost; with n > 1 it also weighs frequency.
+//! Shines where LRU does, on hardware and in concurrent caches; fails on scans and loops
+//! like LRU, and with large n it lets once-hot blocks squat for many laps.
 //!
-//! Semantics match libCacheSim's `Clock` exactly: new blocks enter at the head with counter
-//! 0; parameter `n-bit-counter` (default 1).
+//! Semantics are libCacheSim's `Clock.c` exactly (pinned in `tests/libcachesim_parity.rs`):
+//! * a new block is prepended at the head with counter 0 (one access is not a "use"; the
+//!   counter counts re-references);
+//! * a hit adds one to the counter unless it is at `2^n - 1`, and does not move the block;
+//! * eviction starts at the tail: counter ≥ 1 → counter − 1 and move to the head; counter
+//!   0 → victim;
+//! * parameter `n-bit-counter` (1 to 8, default 1, libCacheSim's name and default).
 
 use crate::list::{Links, List};
 use crate::params::Params;

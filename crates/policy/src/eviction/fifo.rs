@@ -1,9 +1,13 @@
 //! FIFO: evict the block that entered first; hits change nothing.
 //!
-//! The cheapest policy (no work on a hit, so no lock contention in a concurrent cache) and
-//! the base of CLOCK, SIEVE and S3-FIFO. Shines when popularity is flat or when admission
-//! is selective; fails when a hot block entered long ago (it is evicted regardless of
-//! use). Semantics match libCacheSim's `FIFO`: new blocks at the head, evict the tail.
+//! One queue over slots: insertions at the head, the victim at the tail. O(1) and no work
+//! at all on a hit, so no lock contention in a concurrent cache; the base of CLOCK, SIEVE
+//! and S3-FIFO. Shines when popularity is flat or admission is selective, and is the
+//! layout flash caches like (write-once logs); fails when a hot block entered long ago: it
+//! is evicted regardless of use (Belady's anomaly also applies).
+//!
+//! Semantics are libCacheSim's `FIFO.c` exactly (pinned in `tests/libcachesim_parity.rs`):
+//! new blocks are prepended at the head, the tail is evicted, a hit touches nothing.
 
 use crate::list::{Links, List};
 use crate::params::Params;
