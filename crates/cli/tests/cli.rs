@@ -78,7 +78,7 @@ fn sim_json_has_the_documented_fields_and_libcachesim_numbers() {
         }
         assert_eq!(r["requests"], 113_872);
     }
-    // libCacheSim's miss counts (see crates/policy/tests/libcachesim_parity_exact.rs).
+    // libCacheSim's miss counts (see crates/policy/tests/libcachesim_parity.rs).
     let misses: Vec<(String, u64, u64)> = v
         .iter()
         .map(|r| {
