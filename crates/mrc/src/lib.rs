@@ -1,12 +1,220 @@
 //! # mrc
 //!
 //! Hit-ratio curves (miss-ratio curves, MRCs): the curve type and its operations, and the
-//! ways to build one (exact LRU stack distances, SHARDS, scaled-down simulation, online
-//! per-tenant profilers).
+//! ways to build one — exact LRU stack distances ([`exact`]), SHARDS ([`shards`]), scaled-
+//! down simulation for any policy ([`minisim`]) and the online per-tenant profiler
+//! ([`profiler`]).
 //!
 //! Owns: measuring how a tenant's miss ratio falls with cache size. Does not own: choosing
 //! sizes (that is `alloc`).
 
 pub mod curve;
+pub mod exact;
+pub mod fenwick;
+pub mod histogram;
+pub mod minisim;
+pub mod profiler;
+pub mod shards;
 
 pub use curve::{CurveError, CurvePoint, HitRatioCurve};
+
+use serde::Serialize;
+use std::time::Instant;
+use trace::{KeyMode, Op, Request, TraceError};
+
+/// How to build a curve.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Method {
+    /// Exact LRU stack distances.
+    Exact,
+    /// SHARDS at a fixed rate.
+    ShardsRate(f64),
+    /// SHARDS with at most this many sampled keys.
+    ShardsSize(usize),
+    /// Scaled-down simulation of a policy at a sampling rate.
+    MiniSim {
+        /// Policy spec (`policy` crate syntax).
+        policy: String,
+        /// Sampling rate.
+        rate: f64,
+    },
+}
+
+impl Method {
+    /// Short name for reports: `exact`, `shards-rate`, `shards-size`, `minisim`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Method::Exact => "exact",
+            Method::ShardsRate(_) => "shards-rate",
+            Method::ShardsSize(_) => "shards-size",
+            Method::MiniSim { .. } => "minisim",
+        }
+    }
+
+    /// The policy whose curve this method gives.
+    pub fn policy(&self) -> String {
+        match self {
+            Method::MiniSim { policy, .. } => policy.clone(),
+            _ => "lru".into(),
+        }
+    }
+
+    /// Checks the parameters.
+    pub fn validate(&self) -> Result<(), MrcError> {
+        match self {
+            Method::ShardsRate(r) | Method::MiniSim { rate: r, .. } if !(*r > 0.0 && *r <= 1.0) => {
+                Err(MrcError::BadParameter(format!(
+                    "sampling rate {r} is not in (0, 1]"
+                )))
+            }
+            Method::ShardsSize(0) => Err(MrcError::BadParameter("s_max must be at least 1".into())),
+            Method::MiniSim { policy, .. } => policy::build(policy)
+                .map(|_| ())
+                .map_err(|e| MrcError::BadParameter(e.to_string())),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Errors of curve building.
+#[derive(Debug, thiserror::Error)]
+pub enum MrcError {
+    /// A parameter is out of range.
+    #[error("{0}")]
+    BadParameter(String),
+    /// The trace has no read or write.
+    #[error("the trace has no read or write request: no curve to build")]
+    EmptyTrace,
+    /// The trace could not be read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
+}
+
+/// A built curve and how it was built.
+#[derive(Clone, Debug, Serialize)]
+pub struct CurveReport {
+    /// Method name.
+    pub method: String,
+    /// Policy the curve is for.
+    pub policy: String,
+    /// Requests read.
+    pub requests: u64,
+    /// Cache lookups (requests in object mode, blocks in block mode).
+    pub accesses: u64,
+    /// Seconds spent building.
+    pub seconds: f64,
+    /// Bytes the method's structures held at the end.
+    pub memory_bytes: usize,
+    /// The curve at the requested sizes (plus size 0).
+    pub points: Vec<CurvePoint>,
+}
+
+impl CurveReport {
+    /// The points as a curve.
+    pub fn curve(&self) -> HitRatioCurve {
+        HitRatioCurve::new(self.points.clone()).expect("built curves are well formed")
+    }
+}
+
+/// Builds the curve of `requests` under `mode` with `method` at `sizes` (blocks).
+pub fn build_curve<I>(
+    method: &Method,
+    mode: KeyMode,
+    sizes: &[u64],
+    requests: I,
+) -> Result<CurveReport, MrcError>
+where
+    I: IntoIterator<Item = Result<Request, TraceError>>,
+{
+    method.validate()?;
+    let start = Instant::now();
+    let (mut n_req, mut n_acc) = (0u64, 0u64);
+    let feed = |f: &mut dyn FnMut(u64)| -> Result<(), MrcError> {
+        for r in requests {
+            let r = r?;
+            n_req += 1;
+            if matches!(r.op, Op::Read | Op::Write) {
+                r.for_each_key(mode, |k| {
+                    n_acc += 1;
+                    f(k)
+                });
+            }
+        }
+        Ok(())
+    };
+    let (hist, minis, memory) = match method {
+        Method::Exact => {
+            let mut s = exact::ExactStack::new();
+            feed(&mut |k| {
+                s.access(k);
+            })?;
+            let m = s.memory_bytes();
+            (Some(s.histogram), None, m)
+        }
+        Method::ShardsRate(r) => {
+            let mut s = shards::ShardsFixedRate::new(*r);
+            feed(&mut |k| s.access(k))?;
+            (Some(s.histogram()), None, s.memory_bytes())
+        }
+        Method::ShardsSize(n) => {
+            let mut s = shards::ShardsFixedSize::new(*n);
+            feed(&mut |k| {
+                s.access(k);
+            })?;
+            (Some(s.histogram()), None, s.memory_bytes())
+        }
+        Method::MiniSim { policy, rate } => {
+            let mut m = minisim::MiniSim::new(policy, *rate, sizes)
+                .map_err(|e| MrcError::BadParameter(e.to_string()))?;
+            feed(&mut |k| m.access(k))?;
+            (None, Some(m.miss_ratios()), 0)
+        }
+    };
+    if n_acc == 0 {
+        return Err(MrcError::EmptyTrace);
+    }
+    let curve = match (hist, minis) {
+        (Some(h), _) => h.curve(sizes),
+        (None, Some(points)) => {
+            let mut pts: Vec<(u64, f64)> = points;
+            pts.sort_by_key(|p| p.0);
+            pts.dedup_by_key(|p| p.0);
+            if pts.first().is_none_or(|p| p.0 > 0) {
+                pts.insert(0, (0, 1.0));
+            }
+            HitRatioCurve::from_pairs(pts).expect("sizes increase and ratios lie in [0, 1]")
+        }
+        (None, None) => unreachable!("every method yields a histogram or points"),
+    };
+    Ok(CurveReport {
+        method: method.name().into(),
+        policy: method.policy(),
+        requests: n_req,
+        accesses: n_acc,
+        seconds: start.elapsed().as_secs_f64(),
+        memory_bytes: memory,
+        points: curve.points().to_vec(),
+    })
+}
+
+/// `n` sizes spread evenly up to `max` (at least one, all distinct and positive).
+pub fn spread_sizes(n: usize, max: u64) -> Vec<u64> {
+    let n = n.max(1) as u64;
+    let mut v: Vec<u64> = (1..=n)
+        .map(|i| (max.max(1) * i).div_ceil(n).max(1))
+        .collect();
+    v.dedup();
+    v
+}
+
+/// Mean absolute error between two curves at `sizes`.
+pub fn mean_absolute_error(a: &HitRatioCurve, b: &HitRatioCurve, sizes: &[u64]) -> f64 {
+    if sizes.is_empty() {
+        return 0.0;
+    }
+    sizes
+        .iter()
+        .map(|&s| (a.miss_ratio(s as f64) - b.miss_ratio(s as f64)).abs())
+        .sum::<f64>()
+        / sizes.len() as f64
+}

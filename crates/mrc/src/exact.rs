@@ -1,0 +1,141 @@
+//! Exact LRU hit-ratio curves from stack distances (Mattson et al., 1970).
+//!
+//! LRU has the inclusion property: a cache of `s` blocks holds exactly the `s` most
+//! recently used blocks, so an access hits at every size larger than its stack distance
+//! (the number of distinct blocks touched since its previous access). One pass computes
+//! every access's distance — a hash map from key to last access time, and a [`Marks`]
+//! tree counting live keys after that time, O(log n) per access — and the curve at any
+//! size is the share of accesses whose distance is at least the size, plus cold misses.
+
+use crate::fenwick::Marks;
+use crate::histogram::DistanceHistogram;
+use policy::keymap::KeyMap;
+
+/// Stack distances of an access stream, exactly.
+pub struct ExactStack {
+    last: KeyMap<u32>,
+    marks: Marks,
+    now: u32,
+    /// The distances seen so far.
+    pub histogram: DistanceHistogram,
+}
+
+impl Default for ExactStack {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl ExactStack {
+    /// An empty profile.
+    pub fn new() -> Self {
+        ExactStack {
+            last: KeyMap::default(),
+            marks: Marks::new(1 << 16),
+            now: 0,
+            histogram: DistanceHistogram::default(),
+        }
+    }
+
+    /// Records one access and returns its stack distance (`None` for a first access).
+    /// Distance `d` means the access hits in any LRU cache of more than `d` blocks.
+    #[inline]
+    pub fn access(&mut self, key: u64) -> Option<u64> {
+        let d = self.distance(key);
+        self.histogram.record(d, 1.0);
+        d
+    }
+
+    /// Like [`ExactStack::access`] without recording into the histogram (for samplers
+    /// that weight and scale distances themselves).
+    #[inline]
+    pub fn distance(&mut self, key: u64) -> Option<u64> {
+        if self.now as usize >= self.marks.capacity() {
+            self.compact();
+        }
+        let t = self.now;
+        self.now += 1;
+        let d = match self.last.insert(key, t) {
+            Some(prev) => {
+                let d = self.marks.after(prev as usize);
+                self.marks.clear(prev as usize);
+                Some(d)
+            }
+            None => None,
+        };
+        self.marks.set(t as usize);
+        d
+    }
+
+    /// Whether `key` has been seen (and not forgotten).
+    #[inline]
+    pub fn contains(&self, key: u64) -> bool {
+        self.last.contains_key(&key)
+    }
+
+    /// Stops tracking `key` (fixed-size SHARDS drops keys from its sample).
+    pub fn forget(&mut self, key: u64) {
+        if let Some(t) = self.last.remove(&key) {
+            self.marks.clear(t as usize);
+        }
+    }
+
+    /// Renumbers live keys' times `0..n` so the time axis never outgrows twice the keys.
+    fn compact(&mut self) {
+        let mut live: Vec<(u32, u64)> = self.last.iter().map(|(&k, &t)| (t, k)).collect();
+        live.sort_unstable();
+        for (i, (_, k)) in live.iter().enumerate() {
+            self.last.insert(*k, i as u32);
+        }
+        let n = live.len();
+        let cap = (4 * n).max(1 << 16);
+        self.marks.rebuild(n, cap);
+        self.now = n as u32;
+    }
+
+    /// Distinct keys seen.
+    pub fn unique(&self) -> u64 {
+        self.last.len() as u64
+    }
+
+    /// Bytes held by the profile's structures (for memory reports).
+    pub fn memory_bytes(&self) -> usize {
+        self.last.capacity() * 13 + self.marks.capacity() * 4 + self.histogram.memory_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn distances_by_hand() {
+        let mut s = ExactStack::new();
+        let d: Vec<Option<u64>> = [1, 2, 3, 1, 1, 2].iter().map(|&k| s.access(k)).collect();
+        assert_eq!(d, vec![None, None, None, Some(2), Some(0), Some(2)]);
+    }
+
+    #[test]
+    fn compaction_keeps_distances() {
+        let mut s = ExactStack::new();
+        let mut naive: Vec<u64> = Vec::new();
+        for i in 0..120_000u64 {
+            let k = (i * 7919) % 1000;
+            let got = s.access(k);
+            let want = naive.iter().rposition(|&x| x == k).map(|p| {
+                let mut seen = std::collections::HashSet::new();
+                for &x in &naive[p + 1..] {
+                    seen.insert(x);
+                }
+                seen.len() as u64
+            });
+            if i % 997 == 0 || i < 3000 {
+                assert_eq!(got, want, "access {i}");
+            }
+            naive.push(k);
+            if naive.len() > 5000 {
+                naive.drain(..1000);
+            }
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! Histograms of reuse (stack) distances and the curves they give.
+//!
+//! A distance `d` (distinct keys since the previous access to the same key) means a hit in
+//! an LRU cache of more than `d` blocks; a first access (`None`) is a cold miss at every
+//! size. [`DistanceHistogram`] keeps exact per-distance counts up to [`LINEAR`] and
+//! relative-width buckets above it (0.2 % wide, so a few thousand buckets cover any
+//! distance): exact for the curve at the small sizes where single blocks matter, and
+//! bounded memory for sampled, scaled distances, which can be as large as the footprint.
+
+use crate::curve::{CurvePoint, HitRatioCurve};
+
+/// Distances below this are counted one bucket each.
+pub const LINEAR: u64 = 1 << 16;
+const GROWTH: f64 = 1.002;
+
+/// Weighted counts of distances.
+#[derive(Clone, Debug, Default)]
+pub struct DistanceHistogram {
+    buckets: Vec<f64>,
+    cold: f64,
+    total: f64,
+}
+
+fn bucket_of(d: u64) -> usize {
+    if d < LINEAR {
+        d as usize
+    } else {
+        LINEAR as usize + ((d as f64 / LINEAR as f64).ln() / GROWTH.ln()) as usize
+    }
+}
+
+/// Smallest distance in bucket `b`.
+fn lower(b: usize) -> f64 {
+    if (b as u64) < LINEAR {
+        b as f64
+    } else {
+        LINEAR as f64 * GROWTH.powi((b - LINEAR as usize) as i32)
+    }
+}
+
+impl DistanceHistogram {
+    /// Adds `weight` accesses at distance `d` (`None`: cold miss).
+    #[inline]
+    pub fn record(&mut self, d: Option<u64>, weight: f64) {
+        self.total += weight;
+        match d {
+            None => self.cold += weight,
+            Some(d) => {
+                let b = bucket_of(d);
+                if b >= self.buckets.len() {
+                    self.buckets
+                        .resize((b + 1).max(self.buckets.len() * 2).max(1024), 0.0);
+                }
+                self.buckets[b] += weight;
+            }
+        }
+    }
+
+    /// Total weight recorded.
+    pub fn total(&self) -> f64 {
+        self.total
+    }
+
+    /// Weight of cold misses.
+    pub fn cold(&self) -> f64 {
+        self.cold
+    }
+
+    /// Adds `weight` at distance 0 (hits at every size): SHARDS's count correction.
+    pub fn adjust_first(&mut self, weight: f64) {
+        if self.buckets.is_empty() {
+            self.buckets.push(0.0);
+        }
+        self.buckets[0] += weight;
+        self.total += weight;
+    }
+
+    /// Multiplies every count by `f` (decay of a windowed profile).
+    pub fn scale(&mut self, f: f64) {
+        for b in &mut self.buckets {
+            *b *= f;
+        }
+        self.cold *= f;
+        self.total *= f;
+    }
+
+    /// Adds another histogram's counts.
+    pub fn merge(&mut self, other: &DistanceHistogram) {
+        if self.buckets.len() < other.buckets.len() {
+            self.buckets.resize(other.buckets.len(), 0.0);
+        }
+        for (a, b) in self.buckets.iter_mut().zip(&other.buckets) {
+            *a += b;
+        }
+        self.cold += other.cold;
+        self.total += other.total;
+    }
+
+    /// Bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        self.buckets.capacity() * 8
+    }
+
+    /// Largest distance recorded plus one: beyond it the curve is flat.
+    pub fn span(&self) -> u64 {
+        match self.buckets.iter().rposition(|&w| w != 0.0) {
+            Some(b) => lower(b + 1).ceil() as u64,
+            None => 0,
+        }
+    }
+
+    /// Miss ratios at the given sizes (increasing), in one sweep: the weight at distances
+    /// `>= size` plus cold misses, over the total. Inside a wide bucket the weight is
+    /// taken as spread evenly. An empty histogram gives 0 everywhere (no access missed).
+    pub fn miss_ratios(&self, sizes: &[u64]) -> Vec<f64> {
+        if self.total <= 0.0 {
+            return vec![0.0; sizes.len()];
+        }
+        // hits_below[b] = weight in buckets < b.
+        let mut out = Vec::with_capacity(sizes.len());
+        let mut b = 0usize;
+        let mut below = 0.0f64;
+        for &s in sizes {
+            let s = s as f64;
+            while b < self.buckets.len() && lower(b + 1) <= s {
+                below += self.buckets[b];
+                b += 1;
+            }
+            let mut hits = below;
+            if b < self.buckets.len() {
+                let (lo, hi) = (lower(b), lower(b + 1));
+                if s > lo {
+                    hits += self.buckets[b] * ((s - lo) / (hi - lo)).min(1.0);
+                }
+            }
+            out.push((1.0 - hits / self.total).clamp(0.0, 1.0));
+        }
+        out
+    }
+
+    /// The curve at `sizes` (sizes must increase; 0 is added if missing).
+    pub fn curve(&self, sizes: &[u64]) -> HitRatioCurve {
+        let mut s: Vec<u64> = sizes.to_vec();
+        s.sort_unstable();
+        s.dedup();
+        let m = self.miss_ratios(&s);
+        let mut pts: Vec<CurvePoint> = s
+            .into_iter()
+            .zip(m)
+            .map(|(cache_size, miss_ratio)| CurvePoint {
+                cache_size,
+                miss_ratio,
+            })
+            .collect();
+        if pts.first().is_none_or(|p| p.cache_size > 0) {
+            pts.insert(
+                0,
+                CurvePoint {
+                    cache_size: 0,
+                    miss_ratio: 1.0,
+                },
+            );
+        }
+        // Rounding can leave a tiny rise; the true curve never rises with size.
+        for i in 1..pts.len() {
+            if pts[i].miss_ratio > pts[i - 1].miss_ratio {
+                pts[i].miss_ratio = pts[i - 1].miss_ratio;
+            }
+        }
+        HitRatioCurve::new(pts).expect("sizes increase and ratios lie in [0, 1]")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exact_below_linear() {
+        let mut h = DistanceHistogram::default();
+        for d in [None, None, Some(0), Some(2), Some(5)] {
+            h.record(d, 1.0);
+        }
+        // Size 1: only d=0 hits. Size 3: d=0,2. Size 6: all three reuses.
+        assert_eq!(
+            h.miss_ratios(&[0, 1, 3, 6, 100]),
+            vec![1.0, 0.8, 0.6, 0.4, 0.4]
+        );
+        assert_eq!(h.span(), 6);
+    }
+
+    #[test]
+    fn wide_buckets_interpolate() {
+        let mut h = DistanceHistogram::default();
+        h.record(Some(1_000_000), 1.0);
+        let m = h.miss_ratios(&[990_000, 2_000_000]);
+        assert_eq!(m, vec![1.0, 0.0]);
+    }
+}

@@ -1,0 +1,200 @@
+//! SHARDS (Waldspurger, Park, Garthwaite and Ahmad, FAST'15): approximate LRU curves from
+//! a spatially hashed sample of keys.
+//!
+//! A key is sampled when `hash(key) mod P < T` (P = 2^24), so either every access to a key
+//! is sampled or none is, and the sample's reuse distances, divided by the rate `R = T/P`,
+//! estimate the full trace's. Each sampled access stands for `1/R` accesses.
+//!
+//! * [`ShardsFixedRate`]: `R` fixed; memory grows with the sampled keys (`R` × footprint).
+//! * [`ShardsFixedSize`]: at most `s_max` sampled keys. Past that the key with the largest
+//!   hash leaves the sample and `T` drops to its hash, lowering `R` as the footprint grows;
+//!   memory is bounded by `s_max` whatever the trace's length or footprint.
+//!
+//! Both apply the paper's count correction (SHARDS_adj): the sample's weight is compared
+//! with the number of accesses it stands for, and the difference is added at distance 0,
+//! which removes most of the bias a lucky or unlucky sample of hot keys causes.
+//!
+//! A sampled-out access costs one hash and one compare, so both run far faster than the
+//! exact method.
+
+use crate::exact::ExactStack;
+use crate::histogram::DistanceHistogram;
+use policy::keymap::mix64;
+use std::collections::BinaryHeap;
+
+/// The modulus of the spatial hash.
+pub const MODULUS: u64 = 1 << 24;
+
+/// The sampling hash of a key in `[0, MODULUS)`.
+#[inline]
+pub fn sample_hash(key: u64) -> u64 {
+    mix64(key ^ 0x5A4D_5348_4152_4453) & (MODULUS - 1)
+}
+
+/// SHARDS at a fixed sampling rate.
+pub struct ShardsFixedRate {
+    threshold: u64,
+    rate: f64,
+    stack: ExactStack,
+    hist: DistanceHistogram,
+    accesses: u64,
+}
+
+impl ShardsFixedRate {
+    /// Samples at `rate` in `(0, 1]`.
+    pub fn new(rate: f64) -> Self {
+        let threshold = ((rate * MODULUS as f64).round() as u64).clamp(1, MODULUS);
+        ShardsFixedRate {
+            threshold,
+            rate: threshold as f64 / MODULUS as f64,
+            stack: ExactStack::new(),
+            hist: DistanceHistogram::default(),
+            accesses: 0,
+        }
+    }
+
+    /// Records one access.
+    #[inline]
+    pub fn access(&mut self, key: u64) {
+        self.accesses += 1;
+        if sample_hash(key) >= self.threshold {
+            return;
+        }
+        let d = self.stack.distance(key);
+        let inv = 1.0 / self.rate;
+        self.hist.record(d.map(|d| (d as f64 * inv) as u64), inv);
+    }
+
+    /// The corrected histogram of the accesses so far.
+    pub fn histogram(&self) -> DistanceHistogram {
+        let mut h = self.hist.clone();
+        h.adjust_first(self.accesses as f64 - h.total());
+        h
+    }
+
+    /// The effective rate.
+    pub fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// Accesses seen.
+    pub fn accesses(&self) -> u64 {
+        self.accesses
+    }
+
+    /// Bytes held.
+    pub fn memory_bytes(&self) -> usize {
+        self.stack.memory_bytes() + self.hist.memory_bytes()
+    }
+}
+
+/// SHARDS with at most `s_max` sampled keys.
+pub struct ShardsFixedSize {
+    s_max: usize,
+    threshold: u64,
+    heap: BinaryHeap<(u64, u64)>,
+    stack: ExactStack,
+    hist: DistanceHistogram,
+    accesses: u64,
+}
+
+impl ShardsFixedSize {
+    /// Keeps at most `s_max` (at least 1) sampled keys.
+    pub fn new(s_max: usize) -> Self {
+        ShardsFixedSize {
+            s_max: s_max.max(1),
+            threshold: MODULUS,
+            heap: BinaryHeap::with_capacity(s_max.max(1) + 1),
+            stack: ExactStack::new(),
+            hist: DistanceHistogram::default(),
+            accesses: 0,
+        }
+    }
+
+    /// The current rate.
+    pub fn rate(&self) -> f64 {
+        self.threshold as f64 / MODULUS as f64
+    }
+
+    /// Records one access; returns its scaled distance and weight when sampled (for
+    /// profilers that keep more than one histogram).
+    #[inline]
+    pub fn access(&mut self, key: u64) -> Option<(Option<u64>, f64)> {
+        self.accesses += 1;
+        let h = sample_hash(key);
+        if h >= self.threshold {
+            return None;
+        }
+        if !self.stack.contains(key) {
+            self.heap.push((h, key));
+            if self.heap.len() > self.s_max {
+                let (hmax, kmax) = self.heap.pop().expect("heap over s_max is not empty");
+                self.threshold = hmax;
+                self.stack.forget(kmax);
+                if kmax == key {
+                    return None;
+                }
+            }
+        }
+        let d = self.stack.distance(key);
+        let inv = 1.0 / self.rate();
+        let scaled = d.map(|d| (d as f64 * inv) as u64);
+        self.hist.record(scaled, inv);
+        Some((scaled, inv))
+    }
+
+    /// The corrected histogram of the accesses so far.
+    pub fn histogram(&self) -> DistanceHistogram {
+        let mut h = self.hist.clone();
+        h.adjust_first(self.accesses as f64 - h.total());
+        h
+    }
+
+    /// Keys in the sample.
+    pub fn sampled_keys(&self) -> usize {
+        self.heap.len()
+    }
+
+    /// Accesses seen.
+    pub fn accesses(&self) -> u64 {
+        self.accesses
+    }
+
+    /// Bytes held: bounded by `s_max` (keys, heap, time axis) plus the histogram's few
+    /// thousand buckets.
+    pub fn memory_bytes(&self) -> usize {
+        self.heap.capacity() * 16 + self.stack.memory_bytes() + self.hist.memory_bytes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_one_is_exact() {
+        let keys: Vec<u64> = (0..20_000u64).map(|i| (i * i + 7 * i) % 997).collect();
+        let mut ex = ExactStack::new();
+        let mut sh = ShardsFixedRate::new(1.0);
+        for &k in &keys {
+            ex.access(k);
+            sh.access(k);
+        }
+        let sizes = [1, 10, 100, 500, 1000];
+        assert_eq!(
+            ex.histogram.miss_ratios(&sizes),
+            sh.histogram().miss_ratios(&sizes)
+        );
+    }
+
+    #[test]
+    fn fixed_size_stays_within_s_max() {
+        let mut sh = ShardsFixedSize::new(64);
+        for i in 0..200_000u64 {
+            sh.access(i % 50_000);
+            assert!(sh.sampled_keys() <= 64);
+        }
+        // 50,000 keys, 64 kept: the rate fell to about 64/50,000.
+        assert!(sh.rate() < 0.003 && sh.rate() > 0.0008, "{}", sh.rate());
+    }
+}

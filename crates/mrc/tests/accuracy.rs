@@ -1,0 +1,178 @@
+//! Accuracy of every curve method, against full simulation with the `policy` crate.
+
+use mrc::{build_curve, mean_absolute_error, spread_sizes, Method, MrcError};
+use policy::sim::simulate;
+use proptest::prelude::*;
+use std::path::PathBuf;
+use trace::{KeyMode, Request};
+
+fn shared_trace() -> Vec<Request> {
+    let mut d = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let path = loop {
+        let c = d.join("shared/traces/cloudPhysicsIO.oracleGeneral.bin");
+        if c.exists() {
+            break c;
+        }
+        assert!(d.pop(), "shared/traces not found");
+    };
+    trace::open(&path, None)
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
+}
+
+fn synthetic(spec: &str) -> Vec<Request> {
+    trace::synth::parse(spec).unwrap().iter().collect()
+}
+
+fn curve(m: &Method, mode: KeyMode, sizes: &[u64], reqs: &[Request]) -> mrc::HitRatioCurve {
+    build_curve(m, mode, sizes, reqs.iter().copied().map(Ok))
+        .unwrap()
+        .curve()
+}
+
+fn sim_miss(spec: &str, size: u64, mode: KeyMode, reqs: &[Request]) -> f64 {
+    simulate(
+        spec,
+        size as usize,
+        mode,
+        reqs.iter().copied().map(Ok),
+        &|_| {},
+    )
+    .unwrap()
+    .miss_ratio()
+}
+
+#[test]
+fn exact_equals_lru_simulation_on_the_shared_trace() {
+    let reqs = shared_trace();
+    for mode in [KeyMode::Object, KeyMode::Block { block_size: 4096 }] {
+        let sizes = [1, 10, 100, 500, 1000, 2000, 5000, 10000, 20000, 50000];
+        let c = curve(&Method::Exact, mode, &sizes, &reqs);
+        for s in sizes {
+            let want = sim_miss("lru", s, mode, &reqs);
+            assert!(
+                (c.miss_ratio(s as f64) - want).abs() < 1e-12,
+                "{mode:?} at {s}: {} vs {want}",
+                c.miss_ratio(s as f64)
+            );
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+    #[test]
+    fn exact_equals_lru_on_random_traces(keys in prop::collection::vec(0u64..300, 1..3000), size in 1u64..320) {
+        let reqs: Vec<Request> = keys.iter().map(|&k| Request::read(k * 512, 512)).collect();
+        let c = curve(&Method::Exact, KeyMode::Object, &[size], &reqs);
+        let want = sim_miss("lru", size, KeyMode::Object, &reqs);
+        prop_assert!((c.miss_ratio(size as f64) - want).abs() < 1e-12);
+    }
+}
+
+/// MAE of a SHARDS method against the exact curve at 40 sizes up to the footprint.
+fn shards_mae(m: &Method, reqs: &[Request]) -> f64 {
+    let unique = {
+        let mut s = std::collections::HashSet::new();
+        reqs.iter().for_each(|r| {
+            s.insert(r.object_key());
+        });
+        s.len() as u64
+    };
+    let sizes = spread_sizes(40, unique);
+    let e = curve(&Method::Exact, KeyMode::Object, &sizes, reqs);
+    let a = curve(m, KeyMode::Object, &sizes, reqs);
+    mean_absolute_error(&e, &a, &sizes)
+}
+
+#[test]
+fn shards_error_on_the_shared_trace() {
+    let reqs = shared_trace();
+    let fixed_size = shards_mae(&Method::ShardsSize(8192), &reqs);
+    let fixed_rate = shards_mae(&Method::ShardsRate(0.01), &reqs);
+    let rate_tenth = shards_mae(&Method::ShardsRate(0.1), &reqs);
+    println!("shared trace MAE: fixed-size 8192 {fixed_size:.4}, rate 0.01 {fixed_rate:.4}, rate 0.1 {rate_tenth:.4}");
+    assert!(fixed_size <= 0.01, "{fixed_size}");
+    assert!(rate_tenth <= 0.01, "{rate_tenth}");
+    // At rate 0.01 this 113,872-request trace leaves about 1,100 sampled accesses over a
+    // few hundred keys: the estimate's sampling error alone is several points, so the 0.01
+    // target holds only on large traces (see the synthetic test and `lachesis bench mrc`).
+    // Measured 0.0495 here; the bound guards against regressions, not the target.
+    assert!(fixed_rate <= 0.06, "{fixed_rate}");
+}
+
+#[test]
+fn shards_error_on_a_synthetic_trace() {
+    let reqs = synthetic("mix(zipf:alpha=0.8,objects=400000,requests=1500000,seed=7@3;loop:objects=30000,requests=500000@1)");
+    let fixed_size = shards_mae(&Method::ShardsSize(8192), &reqs);
+    let fixed_rate = shards_mae(&Method::ShardsRate(0.01), &reqs);
+    println!("synthetic MAE: fixed-size 8192 {fixed_size:.4}, rate 0.01 {fixed_rate:.4}");
+    assert!(fixed_size <= 0.01, "{fixed_size}");
+    assert!(fixed_rate <= 0.01, "{fixed_rate}");
+}
+
+#[test]
+fn minisim_error_for_arc_and_lirs() {
+    let reqs = synthetic(
+        "mix(zipf:alpha=0.9,objects=200000,requests=1000000,seed=3@3;scan:requests=300000@1)",
+    );
+    let sizes = spread_sizes(10, 100_000);
+    for policy in ["arc", "lirs", "lru"] {
+        let m = Method::MiniSim {
+            policy: policy.into(),
+            rate: 0.05,
+        };
+        let c = curve(&m, KeyMode::Object, &sizes, &reqs);
+        let mae = sizes
+            .iter()
+            .map(|&s| (c.miss_ratio(s as f64) - sim_miss(policy, s, KeyMode::Object, &reqs)).abs())
+            .sum::<f64>()
+            / sizes.len() as f64;
+        println!("miniSim {policy} at rate 0.05: MAE {mae:.4}");
+        assert!(mae <= 0.02, "{policy}: {mae}");
+    }
+}
+
+#[test]
+fn bad_input_is_an_error_or_a_defined_curve() {
+    let empty: Vec<Request> = Vec::new();
+    assert!(matches!(
+        build_curve(
+            &Method::Exact,
+            KeyMode::Object,
+            &[10],
+            empty.into_iter().map(Ok)
+        ),
+        Err(MrcError::EmptyTrace)
+    ));
+    for m in [
+        Method::ShardsRate(0.0),
+        Method::ShardsRate(-1.0),
+        Method::ShardsRate(1.5),
+        Method::ShardsSize(0),
+    ] {
+        let r = build_curve(
+            &m,
+            KeyMode::Object,
+            &[10],
+            std::iter::once(Ok(Request::read(0, 512))),
+        );
+        assert!(matches!(r, Err(MrcError::BadParameter(_))), "{m:?}");
+    }
+    // Sizes past the footprint: flat, finite, no NaN.
+    let reqs: Vec<Request> = (0..100u64)
+        .map(|i| Request::read((i % 10) * 512, 512))
+        .collect();
+    let c = curve(
+        &Method::ShardsSize(4),
+        KeyMode::Object,
+        &[5, 1_000_000],
+        &reqs,
+    );
+    for p in c.points() {
+        assert!(p.miss_ratio.is_finite() && (0.0..=1.0).contains(&p.miss_ratio));
+    }
+    let e = curve(&Method::Exact, KeyMode::Object, &[10, 1_000_000], &reqs);
+    assert!((e.miss_ratio(1e6) - 0.1).abs() < 1e-12);
+}
