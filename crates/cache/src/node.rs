@@ -369,7 +369,7 @@ impl CacheNode {
             .get(name)
             .ok_or_else(|| CacheError::UnknownExport(name.into()))?;
         let size = ex.vol.size();
-        if offset.checked_add(len).map_or(true, |end| end > size) {
+        if offset.checked_add(len).is_none_or(|end| end > size) {
             return Err(CacheError::OutOfRange {
                 export: name.into(),
                 offset,
@@ -383,7 +383,6 @@ impl CacheNode {
     /// Calls `f(offset, len, target)` for each maximal run of blocks of the request that
     /// go to one target.
     fn for_each_run(
-        &self,
         r: &Routing,
         vol: &Volume,
         client: &str,
@@ -399,7 +398,7 @@ impl CacheNode {
         if rules.is_empty() {
             return f(offset, len, Target::Direct);
         }
-        let bs = self.block_size as u64;
+        let bs = vol.block_size() as u64;
         let end = offset + len;
         let (first, last) = (offset / bs, (end - 1) / bs);
         let mut run_start = offset;
@@ -415,7 +414,7 @@ impl CacheNode {
         f(run_start, end - run_start, cur)
     }
 
-    fn part_of<'a>(r: &'a Routing, id: CacheId) -> Result<&'a Partition> {
+    fn part_of(r: &Routing, id: CacheId) -> Result<&Partition> {
         r.caches
             .get(&id)
             .map(|c| &*c.part)
@@ -438,7 +437,7 @@ impl CacheNode {
         let vol = &*ex.vol;
         let mut out = OpOutcome::default();
         let bs = self.block_size as u64;
-        self.for_each_run(
+        Self::for_each_run(
             &r,
             vol,
             client,
@@ -482,7 +481,7 @@ impl CacheNode {
         let vol = &*ex.vol;
         let mut out = OpOutcome::default();
         let bs = self.block_size as u64;
-        self.for_each_run(
+        Self::for_each_run(
             &r,
             vol,
             client,
@@ -542,7 +541,7 @@ impl CacheNode {
         let ex = Self::export(&r, export, offset, len)?;
         let vol = &*ex.vol;
         let bs = self.block_size as u64;
-        self.for_each_run(
+        Self::for_each_run(
             &r,
             vol,
             client,

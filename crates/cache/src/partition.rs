@@ -815,7 +815,7 @@ impl Partition {
     pub fn write_back(&self, vol: Option<&Volume>) -> Result<u64> {
         let keys: Vec<Key> = {
             let g = lock(&self.inner);
-            let want = |k: &Key| vol.map_or(true, |v| k >> BLOCK_BITS == u64::from(v.id()));
+            let want = |k: &Key| vol.is_none_or(|v| k >> BLOCK_BITS == u64::from(v.id()));
             g.st.dirty
                 .iter()
                 .chain(g.st.wb.keys())

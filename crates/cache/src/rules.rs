@@ -67,8 +67,8 @@ pub(crate) struct Entry {
 impl Entry {
     #[inline]
     fn matches(&self, client: &str, op: Op) -> bool {
-        self.rule.op.map_or(true, |o| o == op)
-            && self.rule.client.as_deref().map_or(true, |c| c == client)
+        self.rule.op.is_none_or(|o| o == op)
+            && self.rule.client.as_deref().is_none_or(|c| c == client)
     }
 }
 

@@ -65,6 +65,10 @@ impl Volume {
     pub fn name(&self) -> &str {
         &self.name
     }
+    /// Block size in bytes.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
     /// Size in bytes.
     pub fn size(&self) -> u64 {
         self.size
