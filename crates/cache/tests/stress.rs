@@ -8,6 +8,7 @@
 //! leave the backend holding the last acknowledged number of every block.
 
 use cache::{Backend, CacheConfig, CacheNode, MemBackend, Rule, WritePolicy};
+use std::io;
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -27,11 +28,37 @@ fn seq_of(data: &[u8]) -> u64 {
     first
 }
 
+/// A `MemBackend` that yields the CPU in the middle of every read and write, so fills and
+/// write-backs overlap other requests as they would on a real disk.
+struct Slow(Arc<MemBackend>);
+
+impl Backend for Slow {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
+        std::thread::yield_now();
+        self.0.read_at(offset, buf)?;
+        std::thread::yield_now();
+        Ok(())
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
+        std::thread::yield_now();
+        self.0.write_at(offset, data)
+    }
+    fn flush(&self) -> io::Result<()> {
+        self.0.flush()
+    }
+    fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
+        self.0.trim(offset, len)
+    }
+}
+
 #[test]
 fn no_stale_reads_under_control_churn() {
     let node = Arc::new(CacheNode::new(64, BS).unwrap());
     let mem = Arc::new(MemBackend::new(BLOCKS * BS as u64));
-    node.add_export("vol", mem.clone()).unwrap();
+    node.add_export("vol", Arc::new(Slow(mem.clone()))).unwrap();
     let c = node.create_cache("c", 16, "lru", WritePolicy::WriteBack).unwrap();
     let all = Rule { client: None, op: None, export: "vol".into(), range: None };
     node.create_rule(all.clone(), c).unwrap();
@@ -45,7 +72,7 @@ fn no_stale_reads_under_control_churn() {
         handles.push(std::thread::spawn(move || {
             let mut rng = rand::rngs::StdRng::seed_from_u64(w);
             let mut n = 0u64;
-            while !stop.load(Ordering::Relaxed) && n < 400_000 {
+            while !stop.load(Ordering::Relaxed) && n < 3_000_000 {
                 let b = rng.gen_range(0..BLOCKS / WRITERS) * WRITERS + w;
                 let seq = acked[b as usize].load(Ordering::Relaxed) + 1;
                 let fua = rng.gen_ratio(1, 50);
@@ -66,7 +93,7 @@ fn no_stale_reads_under_control_churn() {
             let mut last = vec![0u64; BLOCKS as usize];
             let mut n = 0u64;
             let mut buf = vec![0u8; 4 * BS];
-            while !stop.load(Ordering::Relaxed) && n < 400_000 {
+            while !stop.load(Ordering::Relaxed) && n < 3_000_000 {
                 let first = rng.gen_range(0..BLOCKS);
                 let len = rng.gen_range(1..=4).min(BLOCKS - first);
                 let floor: Vec<u64> =
