@@ -188,7 +188,7 @@ mod tests {
         b.trim(4100, 50).unwrap();
         b.read_at(3999, &mut buf).unwrap();
         assert_eq!(buf[100..102], [7, 0]);
-        assert_eq!(buf[151..153], [0, 7]);
+        assert_eq!(buf[150..152], [0, 7]);
         assert!(b.write_at(9_999, &[1, 2]).is_err());
         b.flush().unwrap();
         let reopened = FileBackend::open(dir.path().join("disk")).unwrap();

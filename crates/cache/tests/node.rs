@@ -28,45 +28,134 @@ fn all(export: &str) -> Rule {
 #[test]
 fn bad_requests_name_the_problem() {
     let (node, _) = node_with(64);
-    let e = node.create_cache("a", 0, "lru", WritePolicy::WriteBack).unwrap_err();
-    assert!(matches!(e, CacheError::ZeroSize), "{e}");
-    let e = node.create_cache("a", 101, "lru", WritePolicy::WriteBack).unwrap_err();
-    assert_eq!(e.to_string(), "cache size 101 blocks does not fit: 100 of the node's 100 blocks are free");
-    let e = node.create_cache("a", 10, "belady", WritePolicy::WriteBack).unwrap_err();
-    assert!(e.to_string().contains("unknown policy `belady`") && e.to_string().contains("lru"), "{e}");
-    let a = node.create_cache("a", 60, "lru", WritePolicy::WriteBack).unwrap();
-    let e = node.create_cache("b", 41, "lru", WritePolicy::WriteBack).unwrap_err();
-    assert!(e.to_string().contains("40 of the node's 100 blocks are free"), "{e}");
     let e = node
-        .configure_cache(a, CacheConfig { size: Some(101), ..Default::default() })
+        .create_cache("a", 0, "lru", WritePolicy::WriteBack)
+        .unwrap_err();
+    assert!(matches!(e, CacheError::ZeroSize), "{e}");
+    let e = node
+        .create_cache("a", 101, "lru", WritePolicy::WriteBack)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "cache size 101 blocks does not fit: 100 of the node's 100 blocks are free"
+    );
+    let e = node
+        .create_cache("a", 10, "belady", WritePolicy::WriteBack)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("unknown policy `belady`") && e.to_string().contains("lru"),
+        "{e}"
+    );
+    let a = node
+        .create_cache("a", 60, "lru", WritePolicy::WriteBack)
+        .unwrap();
+    let e = node
+        .create_cache("b", 41, "lru", WritePolicy::WriteBack)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("40 of the node's 100 blocks are free"),
+        "{e}"
+    );
+    let e = node
+        .configure_cache(
+            a,
+            CacheConfig {
+                size: Some(101),
+                ..Default::default()
+            },
+        )
         .unwrap_err();
     assert!(e.to_string().contains("100 of the node's 100"), "{e}");
     let e = node
-        .configure_cache(a, CacheConfig { eviction: Some("nope".into()), size: Some(5), ..Default::default() })
+        .configure_cache(
+            a,
+            CacheConfig {
+                eviction: Some("nope".into()),
+                size: Some(5),
+                ..Default::default()
+            },
+        )
         .unwrap_err();
     assert!(e.to_string().contains("nope"), "{e}");
-    assert_eq!(node.get_cache_stats(a).unwrap().capacity, 60, "a failed configure changes nothing");
-    assert!(matches!(node.get_cache_stats(99), Err(CacheError::UnknownCache(99))));
-    assert!(matches!(node.remove_cache(99), Err(CacheError::UnknownCache(99))));
-    assert!(matches!(node.remove_rule(5), Err(CacheError::UnknownRule(5))));
+    assert_eq!(
+        node.get_cache_stats(a).unwrap().capacity,
+        60,
+        "a failed configure changes nothing"
+    );
+    assert!(matches!(
+        node.get_cache_stats(99),
+        Err(CacheError::UnknownCache(99))
+    ));
+    assert!(matches!(
+        node.remove_cache(99),
+        Err(CacheError::UnknownCache(99))
+    ));
+    assert!(matches!(
+        node.remove_rule(5),
+        Err(CacheError::UnknownRule(5))
+    ));
     let e = node.create_rule(all("nope"), a).unwrap_err();
     assert_eq!(e.to_string(), "unknown export `nope`");
     let e = node.create_rule(all("vol"), 42).unwrap_err();
     assert_eq!(e.to_string(), "unknown cache 42");
-    node.create_rule(Rule { client: Some("c1".into()), ..all("vol") }, a).unwrap();
-    let e = node.create_rule(Rule { client: Some("c1".into()), op: Some(Op::Read), ..all("vol") }, a).unwrap_err();
-    assert!(e.to_string().contains("rule 0") && e.to_string().contains("same client"), "{e}");
+    node.create_rule(
+        Rule {
+            client: Some("c1".into()),
+            ..all("vol")
+        },
+        a,
+    )
+    .unwrap();
     let e = node
-        .create_rule(Rule { client: Some("c1".into()), range: Some((100, 1024)), ..all("vol") }, a)
+        .create_rule(
+            Rule {
+                client: Some("c1".into()),
+                op: Some(Op::Read),
+                ..all("vol")
+            },
+            a,
+        )
         .unwrap_err();
-    assert!(e.to_string().contains("multiples of the block size 512"), "{e}");
+    assert!(
+        e.to_string().contains("rule 0") && e.to_string().contains("same client"),
+        "{e}"
+    );
+    let e = node
+        .create_rule(
+            Rule {
+                client: Some("c1".into()),
+                range: Some((100, 1024)),
+                ..all("vol")
+            },
+            a,
+        )
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("multiples of the block size 512"),
+        "{e}"
+    );
     let mut buf = [0u8; 16];
-    let e = node.read("vol", "c1", 64 * BS as u64 - 8, &mut buf).unwrap_err();
-    assert!(e.to_string().contains("out of range") && e.to_string().contains("32768"), "{e}");
-    assert!(matches!(node.add_export("vol", Arc::new(MemBackend::new(10))), Err(CacheError::ExportExists(_))));
-    assert!(matches!(node.remove_export("vol"), Err(CacheError::ExportInUse { rules: 1, .. })));
-    let ro = node.create_cache("ro", 10, "lru", WritePolicy::ReadOnly).unwrap();
-    node.add_export("shared", Arc::new(MemBackend::new(4096))).unwrap();
+    let e = node
+        .read("vol", "c1", 64 * BS as u64 - 8, &mut buf)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("out of range") && e.to_string().contains("32768"),
+        "{e}"
+    );
+    assert!(matches!(
+        node.add_export("vol", Arc::new(MemBackend::new(10))),
+        Err(CacheError::ExportExists(_))
+    ));
+    assert!(matches!(
+        node.remove_export("vol"),
+        Err(CacheError::ExportInUse { rules: 1, .. })
+    ));
+    let ro = node
+        .create_cache("ro", 10, "lru", WritePolicy::ReadOnly)
+        .unwrap();
+    node.add_export("shared", Arc::new(MemBackend::new(4096)))
+        .unwrap();
     node.create_rule(all("shared"), ro).unwrap();
     let e = node.write("shared", "x", 0, &[1], false).unwrap_err();
     assert!(e.to_string().contains("read-only"), "{e}");
@@ -75,10 +164,19 @@ fn bad_requests_name_the_problem() {
 #[test]
 fn rules_route_and_stay_coherent() {
     let (node, mem) = node_with(64);
-    let wb = node.create_cache("wb", 8, "lru", WritePolicy::WriteBack).unwrap();
-    // reads and writes of client a over the first 32 blocks are cached (write-back)
-    node.create_rule(Rule { client: Some("a".into()), range: Some((0, 32 * BS as u64)), ..all("vol") }, wb)
+    let wb = node
+        .create_cache("wb", 8, "lru", WritePolicy::WriteBack)
         .unwrap();
+    // reads and writes of client a over the first 32 blocks are cached (write-back)
+    node.create_rule(
+        Rule {
+            client: Some("a".into()),
+            range: Some((0, 32 * BS as u64)),
+            ..all("vol")
+        },
+        wb,
+    )
+    .unwrap();
     node.write("vol", "a", 0, &[5u8; BS], false).unwrap();
     assert_eq!(mem.calls().1, 0);
     // client b matches no rule but must see a's dirty data, and its write must be seen
@@ -89,7 +187,8 @@ fn rules_route_and_stay_coherent() {
     node.read("vol", "a", 0, &mut buf).unwrap();
     assert_eq!(&buf[8..16], &[5, 5, 6, 6, 6, 6, 5, 5]);
     // blocks outside the rule go straight to the backend
-    node.write("vol", "a", 40 * BS as u64, &[9u8; BS], false).unwrap();
+    node.write("vol", "a", 40 * BS as u64, &[9u8; BS], false)
+        .unwrap();
     assert_eq!(mem.snapshot()[40 * BS], 9);
     // removing the rule writes back and drops block 0
     let stats = node.get_cache_stats(wb).unwrap();
@@ -100,7 +199,10 @@ fn rules_route_and_stay_coherent() {
     assert_eq!(node.get_cache_stats(wb).unwrap().resident, 0);
     // tenant counters: a did 1 write hit-miss... exact values
     let a = node.tenant_stats("vol", "a").unwrap();
-    assert_eq!((a.reads, a.writes, a.read_bytes, a.write_bytes), (1, 2, BS as u64, 2 * BS as u64));
+    assert_eq!(
+        (a.reads, a.writes, a.read_bytes, a.write_bytes),
+        (1, 2, BS as u64, 2 * BS as u64)
+    );
     assert_eq!((a.hits, a.misses), (1, 2));
     let b = node.tenant_stats("vol", "b").unwrap();
     assert_eq!((b.reads, b.writes, b.hits, b.misses), (1, 1, 0, 2));
@@ -109,10 +211,13 @@ fn rules_route_and_stay_coherent() {
 #[test]
 fn remove_cache_and_flush_write_back() {
     let (node, mem) = node_with(64);
-    let c = node.create_cache("c", 16, "arc", WritePolicy::WriteBack).unwrap();
+    let c = node
+        .create_cache("c", 16, "arc", WritePolicy::WriteBack)
+        .unwrap();
     node.create_rule(all("vol"), c).unwrap();
     for b in 0..8u64 {
-        node.write("vol", "x", b * BS as u64, &[b as u8 + 1; BS], false).unwrap();
+        node.write("vol", "x", b * BS as u64, &[b as u8 + 1; BS], false)
+            .unwrap();
     }
     assert_eq!(mem.calls().1, 0);
     node.flush("vol").unwrap();
@@ -121,7 +226,11 @@ fn remove_cache_and_flush_write_back() {
     node.write("vol", "x", 0, &[42u8; 3], false).unwrap();
     node.write("vol", "x", BS as u64, &[43u8; 3], true).unwrap(); // FUA
     assert_eq!(&mem.snapshot()[BS..BS + 4], &[43, 43, 43, 2]);
-    assert_eq!(mem.snapshot()[0], 1, "non-FUA write still only in the cache");
+    assert_eq!(
+        mem.snapshot()[0],
+        1,
+        "non-FUA write still only in the cache"
+    );
     node.remove_cache(c).unwrap();
     assert_eq!(&mem.snapshot()[..4], &[42, 42, 42, 1]);
     assert!(node.rules().is_empty());
@@ -141,10 +250,13 @@ impl AccessObserver for Recorder {
 #[test]
 fn observer_sees_every_lookup() {
     let (node, _) = node_with(64);
-    let c = node.create_cache("c", 4, "lru", WritePolicy::WriteThrough).unwrap();
+    let c = node
+        .create_cache("c", 4, "lru", WritePolicy::WriteThrough)
+        .unwrap();
     node.create_rule(all("vol"), c).unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    node.set_observer(c, Some(Box::new(Recorder(seen.clone())))).unwrap();
+    node.set_observer(c, Some(Box::new(Recorder(seen.clone()))))
+        .unwrap();
     let mut buf = vec![0u8; 3 * BS];
     node.read("vol", "x", BS as u64, &mut buf).unwrap();
     node.write("vol", "x", 0, &[1u8; 10], false).unwrap();

@@ -44,7 +44,9 @@ fn setup(cap: usize, wp: WritePolicy) -> (Arc<MemBackend>, Arc<Volume>, Partitio
 }
 
 fn pattern(seed: u8, off: u64, len: usize) -> Vec<u8> {
-    (0..len).map(|i| seed.wrapping_mul(31).wrapping_add((off as usize + i) as u8) | 1).collect()
+    (0..len)
+        .map(|i| seed.wrapping_mul(31).wrapping_add((off as usize + i) as u8) | 1)
+        .collect()
 }
 
 proptest! {
@@ -114,7 +116,11 @@ fn write_back_defers_and_counts() {
         let (o, d) = block(b, b as u8 + 1);
         p.write(&vol, o, &d, false, Route::Cached).unwrap();
     }
-    assert_eq!(mem.calls().1, 0, "write-back must not write the backend yet");
+    assert_eq!(
+        mem.calls().1,
+        0,
+        "write-back must not write the backend yet"
+    );
     assert_eq!(p.dirty_blocks(), 4);
     // a fifth block evicts the LRU block 0, which is written back
     let (o, d) = block(4, 9);
@@ -122,7 +128,10 @@ fn write_back_defers_and_counts() {
     assert_eq!(mem.calls().1, 1);
     assert_eq!(mem.snapshot()[..BS], [1u8; BS]);
     let s = p.stats();
-    assert_eq!((s.misses, s.evictions, s.writebacks, s.dirty, s.resident), (5, 1, 1, 4, 4));
+    assert_eq!(
+        (s.misses, s.evictions, s.writebacks, s.dirty, s.resident),
+        (5, 1, 1, 4, 4)
+    );
     // shrink to 1 writes back three more
     p.resize(1).unwrap();
     assert_eq!(mem.calls().1, 4);
@@ -147,7 +156,8 @@ fn read_hits_and_misses_are_exact() {
     let s = p.stats();
     assert_eq!((s.hits, s.misses, s.read_bytes), (4, 4, 8 * BS as u64));
     // a coherent (no-rule) read is served but not counted or cached
-    p.read(&vol, 4 * BS as u64, &mut buf, Route::Coherent).unwrap();
+    p.read(&vol, 4 * BS as u64, &mut buf, Route::Coherent)
+        .unwrap();
     assert_eq!(buf, vec![7u8; 4 * BS]);
     let s = p.stats();
     assert_eq!((s.hits, s.misses, s.coherent_ops, s.resident), (4, 4, 1, 4));

@@ -8,8 +8,8 @@
 //! leave the backend holding the last acknowledged number of every block.
 
 use cache::{Backend, CacheConfig, CacheNode, MemBackend, Rule, WritePolicy};
-use std::io;
 use rand::{Rng, SeedableRng};
+use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -24,7 +24,11 @@ fn block_of(seq: u64) -> Vec<u8> {
 
 fn seq_of(data: &[u8]) -> u64 {
     let first = u64::from_le_bytes(data[..8].try_into().unwrap());
-    assert!(data.chunks(8).all(|c| u64::from_le_bytes(c.try_into().unwrap()) == first), "torn block");
+    assert!(
+        data.chunks(8)
+            .all(|c| u64::from_le_bytes(c.try_into().unwrap()) == first),
+        "torn block"
+    );
     first
 }
 
@@ -59,8 +63,15 @@ fn no_stale_reads_under_control_churn() {
     let node = Arc::new(CacheNode::new(64, BS).unwrap());
     let mem = Arc::new(MemBackend::new(BLOCKS * BS as u64));
     node.add_export("vol", Arc::new(Slow(mem.clone()))).unwrap();
-    let c = node.create_cache("c", 16, "lru", WritePolicy::WriteBack).unwrap();
-    let all = Rule { client: None, op: None, export: "vol".into(), range: None };
+    let c = node
+        .create_cache("c", 16, "lru", WritePolicy::WriteBack)
+        .unwrap();
+    let all = Rule {
+        client: None,
+        op: None,
+        export: "vol".into(),
+        range: None,
+    };
     node.create_rule(all.clone(), c).unwrap();
     let acked: Arc<Vec<AtomicU64>> = Arc::new((0..BLOCKS).map(|_| AtomicU64::new(0)).collect());
     let stop = Arc::new(AtomicBool::new(false));
@@ -76,7 +87,8 @@ fn no_stale_reads_under_control_churn() {
                 let b = rng.gen_range(0..BLOCKS / WRITERS) * WRITERS + w;
                 let seq = acked[b as usize].load(Ordering::Relaxed) + 1;
                 let fua = rng.gen_ratio(1, 50);
-                node.write("vol", &format!("w{w}"), b * BS as u64, &block_of(seq), fua).unwrap();
+                node.write("vol", &format!("w{w}"), b * BS as u64, &block_of(seq), fua)
+                    .unwrap();
                 acked[b as usize].store(seq, Ordering::Release);
                 if rng.gen_ratio(1, 200) {
                     node.flush("vol").unwrap();
@@ -96,15 +108,25 @@ fn no_stale_reads_under_control_churn() {
             while !stop.load(Ordering::Relaxed) && n < 3_000_000 {
                 let first = rng.gen_range(0..BLOCKS);
                 let len = rng.gen_range(1..=4).min(BLOCKS - first);
-                let floor: Vec<u64> =
-                    (first..first + len).map(|b| acked[b as usize].load(Ordering::Acquire)).collect();
+                let floor: Vec<u64> = (first..first + len)
+                    .map(|b| acked[b as usize].load(Ordering::Acquire))
+                    .collect();
                 let buf = &mut buf[..len as usize * BS];
-                node.read("vol", &format!("r{r}"), first * BS as u64, buf).unwrap();
+                node.read("vol", &format!("r{r}"), first * BS as u64, buf)
+                    .unwrap();
                 for (i, chunk) in buf.chunks(BS).enumerate() {
                     let b = (first + i as u64) as usize;
                     let got = seq_of(chunk);
-                    assert!(got >= floor[i], "block {b}: read {got} after {} was acknowledged", floor[i]);
-                    assert!(got >= last[b], "block {b}: read {got} after reading {}", last[b]);
+                    assert!(
+                        got >= floor[i],
+                        "block {b}: read {got} after {} was acknowledged",
+                        floor[i]
+                    );
+                    assert!(
+                        got >= last[b],
+                        "block {b}: read {got} after reading {}",
+                        last[b]
+                    );
                     last[b] = got;
                 }
                 n += 1;
@@ -117,25 +139,47 @@ fn no_stale_reads_under_control_churn() {
         std::thread::spawn(move || {
             let mut rng = rand::rngs::StdRng::seed_from_u64(7);
             let policies = ["lru", "arc", "lirs", "2q", "s3fifo", "sieve", "mq"];
-            let wps = [WritePolicy::WriteBack, WritePolicy::WriteThrough, WritePolicy::WriteAround];
+            let wps = [
+                WritePolicy::WriteBack,
+                WritePolicy::WriteThrough,
+                WritePolicy::WriteAround,
+            ];
             let mut cache = c;
             let mut ops = 0u64;
             while Instant::now() < deadline {
                 match rng.gen_range(0..10) {
                     0..=3 => {
                         let size = rng.gen_range(1..=40);
-                        node.configure_cache(cache, CacheConfig { size: Some(size), ..Default::default() })
-                            .unwrap();
+                        node.configure_cache(
+                            cache,
+                            CacheConfig {
+                                size: Some(size),
+                                ..Default::default()
+                            },
+                        )
+                        .unwrap();
                     }
                     4..=5 => {
                         let p = policies[rng.gen_range(0..policies.len())];
-                        node.configure_cache(cache, CacheConfig { eviction: Some(p.into()), ..Default::default() })
-                            .unwrap();
+                        node.configure_cache(
+                            cache,
+                            CacheConfig {
+                                eviction: Some(p.into()),
+                                ..Default::default()
+                            },
+                        )
+                        .unwrap();
                     }
                     6..=7 => {
                         let wp = wps[rng.gen_range(0..wps.len())];
-                        node.configure_cache(cache, CacheConfig { write_policy: Some(wp), ..Default::default() })
-                            .unwrap();
+                        node.configure_cache(
+                            cache,
+                            CacheConfig {
+                                write_policy: Some(wp),
+                                ..Default::default()
+                            },
+                        )
+                        .unwrap();
                     }
                     8 => {
                         let (id, _, _) = node.rules()[0].clone();
@@ -146,7 +190,9 @@ fn no_stale_reads_under_control_churn() {
                     _ => {
                         node.remove_cache(cache).unwrap();
                         std::thread::sleep(Duration::from_millis(1));
-                        cache = node.create_cache("c", 16, "lru", WritePolicy::WriteBack).unwrap();
+                        cache = node
+                            .create_cache("c", 16, "lru", WritePolicy::WriteBack)
+                            .unwrap();
                         node.create_rule(all.clone(), cache).unwrap();
                     }
                 }
@@ -160,14 +206,21 @@ fn no_stale_reads_under_control_churn() {
     let (control_ops, cache) = controller.join().unwrap();
     let counts: Vec<u64> = handles.into_iter().map(|h| h.join().unwrap()).collect();
     eprintln!("requests per thread {counts:?}, control ops {control_ops}");
-    assert!(control_ops > 50 && counts.iter().all(|&n| n > 1000), "too little work: {counts:?} {control_ops}");
+    assert!(
+        control_ops > 50 && counts.iter().all(|&n| n > 1000),
+        "too little work: {counts:?} {control_ops}"
+    );
     let stats = node.get_cache_stats(cache).unwrap();
     assert!(stats.resident <= stats.capacity);
     node.flush("vol").unwrap();
     let snap = mem.snapshot();
     for b in 0..BLOCKS as usize {
         let want = acked[b].load(Ordering::Relaxed);
-        assert_eq!(seq_of(&snap[b * BS..(b + 1) * BS]), want, "block {b} on the backend after flush");
+        assert_eq!(
+            seq_of(&snap[b * BS..(b + 1) * BS]),
+            want,
+            "block {b} on the backend after flush"
+        );
     }
     assert_eq!(mem.size(), BLOCKS * BS as u64);
 }
