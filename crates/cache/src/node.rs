@@ -1,0 +1,567 @@
+//! The programmable cache of a node (Moirai's API): caches are created, configured and
+//! removed online, rules route requests to them, and the data path splits every request
+//! into per-block runs by rule.
+//!
+//! ## Locking
+//! One `RwLock` (the *routing table*: exports, caches, rules) is read-held by every data
+//! request for its whole duration and write-held by rule changes, cache creation and
+//! removal, and export registration. Holding it across the request is what makes rule
+//! changes safe: when a rule is removed, no request that was routed by it is still
+//! running, so its blocks can be written back and dropped without racing a write.
+//! Resize, policy switch and write-policy change do not touch routing: they work on the
+//! partition while requests keep flowing (see `partition`). A control mutex serialises
+//! control calls so the capacity sum is checked and changed atomically.
+//!
+//! ## Capacity
+//! The node has a total cache size in blocks; the caches' capacities never sum to more.
+//! Creating or growing a cache past it fails with the number of blocks still free.
+//!
+//! ## Removal
+//! `remove_cache` writes the cache's dirty blocks back once while requests still run, then
+//! takes the routing table, removes the cache's rules, writes back what was dirtied
+//! meanwhile, and drops the cache. `remove_rule` writes back and drops the blocks that no
+//! longer belong to the cache, so a cache only ever holds blocks some rule routes to it.
+
+use crate::backend::Backend;
+use crate::error::{CacheError, Result};
+use crate::partition::{Partition, Route};
+use crate::rules::{Entry, Op, Rule, RuleTable, Target};
+use crate::stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};
+use crate::volume::{lock, Volume, VolumeTable, BLOCK_BITS};
+use crate::write_policy::WritePolicy;
+use policy::AdmissionPolicy;
+use rustc_hash::FxHashMap;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+
+/// Identifies a cache of a node.
+pub type CacheId = u64;
+/// Identifies a rule of a node.
+pub type RuleId = u64;
+
+/// Changes to one cache; `None` leaves a setting as it is.
+#[derive(Default)]
+pub struct CacheConfig {
+    /// New capacity in blocks (shrinking writes back evicted dirty blocks).
+    pub size: Option<usize>,
+    /// New eviction policy spec (switched by reconstruction).
+    pub eviction: Option<String>,
+    /// New write policy (leaving write-back writes dirty blocks back first).
+    pub write_policy: Option<WritePolicy>,
+    /// New admission policy.
+    pub admission: Option<Box<dyn AdmissionPolicy>>,
+}
+
+struct Export {
+    vol: Arc<Volume>,
+    tenants: RwLock<FxHashMap<String, Arc<TenantStats>>>,
+}
+
+struct CacheEntry {
+    name: String,
+    part: Arc<Partition>,
+}
+
+#[derive(Default)]
+struct Routing {
+    exports: FxHashMap<String, Export>,
+    caches: BTreeMap<CacheId, CacheEntry>,
+    rules: RuleTable,
+}
+
+#[derive(Default)]
+struct Control {
+    next_cache: CacheId,
+    next_rule: RuleId,
+}
+
+/// A node's caches, rules and data path.
+pub struct CacheNode {
+    block_size: usize,
+    total_blocks: usize,
+    volumes: Arc<VolumeTable>,
+    routing: RwLock<Routing>,
+    control: Mutex<Control>,
+}
+
+fn read_lock<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
+    l.read().unwrap_or_else(|e| e.into_inner())
+}
+
+impl CacheNode {
+    /// A node with `total_blocks` blocks of cache of `block_size` bytes.
+    pub fn new(total_blocks: usize, block_size: usize) -> Result<Self> {
+        if block_size == 0 {
+            return Err(CacheError::Invalid("block size must be positive".into()));
+        }
+        Ok(CacheNode {
+            block_size,
+            total_blocks,
+            volumes: Arc::default(),
+            routing: RwLock::default(),
+            control: Mutex::default(),
+        })
+    }
+
+    /// Block size in bytes.
+    pub fn block_size(&self) -> usize {
+        self.block_size
+    }
+
+    /// Total cache size in blocks.
+    pub fn total_blocks(&self) -> usize {
+        self.total_blocks
+    }
+
+    fn write_routing(&self) -> std::sync::RwLockWriteGuard<'_, Routing> {
+        self.routing.write().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers an export served by `backend`.
+    pub fn add_export(&self, name: &str, backend: Arc<dyn Backend>) -> Result<()> {
+        let _c = lock(&self.control);
+        let mut r = self.write_routing();
+        if r.exports.contains_key(name) {
+            return Err(CacheError::ExportExists(name.into()));
+        }
+        if backend.size() / self.block_size as u64 >= 1 << BLOCK_BITS {
+            return Err(CacheError::Invalid(format!(
+                "export `{name}` has more than 2^{BLOCK_BITS} blocks"
+            )));
+        }
+        let vol = self
+            .volumes
+            .add(|id| Volume::new(id, name, backend, self.block_size));
+        r.exports.insert(
+            name.into(),
+            Export {
+                vol,
+                tenants: RwLock::default(),
+            },
+        );
+        Ok(())
+    }
+
+    /// Unregisters an export no rule names.
+    pub fn remove_export(&self, name: &str) -> Result<()> {
+        let _c = lock(&self.control);
+        let mut r = self.write_routing();
+        let ex = r
+            .exports
+            .get(name)
+            .ok_or_else(|| CacheError::UnknownExport(name.into()))?;
+        let rules = r.rules.of_vol(ex.vol.id()).len();
+        if rules > 0 {
+            return Err(CacheError::ExportInUse {
+                export: name.into(),
+                rules,
+            });
+        }
+        let id = ex.vol.id();
+        r.exports.remove(name);
+        self.volumes.remove(id);
+        Ok(())
+    }
+
+    fn allocated(r: &Routing) -> usize {
+        r.caches.values().map(|c| c.part.capacity()).sum()
+    }
+
+    /// Creates a cache of `size` blocks (Moirai's `createCache`).
+    pub fn create_cache(
+        &self,
+        name: &str,
+        size: usize,
+        eviction: &str,
+        write_policy: WritePolicy,
+    ) -> Result<CacheId> {
+        let mut c = lock(&self.control);
+        if size == 0 {
+            return Err(CacheError::ZeroSize);
+        }
+        let available = self.total_blocks - Self::allocated(&read_lock(&self.routing));
+        if size > available {
+            return Err(CacheError::Oversized {
+                requested: size,
+                available,
+                total: self.total_blocks,
+            });
+        }
+        let id = c.next_cache;
+        let part = Partition::new(
+            id,
+            size,
+            self.block_size,
+            eviction,
+            write_policy,
+            self.volumes.clone(),
+        )?;
+        c.next_cache += 1;
+        self.write_routing().caches.insert(
+            id,
+            CacheEntry {
+                name: name.into(),
+                part: Arc::new(part),
+            },
+        );
+        Ok(id)
+    }
+
+    fn partition(&self, id: CacheId) -> Result<Arc<Partition>> {
+        read_lock(&self.routing)
+            .caches
+            .get(&id)
+            .map(|c| c.part.clone())
+            .ok_or(CacheError::UnknownCache(id))
+    }
+
+    /// Removes a cache and the rules that name it, writing its dirty blocks back first.
+    pub fn remove_cache(&self, id: CacheId) -> Result<()> {
+        let _c = lock(&self.control);
+        let part = self.partition(id)?;
+        part.write_back(None)?;
+        let mut r = self.write_routing();
+        part.write_back(None)?;
+        for rule in r.rules.of_cache(id) {
+            r.rules.remove(rule);
+        }
+        r.caches.remove(&id);
+        Ok(())
+    }
+
+    /// Changes a cache online (Moirai's `configureCache`). Every setting is checked before
+    /// any is applied.
+    pub fn configure_cache(&self, id: CacheId, config: CacheConfig) -> Result<()> {
+        let _c = lock(&self.control);
+        let part = self.partition(id)?;
+        if let Some(size) = config.size {
+            if size == 0 {
+                return Err(CacheError::ZeroSize);
+            }
+            let others = Self::allocated(&read_lock(&self.routing)) - part.capacity();
+            let available = self.total_blocks - others;
+            if size > available {
+                return Err(CacheError::Oversized {
+                    requested: size,
+                    available,
+                    total: self.total_blocks,
+                });
+            }
+        }
+        if let Some(spec) = &config.eviction {
+            policy::build(spec)?;
+        }
+        if let Some(wp) = config.write_policy {
+            part.set_write_policy(wp)?;
+        }
+        if let Some(spec) = &config.eviction {
+            part.switch_policy(spec)?;
+        }
+        if let Some(a) = config.admission {
+            part.set_admission(a)?;
+        }
+        if let Some(size) = config.size {
+            part.resize(size)?;
+        }
+        Ok(())
+    }
+
+    /// Routes requests matching `rule` to `cache` (Moirai's `createRule`).
+    pub fn create_rule(&self, rule: Rule, cache: CacheId) -> Result<RuleId> {
+        let mut c = lock(&self.control);
+        let mut r = self.write_routing();
+        if !r.caches.contains_key(&cache) {
+            return Err(CacheError::UnknownCache(cache));
+        }
+        let vol = r
+            .exports
+            .get(&rule.export)
+            .ok_or_else(|| CacheError::UnknownExport(rule.export.clone()))?
+            .vol
+            .clone();
+        let blocks = RuleTable::blocks_of(&rule, self.block_size as u64, vol.size())?;
+        r.rules.check(vol.id(), &rule, cache, &blocks)?;
+        let id = c.next_rule;
+        c.next_rule += 1;
+        r.rules.insert(
+            vol.id(),
+            Entry {
+                id,
+                rule,
+                cache,
+                blocks,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Removes a rule; blocks no longer routed to its cache are written back and dropped.
+    pub fn remove_rule(&self, id: RuleId) -> Result<()> {
+        let _c = lock(&self.control);
+        let mut r = self.write_routing();
+        let (vol_id, entry) = r.rules.remove(id).ok_or(CacheError::UnknownRule(id))?;
+        let orphaned = r.rules.orphaned(vol_id, &entry);
+        let (Some(vol), Some(c)) = (self.volumes.get(vol_id), r.caches.get(&entry.cache)) else {
+            return Ok(());
+        };
+        for range in orphaned {
+            if let Err(e) = c.part.drop_blocks(&vol, range.start, range.end) {
+                // Keep the rule so the blocks stay reachable; the caller may retry.
+                r.rules.insert(vol_id, entry);
+                return Err(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// The rules, as `(id, rule, cache)`.
+    pub fn rules(&self) -> Vec<(RuleId, Rule, CacheId)> {
+        read_lock(&self.routing)
+            .rules
+            .all()
+            .map(|e| (e.id, e.rule.clone(), e.cache))
+            .collect()
+    }
+
+    /// The caches, as `(id, name)`.
+    pub fn caches(&self) -> Vec<(CacheId, String)> {
+        read_lock(&self.routing)
+            .caches
+            .iter()
+            .map(|(&id, c)| (id, c.name.clone()))
+            .collect()
+    }
+
+    /// A cache's counters (Moirai's `getCacheStats`).
+    pub fn get_cache_stats(&self, id: CacheId) -> Result<CacheStats> {
+        Ok(self.partition(id)?.stats())
+    }
+
+    /// A tenant's counters (zero if it never sent a request).
+    pub fn tenant_stats(&self, export: &str, client: &str) -> Result<TenantSnapshot> {
+        let r = read_lock(&self.routing);
+        let ex = r
+            .exports
+            .get(export)
+            .ok_or_else(|| CacheError::UnknownExport(export.into()))?;
+        let t = read_lock(&ex.tenants);
+        Ok(t.get(client).map(|s| s.snapshot()).unwrap_or_default())
+    }
+
+    /// Plugs an online profiler into a cache (`None` unplugs it).
+    pub fn set_observer(
+        &self,
+        id: CacheId,
+        observer: Option<Box<dyn AccessObserver>>,
+    ) -> Result<()> {
+        self.partition(id)?.set_observer(observer);
+        Ok(())
+    }
+
+    /// The sum of the caches' capacities in blocks.
+    pub fn allocated_blocks(&self) -> usize {
+        Self::allocated(&read_lock(&self.routing))
+    }
+
+    fn export<'a>(r: &'a Routing, name: &str, offset: u64, len: u64) -> Result<&'a Export> {
+        let ex = r
+            .exports
+            .get(name)
+            .ok_or_else(|| CacheError::UnknownExport(name.into()))?;
+        let size = ex.vol.size();
+        if offset.checked_add(len).is_none_or(|end| end > size) {
+            return Err(CacheError::OutOfRange {
+                export: name.into(),
+                offset,
+                len,
+                size,
+            });
+        }
+        Ok(ex)
+    }
+
+    /// Calls `f(offset, len, target)` for each maximal run of blocks of the request that
+    /// go to one target.
+    fn for_each_run(
+        r: &Routing,
+        vol: &Volume,
+        client: &str,
+        op: Op,
+        offset: u64,
+        len: u64,
+        mut f: impl FnMut(u64, u64, Target) -> Result<()>,
+    ) -> Result<()> {
+        if len == 0 {
+            return Ok(());
+        }
+        let rules = r.rules.of_vol(vol.id());
+        if rules.is_empty() {
+            return f(offset, len, Target::Direct);
+        }
+        let bs = vol.block_size() as u64;
+        let end = offset + len;
+        let (first, last) = (offset / bs, (end - 1) / bs);
+        let mut run_start = offset;
+        let mut cur = RuleTable::target(rules, client, op, first);
+        for b in first + 1..=last {
+            let t = RuleTable::target(rules, client, op, b);
+            if t != cur {
+                f(run_start, b * bs - run_start, cur)?;
+                run_start = b * bs;
+                cur = t;
+            }
+        }
+        f(run_start, end - run_start, cur)
+    }
+
+    fn part_of(r: &Routing, id: CacheId) -> Result<&Partition> {
+        r.caches
+            .get(&id)
+            .map(|c| &*c.part)
+            .ok_or(CacheError::UnknownCache(id))
+    }
+
+    fn record(ex: &Export, client: &str, write: bool, bytes: u64, o: OpOutcome) {
+        if let Some(t) = read_lock(&ex.tenants).get(client) {
+            t.record(write, bytes, o);
+            return;
+        }
+        let mut w = ex.tenants.write().unwrap_or_else(|e| e.into_inner());
+        w.entry(client.into()).or_default().record(write, bytes, o);
+    }
+
+    /// Reads `buf.len()` bytes of `export` at `offset` for `client`.
+    pub fn read(&self, export: &str, client: &str, offset: u64, buf: &mut [u8]) -> Result<()> {
+        let r = read_lock(&self.routing);
+        let ex = Self::export(&r, export, offset, buf.len() as u64)?;
+        let vol = &*ex.vol;
+        let mut out = OpOutcome::default();
+        let bs = self.block_size as u64;
+        Self::for_each_run(
+            &r,
+            vol,
+            client,
+            Op::Read,
+            offset,
+            buf.len() as u64,
+            |off, n, t| {
+                let dst = &mut buf[(off - offset) as usize..(off - offset + n) as usize];
+                match t {
+                    Target::Cached(c) => {
+                        out.add(Self::part_of(&r, c)?.read(vol, off, dst, Route::Cached)?)
+                    }
+                    Target::Coherent(c) => {
+                        Self::part_of(&r, c)?.read(vol, off, dst, Route::Coherent)?;
+                        out.misses += (off + n).div_ceil(bs) - off / bs;
+                    }
+                    Target::Direct => {
+                        vol.backend().read_at(off, dst).map_err(|e| vol.io_err(e))?;
+                        out.misses += (off + n).div_ceil(bs) - off / bs;
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        Self::record(ex, client, false, buf.len() as u64, out);
+        Ok(())
+    }
+
+    /// Writes `data` to `export` at `offset` for `client`; with `fua` it returns only once
+    /// the data is durable on the backend.
+    pub fn write(
+        &self,
+        export: &str,
+        client: &str,
+        offset: u64,
+        data: &[u8],
+        fua: bool,
+    ) -> Result<()> {
+        let r = read_lock(&self.routing);
+        let ex = Self::export(&r, export, offset, data.len() as u64)?;
+        let vol = &*ex.vol;
+        let mut out = OpOutcome::default();
+        let bs = self.block_size as u64;
+        Self::for_each_run(
+            &r,
+            vol,
+            client,
+            Op::Write,
+            offset,
+            data.len() as u64,
+            |off, n, t| {
+                let src = &data[(off - offset) as usize..(off - offset + n) as usize];
+                match t {
+                    Target::Cached(c) => {
+                        out.add(Self::part_of(&r, c)?.write(vol, off, src, fua, Route::Cached)?)
+                    }
+                    Target::Coherent(c) => {
+                        Self::part_of(&r, c)?.write(vol, off, src, fua, Route::Coherent)?;
+                        out.misses += (off + n).div_ceil(bs) - off / bs;
+                    }
+                    Target::Direct => {
+                        vol.backend()
+                            .write_at(off, src)
+                            .map_err(|e| vol.io_err(e))?;
+                        if fua {
+                            vol.backend().flush().map_err(|e| vol.io_err(e))?;
+                        }
+                        out.misses += (off + n).div_ceil(bs) - off / bs;
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        Self::record(ex, client, true, data.len() as u64, out);
+        Ok(())
+    }
+
+    /// Makes every acknowledged write to `export` durable: writes back the dirty blocks of
+    /// the export held by any cache, then flushes the backend.
+    pub fn flush(&self, export: &str) -> Result<()> {
+        let r = read_lock(&self.routing);
+        let ex = Self::export(&r, export, 0, 0)?;
+        let mut caches: Vec<CacheId> = r
+            .rules
+            .of_vol(ex.vol.id())
+            .iter()
+            .map(|e| e.cache)
+            .collect();
+        caches.sort_unstable();
+        caches.dedup();
+        for c in caches {
+            Self::part_of(&r, c)?.write_back(Some(&ex.vol))?;
+        }
+        ex.vol.backend().flush().map_err(|e| ex.vol.io_err(e))
+    }
+
+    /// Discards the whole blocks of `[offset, offset + len)` of `export`; they read back
+    /// as zeros. Partial blocks at the ends are left alone.
+    pub fn trim(&self, export: &str, client: &str, offset: u64, len: u64) -> Result<()> {
+        let r = read_lock(&self.routing);
+        let ex = Self::export(&r, export, offset, len)?;
+        let vol = &*ex.vol;
+        let bs = self.block_size as u64;
+        Self::for_each_run(
+            &r,
+            vol,
+            client,
+            Op::Write,
+            offset,
+            len,
+            |off, n, t| match t {
+                Target::Cached(c) | Target::Coherent(c) => Self::part_of(&r, c)?.trim(vol, off, n),
+                Target::Direct => {
+                    let blocks = vol.whole_blocks(off, n);
+                    if blocks.is_empty() {
+                        return Ok(());
+                    }
+                    let start = blocks.start * bs;
+                    let stop = (blocks.end * bs).min(vol.size());
+                    vol.backend()
+                        .trim(start, stop - start)
+                        .map_err(|e| vol.io_err(e))
+                }
+            },
+        )
+    }
+}

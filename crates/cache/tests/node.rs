@@ -1,0 +1,296 @@
+//! The programmable-cache API: errors with reasons, capacity accounting, rules and
+//! coherence across rule changes, removal with write-back, per-tenant counters.
+
+use cache::{
+    AccessObserver, CacheConfig, CacheError, CacheNode, MemBackend, Op, Rule, WritePolicy,
+};
+use proptest::prelude::*;
+use std::sync::{Arc, Mutex};
+
+const BS: usize = 512;
+
+fn node_with(size_blocks: u64) -> (CacheNode, Arc<MemBackend>) {
+    let node = CacheNode::new(100, BS).unwrap();
+    let mem = Arc::new(MemBackend::new(size_blocks * BS as u64));
+    node.add_export("vol", mem.clone()).unwrap();
+    (node, mem)
+}
+
+fn all(export: &str) -> Rule {
+    Rule {
+        client: None,
+        op: None,
+        export: export.into(),
+        range: None,
+    }
+}
+
+#[test]
+fn bad_requests_name_the_problem() {
+    let (node, _) = node_with(64);
+    let e = node
+        .create_cache("a", 0, "lru", WritePolicy::WriteBack)
+        .unwrap_err();
+    assert!(matches!(e, CacheError::ZeroSize), "{e}");
+    let e = node
+        .create_cache("a", 101, "lru", WritePolicy::WriteBack)
+        .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "cache size 101 blocks does not fit: 100 of the node's 100 blocks are free"
+    );
+    let e = node
+        .create_cache("a", 10, "belady", WritePolicy::WriteBack)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("unknown policy `belady`") && e.to_string().contains("lru"),
+        "{e}"
+    );
+    let a = node
+        .create_cache("a", 60, "lru", WritePolicy::WriteBack)
+        .unwrap();
+    let e = node
+        .create_cache("b", 41, "lru", WritePolicy::WriteBack)
+        .unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("40 of the node's 100 blocks are free"),
+        "{e}"
+    );
+    let e = node
+        .configure_cache(
+            a,
+            CacheConfig {
+                size: Some(101),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("100 of the node's 100"), "{e}");
+    let e = node
+        .configure_cache(
+            a,
+            CacheConfig {
+                eviction: Some("nope".into()),
+                size: Some(5),
+                ..Default::default()
+            },
+        )
+        .unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
+    assert_eq!(
+        node.get_cache_stats(a).unwrap().capacity,
+        60,
+        "a failed configure changes nothing"
+    );
+    assert!(matches!(
+        node.get_cache_stats(99),
+        Err(CacheError::UnknownCache(99))
+    ));
+    assert!(matches!(
+        node.remove_cache(99),
+        Err(CacheError::UnknownCache(99))
+    ));
+    assert!(matches!(
+        node.remove_rule(5),
+        Err(CacheError::UnknownRule(5))
+    ));
+    let e = node.create_rule(all("nope"), a).unwrap_err();
+    assert_eq!(e.to_string(), "unknown export `nope`");
+    let e = node.create_rule(all("vol"), 42).unwrap_err();
+    assert_eq!(e.to_string(), "unknown cache 42");
+    node.create_rule(
+        Rule {
+            client: Some("c1".into()),
+            ..all("vol")
+        },
+        a,
+    )
+    .unwrap();
+    let e = node
+        .create_rule(
+            Rule {
+                client: Some("c1".into()),
+                op: Some(Op::Read),
+                ..all("vol")
+            },
+            a,
+        )
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("rule 0") && e.to_string().contains("same client"),
+        "{e}"
+    );
+    let e = node
+        .create_rule(
+            Rule {
+                client: Some("c1".into()),
+                range: Some((100, 1024)),
+                ..all("vol")
+            },
+            a,
+        )
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("multiples of the block size 512"),
+        "{e}"
+    );
+    let mut buf = [0u8; 16];
+    let e = node
+        .read("vol", "c1", 64 * BS as u64 - 8, &mut buf)
+        .unwrap_err();
+    assert!(
+        e.to_string().contains("out of range") && e.to_string().contains("32768"),
+        "{e}"
+    );
+    assert!(matches!(
+        node.add_export("vol", Arc::new(MemBackend::new(10))),
+        Err(CacheError::ExportExists(_))
+    ));
+    assert!(matches!(
+        node.remove_export("vol"),
+        Err(CacheError::ExportInUse { rules: 1, .. })
+    ));
+    let ro = node
+        .create_cache("ro", 10, "lru", WritePolicy::ReadOnly)
+        .unwrap();
+    node.add_export("shared", Arc::new(MemBackend::new(4096)))
+        .unwrap();
+    node.create_rule(all("shared"), ro).unwrap();
+    let e = node.write("shared", "x", 0, &[1], false).unwrap_err();
+    assert!(e.to_string().contains("read-only"), "{e}");
+}
+
+#[test]
+fn rules_route_and_stay_coherent() {
+    let (node, mem) = node_with(64);
+    let wb = node
+        .create_cache("wb", 8, "lru", WritePolicy::WriteBack)
+        .unwrap();
+    // reads and writes of client a over the first 32 blocks are cached (write-back)
+    node.create_rule(
+        Rule {
+            client: Some("a".into()),
+            range: Some((0, 32 * BS as u64)),
+            ..all("vol")
+        },
+        wb,
+    )
+    .unwrap();
+    node.write("vol", "a", 0, &[5u8; BS], false).unwrap();
+    assert_eq!(mem.calls().1, 0);
+    // client b matches no rule but must see a's dirty data, and its write must be seen
+    let mut buf = vec![0u8; BS];
+    node.read("vol", "b", 0, &mut buf).unwrap();
+    assert_eq!(buf, vec![5u8; BS]);
+    node.write("vol", "b", 10, &[6u8; 4], false).unwrap();
+    node.read("vol", "a", 0, &mut buf).unwrap();
+    assert_eq!(&buf[8..16], &[5, 5, 6, 6, 6, 6, 5, 5]);
+    // blocks outside the rule go straight to the backend
+    node.write("vol", "a", 40 * BS as u64, &[9u8; BS], false)
+        .unwrap();
+    assert_eq!(mem.snapshot()[40 * BS], 9);
+    // removing the rule writes back and drops block 0
+    let stats = node.get_cache_stats(wb).unwrap();
+    assert_eq!((stats.resident, stats.dirty), (1, 1));
+    let rule = node.rules()[0].0;
+    node.remove_rule(rule).unwrap();
+    assert_eq!(&mem.snapshot()[8..16], &[5, 5, 6, 6, 6, 6, 5, 5]);
+    assert_eq!(node.get_cache_stats(wb).unwrap().resident, 0);
+    // tenant counters: a did 1 write hit-miss... exact values
+    let a = node.tenant_stats("vol", "a").unwrap();
+    assert_eq!(
+        (a.reads, a.writes, a.read_bytes, a.write_bytes),
+        (1, 2, BS as u64, 2 * BS as u64)
+    );
+    assert_eq!((a.hits, a.misses), (1, 2));
+    let b = node.tenant_stats("vol", "b").unwrap();
+    assert_eq!((b.reads, b.writes, b.hits, b.misses), (1, 1, 0, 2));
+}
+
+#[test]
+fn remove_cache_and_flush_write_back() {
+    let (node, mem) = node_with(64);
+    let c = node
+        .create_cache("c", 16, "arc", WritePolicy::WriteBack)
+        .unwrap();
+    node.create_rule(all("vol"), c).unwrap();
+    for b in 0..8u64 {
+        node.write("vol", "x", b * BS as u64, &[b as u8 + 1; BS], false)
+            .unwrap();
+    }
+    assert_eq!(mem.calls().1, 0);
+    node.flush("vol").unwrap();
+    assert_eq!(mem.calls().1, 8);
+    assert_eq!(node.get_cache_stats(c).unwrap().dirty, 0);
+    node.write("vol", "x", 0, &[42u8; 3], false).unwrap();
+    node.write("vol", "x", BS as u64, &[43u8; 3], true).unwrap(); // FUA
+    assert_eq!(&mem.snapshot()[BS..BS + 4], &[43, 43, 43, 2]);
+    assert_eq!(
+        mem.snapshot()[0],
+        1,
+        "non-FUA write still only in the cache"
+    );
+    node.remove_cache(c).unwrap();
+    assert_eq!(&mem.snapshot()[..4], &[42, 42, 42, 1]);
+    assert!(node.rules().is_empty());
+    assert_eq!(node.allocated_blocks(), 0);
+    let mut buf = [0u8; 4];
+    node.read("vol", "x", 0, &mut buf).unwrap();
+    assert_eq!(buf, [42, 42, 42, 1]);
+}
+
+struct Recorder(Arc<Mutex<Vec<u64>>>);
+impl AccessObserver for Recorder {
+    fn observe(&mut self, key: u64) {
+        self.0.lock().unwrap().push(key);
+    }
+}
+
+#[test]
+fn observer_sees_every_lookup() {
+    let (node, _) = node_with(64);
+    let c = node
+        .create_cache("c", 4, "lru", WritePolicy::WriteThrough)
+        .unwrap();
+    node.create_rule(all("vol"), c).unwrap();
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    node.set_observer(c, Some(Box::new(Recorder(seen.clone()))))
+        .unwrap();
+    let mut buf = vec![0u8; 3 * BS];
+    node.read("vol", "x", BS as u64, &mut buf).unwrap();
+    node.write("vol", "x", 0, &[1u8; 10], false).unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![1, 2, 3, 0]);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+    #[test]
+    fn capacities_never_exceed_the_node(ops in prop::collection::vec((0u8..3, 0usize..6, 0usize..70), 1..40)) {
+        let (node, _) = node_with(64);
+        let mut ids: Vec<u64> = Vec::new();
+        for (kind, pick, size) in ops {
+            let before = node.allocated_blocks();
+            match kind {
+                0 => match node.create_cache("c", size, "lru", WritePolicy::WriteBack) {
+                    Ok(id) => ids.push(id),
+                    Err(_) => prop_assert!(size == 0 || before + size > 100),
+                },
+                1 if !ids.is_empty() => {
+                    let id = ids[pick % ids.len()];
+                    let cur = node.get_cache_stats(id).unwrap().capacity;
+                    let r = node.configure_cache(id, CacheConfig { size: Some(size), ..Default::default() });
+                    prop_assert_eq!(r.is_ok(), size > 0 && before - cur + size <= 100);
+                }
+                2 if !ids.is_empty() => {
+                    let id = ids.remove(pick % ids.len());
+                    node.remove_cache(id).unwrap();
+                }
+                _ => {}
+            }
+            prop_assert!(node.allocated_blocks() <= 100);
+            let sum: usize = ids.iter().map(|&i| node.get_cache_stats(i).unwrap().capacity).sum();
+            prop_assert_eq!(sum, node.allocated_blocks());
+        }
+    }
+}
