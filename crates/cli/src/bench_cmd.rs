@@ -27,6 +27,24 @@ pub struct BenchArgs {
 enum BenchWhat {
     /// Simulator throughput against libCacheSim (PyPI), and LRU memory per object.
     Sim(SimBench),
+    /// Curve methods: speed, error against the exact curve, bounded memory.
+    Mrc(MrcBench),
+}
+
+#[derive(Args, Debug)]
+struct MrcBench {
+    /// Requests in the generated trace.
+    #[arg(long, default_value_t = 10_000_000)]
+    requests: u64,
+    /// Distinct objects in the generated trace.
+    #[arg(long, default_value_t = 1_000_000)]
+    objects: u64,
+    /// Where the generated trace is kept between runs.
+    #[arg(long, default_value = "target/bench")]
+    dir: PathBuf,
+    /// Skip the miniSim comparison against full simulation (the slow part).
+    #[arg(long)]
+    no_minisim: bool,
 }
 
 #[derive(Args, Debug)]
@@ -70,6 +88,7 @@ struct Line {
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     match a.what {
         BenchWhat::Sim(b) => bench_sim(b),
+        BenchWhat::Mrc(b) => crate::bench_mrc::run(b.requests, b.objects, &b.dir, !b.no_minisim),
     }
 }
 
@@ -127,10 +146,7 @@ fn bench_sim(b: SimBench) -> anyhow::Result<()> {
         "zipf-a{}-n{}-r{}.oracleGeneral.bin",
         b.alpha, b.objects, b.requests
     ));
-    if !trace.exists() {
-        eprintln!("generating {} ({spec})", trace.display());
-        crate::source::write_synthetic(&spec, &trace)?;
-    }
+    ensure_trace(&trace, &spec)?;
     println!(
         "trace: {} — {} requests, Zipf({}) over {} objects; cache {} objects, object mode, 1 thread",
         trace.display(),
@@ -209,5 +225,14 @@ fn memory_slope(dir: &Path) -> anyhow::Result<()> {
         peak[1].0,
         slope
     );
+    Ok(())
+}
+
+/// Generates `path` from the workload `spec` unless it exists.
+pub fn ensure_trace(path: &Path, spec: &str) -> anyhow::Result<()> {
+    if !path.exists() {
+        eprintln!("generating {} ({spec})", path.display());
+        crate::source::write_synthetic(spec, path)?;
+    }
     Ok(())
 }

@@ -1,6 +1,9 @@
 //! The `lachesis` binary: parses arguments and prints; every command is a library call.
 
 mod bench_cmd;
+mod bench_mrc;
+mod mrc_cmd;
+mod plot;
 mod progress;
 mod sim_cmd;
 mod sizes;
@@ -21,6 +24,8 @@ struct Cli {
 enum Command {
     /// Simulate eviction policies on a trace at several cache sizes.
     Sim(sim_cmd::SimArgs),
+    /// Hit-ratio curves: exact LRU, SHARDS, or scaled-down simulation of any policy.
+    Mrc(mrc_cmd::MrcArgs),
     /// Summarise, convert and generate traces.
     Trace(trace_cmd::TraceArgs),
     /// Benchmarks printed beside a real peer's figures from the same run.
@@ -37,6 +42,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(a) => sim_cmd::run(a),
+        Command::Mrc(a) => mrc_cmd::run(a),
         Command::Trace(a) => trace_cmd::run(a),
         Command::Bench(a) => bench_cmd::run(a),
     };
