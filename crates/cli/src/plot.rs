@@ -31,8 +31,7 @@ pub fn line_chart(
         .iter()
         .flat_map(|s| s.points.iter().map(|p| p.1))
         .fold(0.0f64, f64::max)
-        .max(1e-9)
-        .min(1.0)
+        .clamp(1e-9, 1.0)
         * 1.05;
     let mut chart = ChartBuilder::on(&root)
         .caption(title, ("sans-serif", 26))
