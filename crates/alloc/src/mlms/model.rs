@@ -8,9 +8,9 @@
 //!   diminishing returns in each level's size and flattens at large sizes (a quadratic
 //!   turns back up outside the sampled range and would send spare space the wrong way);
 //!   three parameters can be identified from three intervals with distinct allocations;
-//!   features lie in `(0, 1]`, so the 3×3 normal equations are well conditioned and a
-//!   hand-written Gaussian elimination with partial pivoting (plus a tiny ridge,
-//!   `1e-9 · trace`, against exactly collinear samples) is enough — no linear-algebra
+//!   features lie in `(0, 1]`, so the 3×3 normal equations are reasonably conditioned and a
+//!   hand-written Gaussian elimination with partial pivoting (falling back to a tiny
+//!   ridge, `1e-9 · trace`, only when the samples are collinear) is enough — no linear-algebra
 //!   dependency for a 3×3 solve.
 //! * [`TenantModel::Curve`] — beyond the paper: predict from the tenant's hit-ratio curve
 //!   with exclusive levels, `lat = h1·lat1 + (h2 − h1)·lat2 + (1 − h2)·lat_disk` where
@@ -75,11 +75,18 @@ impl Regression {
                 b[r] += x[r] * s.latency;
             }
         }
-        let ridge = 1e-9 * (a[0][0] + a[1][1] + a[2][2]);
-        for (r, row) in a.iter_mut().enumerate() {
-            row[r] += ridge;
-        }
-        let theta = solve3(a, b).ok_or_else(|| AllocError::BadInput("samples do not determine the model".into()))?;
+        let trace = a[0][0] + a[1][1] + a[2][2];
+        let theta = match solve3(a, b, 1e-12 * trace) {
+            Some(t) => t,
+            None => {
+                // Exactly collinear samples: a tiny ridge picks one of the fits.
+                let mut r = a;
+                for (i, row) in r.iter_mut().enumerate() {
+                    row[i] += 1e-9 * trace;
+                }
+                solve3(r, b, 0.0).ok_or_else(|| AllocError::BadInput("samples do not determine the model".into()))?
+            }
+        };
         Ok(Regression { theta, scale1, scale2 })
     }
 
@@ -91,10 +98,11 @@ impl Regression {
 }
 
 /// Solves a 3×3 system by Gaussian elimination with partial pivoting.
-fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3]) -> Option<[f64; 3]> {
+/// `None` if a pivot falls to `tiny` or below.
+fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3], tiny: f64) -> Option<[f64; 3]> {
     for col in 0..3 {
         let piv = (col..3).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
-        if a[piv][col].abs() < 1e-300 {
+        if a[piv][col].abs() <= tiny.max(1e-300) {
             return None;
         }
         a.swap(col, piv);
