@@ -52,20 +52,39 @@ pub struct Automaton {
 impl Automaton {
     /// An automaton over `actions` (each a proportion vector), uniform to start, with
     /// reward rate `alpha` and penalty rate `beta` in `(0, 1)` and an error `tolerance`.
-    pub fn new(actions: Vec<Vec<f64>>, alpha: f64, beta: f64, tolerance: f64) -> Result<Self, AllocError> {
+    pub fn new(
+        actions: Vec<Vec<f64>>,
+        alpha: f64,
+        beta: f64,
+        tolerance: f64,
+    ) -> Result<Self, AllocError> {
         if actions.is_empty() {
-            return Err(AllocError::BadInput("an automaton needs at least one action".into()));
+            return Err(AllocError::BadInput(
+                "an automaton needs at least one action".into(),
+            ));
         }
         if !(alpha > 0.0 && alpha < 1.0 && (0.0..1.0).contains(&beta)) {
-            return Err(AllocError::BadInput(format!("alpha {alpha} and beta {beta} must lie in (0, 1)")));
+            return Err(AllocError::BadInput(format!(
+                "alpha {alpha} and beta {beta} must lie in (0, 1)"
+            )));
         }
         let r = actions.len();
-        Ok(Automaton { actions, p: vec![1.0 / r as f64; r], alpha, beta, tolerance, reference: None, current: 0 })
+        Ok(Automaton {
+            actions,
+            p: vec![1.0 / r as f64; r],
+            alpha,
+            beta,
+            tolerance,
+            reference: None,
+            current: 0,
+        })
     }
 
     /// Proportions for two workloads in steps of `1 / n`: `[k/n, 1 − k/n]` for `k = 1..n`.
     pub fn two_way_actions(n: usize) -> Vec<Vec<f64>> {
-        (1..n).map(|k| vec![k as f64 / n as f64, 1.0 - k as f64 / n as f64]).collect()
+        (1..n)
+            .map(|k| vec![k as f64 / n as f64, 1.0 - k as f64 / n as f64])
+            .collect()
     }
 
     /// Samples an action from the probabilities and makes it current.
@@ -120,11 +139,19 @@ impl Automaton {
         }
         if reward {
             for (j, q) in self.p.iter_mut().enumerate() {
-                *q = if j == i { *q + self.alpha * (1.0 - *q) } else { *q * (1.0 - self.alpha) };
+                *q = if j == i {
+                    *q + self.alpha * (1.0 - *q)
+                } else {
+                    *q * (1.0 - self.alpha)
+                };
             }
         } else {
             for (j, q) in self.p.iter_mut().enumerate() {
-                *q = if j == i { *q * (1.0 - self.beta) } else { self.beta / (r - 1) as f64 + (1.0 - self.beta) * *q };
+                *q = if j == i {
+                    *q * (1.0 - self.beta)
+                } else {
+                    self.beta / (r - 1) as f64 + (1.0 - self.beta) * *q
+                };
             }
         }
         reward
@@ -144,7 +171,12 @@ pub struct Coordinator {
 impl Coordinator {
     /// Controllers passing the token every `turn` intervals (at least 1).
     pub fn new(controllers: Vec<Automaton>, turn: u32) -> Self {
-        Coordinator { controllers, token: 0, turn: turn.max(1), in_turn: 0 }
+        Coordinator {
+            controllers,
+            token: 0,
+            turn: turn.max(1),
+            in_turn: 0,
+        }
     }
 
     /// Which controller holds the token.
@@ -197,7 +229,9 @@ mod tests {
         for _ in 0..3000 {
             a.choose(&mut rng);
             let share = a.proportions().to_vec();
-            let d: Vec<f64> = (0..2).map(|j| dft(gain[j] * share[j], target[j], false)).collect();
+            let d: Vec<f64> = (0..2)
+                .map(|j| dft(gain[j] * share[j], target[j], false))
+                .collect();
             a.learn(error(&d));
         }
         assert_eq!(a.best(), 5, "{:?}", a.probabilities()); // [0.6, 0.4]
@@ -212,7 +246,10 @@ mod tests {
         let mut c = Coordinator::new(vec![mk(), mk()], 50);
         let mut rng = StdRng::seed_from_u64(11);
         let plant = |c: &Coordinator| {
-            let (h, s) = (c.controllers[0].proportions(), c.controllers[1].proportions());
+            let (h, s) = (
+                c.controllers[0].proportions(),
+                c.controllers[1].proportions(),
+            );
             let app0 = (100.0 * h[0]).min(80.0 * s[0]);
             vec![dft(app0, 40.0, false), dft(0.0, 0.0, true)]
         };
@@ -227,6 +264,11 @@ mod tests {
         // Host share 0.4 gives exactly 40 (storage 0.5 gives 40 too): any pair whose
         // minimum is 40 meets the target; the learned pair must.
         let d = plant(&c);
-        assert!(error(&d) < 1e-9, "{d:?} {:?} {:?}", c.controllers[0].probabilities(), c.controllers[1].probabilities());
+        assert!(
+            error(&d) < 1e-9,
+            "{d:?} {:?} {:?}",
+            c.controllers[0].probabilities(),
+            c.controllers[1].probabilities()
+        );
     }
 }

@@ -12,7 +12,9 @@
 
 use crate::mlms::model::{LevelLatencies, TenantModel};
 use crate::mlms::{plan, MlmsProblem, MlmsTenant, Scheme};
-use crate::utility::{fast, water_fill_capped, FixUp, UtilityProblem, UtilityTenant};
+use crate::utility::{
+    fast, fast_with, water_fill_capped, FixUp, Greedy, UtilityProblem, UtilityTenant,
+};
 use mrc::HitRatioCurve;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -27,6 +29,8 @@ pub struct AllocBench {
     pub capacity_steps: u64,
     /// Seconds of the fast method (hulls, greedy, fix-up).
     pub fast_seconds: f64,
+    /// Seconds of the fast method with the heap greedy instead of the threshold search.
+    pub fast_heap_seconds: f64,
     /// Objective the fast method reached.
     pub fast_value: f64,
     /// Hull optimum (upper bound on any allocation).
@@ -44,10 +48,18 @@ pub fn synthetic_curve(rng: &mut impl Rng, points: usize, concave: bool) -> HitR
     let top: f64 = rng.gen_range(100.0..2000.0);
     let floor: f64 = rng.gen_range(0.02..0.4);
     let tau = top * rng.gen_range(0.1..0.5);
-    let cliff = if concave { 0.0 } else { top * rng.gen_range(0.1..0.6) };
+    let cliff = if concave {
+        0.0
+    } else {
+        top * rng.gen_range(0.1..0.6)
+    };
     let pairs = (0..points).map(|j| {
         let s = (j as f64 + 1.0) * top / points as f64;
-        let m = if s < cliff { 0.95 } else { floor + (0.95 - floor) * (-(s - cliff) / tau).exp() };
+        let m = if s < cliff {
+            0.95
+        } else {
+            floor + (0.95 - floor) * (-(s - cliff) / tau).exp()
+        };
         ((s.round() as u64).max(j as u64 + 1), m)
     });
     let mut last = 0;
@@ -64,11 +76,18 @@ pub fn synthetic_curve(rng: &mut impl Rng, points: usize, concave: bool) -> HitR
 /// on `tenants` synthetic tenants sharing `capacity` blocks, seeded by `seed`.
 pub fn bench_alloc_with(tenants: usize, capacity: u64, plain_steps: u64, seed: u64) -> AllocBench {
     let mut rng = StdRng::seed_from_u64(seed);
-    let curves: Vec<HitRatioCurve> = (0..tenants).map(|i| synthetic_curve(&mut rng, 1000, i % 2 == 0)).collect();
+    let curves: Vec<HitRatioCurve> = (0..tenants)
+        .map(|i| synthetic_curve(&mut rng, 1000, i % 2 == 0))
+        .collect();
     let p = UtilityProblem {
         tenants: curves
             .iter()
-            .map(|c| UtilityTenant { curve: c, weight: 1.0, min_steps: 0, max_steps: u64::MAX })
+            .map(|c| UtilityTenant {
+                curve: c,
+                weight: 1.0,
+                min_steps: 0,
+                max_steps: u64::MAX,
+            })
             .collect(),
         step: 1,
         capacity_steps: capacity,
@@ -77,12 +96,17 @@ pub fn bench_alloc_with(tenants: usize, capacity: u64, plain_steps: u64, seed: u
     let f = fast(&p, FixUp::Round).expect("valid instance");
     let fast_seconds = t.elapsed().as_secs_f64();
     let t = Instant::now();
+    let h = fast_with(&p, FixUp::Round, Greedy::Heap).expect("valid instance");
+    let fast_heap_seconds = t.elapsed().as_secs_f64();
+    assert_eq!(h.steps, f.steps, "heap and threshold greedy agree");
+    let t = Instant::now();
     let (_, ran) = water_fill_capped(&p, plain_steps).expect("valid instance");
     let plain_measured_seconds = t.elapsed().as_secs_f64();
     AllocBench {
         tenants,
         capacity_steps: capacity,
         fast_seconds,
+        fast_heap_seconds,
         fast_value: f.value,
         hull_value: f.hull_value,
         plain_steps: ran,
@@ -109,17 +133,26 @@ pub struct MlmsBench {
     pub fair_speedup: f64,
     /// The LP's largest deviation from even shares (0: the even split fitted, no LP).
     pub max_deviation: f64,
+    /// Candidates that passed the infeasible-partition filter.
+    pub candidates: usize,
 }
 
 /// Times one MLMS interval for 64 tenants over 64 servers.
 pub fn bench_mlms() -> MlmsBench {
     let mut rng = StdRng::seed_from_u64(7);
     let (n, m) = (64usize, 64usize);
-    let lat = LevelLatencies { lat1: 0.05, lat2: 0.5, lat_disk: 8.0 };
+    let lat = LevelLatencies {
+        lat1: 0.05,
+        lat2: 0.5,
+        lat_disk: 8.0,
+    };
     let tenants = (0..n)
         .map(|i| MlmsTenant {
             name: format!("t{i}"),
-            model: TenantModel::Curve { curve: synthetic_curve(&mut rng, 200, i % 3 != 0), lat },
+            model: TenantModel::Curve {
+                curve: synthetic_curve(&mut rng, 200, i % 3 != 0),
+                lat,
+            },
             slo: 1.0,
             latency_target: None,
             // A band of 16 consecutive servers, so loads overlap unevenly.
@@ -128,8 +161,21 @@ pub fn bench_mlms() -> MlmsBench {
         })
         .collect();
     // Uneven servers: a few small ones that the even split overflows.
-    let servers: Vec<u64> = (0..m).map(|s| if s % 8 == 0 { 200 } else { rng.gen_range(800..2400) }).collect();
-    let p = MlmsProblem { tenants, level1_capacity: 20_000, servers, grid: 32 };
+    let servers: Vec<u64> = (0..m)
+        .map(|s| {
+            if s % 8 == 0 {
+                200
+            } else {
+                rng.gen_range(800..2400)
+            }
+        })
+        .collect();
+    let p = MlmsProblem {
+        tenants,
+        level1_capacity: 20_000,
+        servers,
+        grid: 32,
+    };
     let t = Instant::now();
     let r = plan(&p, Scheme::Mlms).expect("feasible instance");
     MlmsBench {
@@ -138,5 +184,6 @@ pub fn bench_mlms() -> MlmsBench {
         seconds: t.elapsed().as_secs_f64(),
         fair_speedup: r.fair_speedup,
         max_deviation: r.placement.max_deviation,
+        candidates: r.candidates,
     }
 }

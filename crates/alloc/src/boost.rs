@@ -34,7 +34,13 @@ pub struct BoostParams {
 
 impl Default for BoostParams {
     fn default() -> Self {
-        BoostParams { justify: 2.0, relax: 2.0, step: 1, min: 1, max: 64 }
+        BoostParams {
+            justify: 2.0,
+            relax: 2.0,
+            step: 1,
+            min: 1,
+            max: 64,
+        }
     }
 }
 

@@ -26,7 +26,10 @@ pub fn monotone_envelope(curve: &HitRatioCurve) -> HitRatioCurve {
         .iter()
         .map(|p| {
             best = best.min(p.miss_ratio);
-            CurvePoint { cache_size: p.cache_size, miss_ratio: best }
+            CurvePoint {
+                cache_size: p.cache_size,
+                miss_ratio: best,
+            }
         })
         .collect();
     HitRatioCurve::new(pts).expect("same sizes, ratios within the original's")
@@ -48,19 +51,35 @@ pub(crate) fn validated_curves(input: &AllocInput) -> Result<Vec<HitRatioCurve>,
             return Err(AllocError::DuplicateTenant(s.name.clone()));
         }
         if !(s.weight.is_finite() && s.weight >= 0.0) {
-            return Err(AllocError::BadWeight { tenant: s.name.clone(), weight: s.weight });
+            return Err(AllocError::BadWeight {
+                tenant: s.name.clone(),
+                weight: s.weight,
+            });
         }
         if let (Some(lo), Some(hi)) = (s.min, s.max) {
             if lo > hi {
-                return Err(AllocError::MinAboveMax { tenant: s.name.clone() });
+                return Err(AllocError::MinAboveMax {
+                    tenant: s.name.clone(),
+                });
             }
         }
         if let Some(slo) = &s.slo {
-            slo::check(slo).map_err(|reason| AllocError::BadSlo { tenant: s.name.clone(), reason })?;
+            slo::check(slo).map_err(|reason| AllocError::BadSlo {
+                tenant: s.name.clone(),
+                reason,
+            })?;
         }
-        if let Some(w) = t.curve.points().windows(2).find(|w| w[1].miss_ratio > w[0].miss_ratio + 1e-12) {
+        if let Some(w) = t
+            .curve
+            .points()
+            .windows(2)
+            .find(|w| w[1].miss_ratio > w[0].miss_ratio + 1e-12)
+        {
             if !input.repair_curves {
-                return Err(AllocError::NonMonotoneCurve { tenant: s.name.clone(), size: w[1].cache_size });
+                return Err(AllocError::NonMonotoneCurve {
+                    tenant: s.name.clone(),
+                    size: w[1].cache_size,
+                });
             }
             curves.push(monotone_envelope(&t.curve));
         } else {
@@ -79,18 +98,31 @@ pub fn allocate(input: &AllocInput) -> Result<AllocOutput, AllocError> {
     let step = input.step;
     let prio: Vec<Option<u64>> = input.tenants.iter().map(|t| t.spec.priority).collect();
     let rest = take_priority(&prio, input.capacity)?;
-    let free: Vec<usize> = (0..input.tenants.len()).filter(|&i| prio[i].is_none()).collect();
+    let free: Vec<usize> = (0..input.tenants.len())
+        .filter(|&i| prio[i].is_none())
+        .collect();
     let spec = |i: usize| &input.tenants[i].spec;
-    let mins: Vec<u64> = free.iter().map(|&i| spec(i).min.unwrap_or(0).div_ceil(step)).collect();
-    let maxs: Vec<u64> = free.iter().map(|&i| spec(i).max.map_or(u64::MAX, |m| m / step)).collect();
+    let mins: Vec<u64> = free
+        .iter()
+        .map(|&i| spec(i).min.unwrap_or(0).div_ceil(step))
+        .collect();
+    let maxs: Vec<u64> = free
+        .iter()
+        .map(|&i| spec(i).max.map_or(u64::MAX, |m| m / step))
+        .collect();
     for (j, &i) in free.iter().enumerate() {
         if mins[j] > maxs[j] {
-            return Err(AllocError::MinAboveMax { tenant: spec(i).name.clone() });
+            return Err(AllocError::MinAboveMax {
+                tenant: spec(i).name.clone(),
+            });
         }
     }
     let need: u64 = mins.iter().map(|m| m * step).sum();
     if need > rest {
-        return Err(AllocError::MinimumsExceedCapacity { need, capacity: rest });
+        return Err(AllocError::MinimumsExceedCapacity {
+            need,
+            capacity: rest,
+        });
     }
     let cap_steps = rest / step;
     let mut status = vec![SloStatus::None; free.len()];
@@ -136,7 +168,10 @@ pub fn allocate(input: &AllocInput) -> Result<AllocOutput, AllocError> {
         Objective::Mlms => unreachable!("handled above"),
     };
     let mut sizes: Vec<u64> = prio.iter().map(|p| p.unwrap_or(0)).collect();
-    let mut reasons: Vec<Option<String>> = prio.iter().map(|p| p.map(|_| "dedicated priority partition".to_string())).collect();
+    let mut reasons: Vec<Option<String>> = prio
+        .iter()
+        .map(|p| p.map(|_| "dedicated priority partition".to_string()))
+        .collect();
     for (j, &i) in free.iter().enumerate() {
         sizes[i] = steps[j] * step;
         reasons[i] = status[j].reason();
@@ -147,14 +182,31 @@ pub fn allocate(input: &AllocInput) -> Result<AllocOutput, AllocError> {
         .enumerate()
         .map(|(i, t)| {
             let hit = curves[i].hit_ratio(sizes[i] as f64);
-            row(&t.spec.name, sizes[i], hit, t.spec.slo.as_ref(), reasons[i].take())
+            row(
+                &t.spec.name,
+                sizes[i],
+                hit,
+                t.spec.slo.as_ref(),
+                reasons[i].take(),
+            )
         })
         .collect();
-    Ok(AllocOutput { objective: input.objective, capacity: input.capacity, seconds: None, tenants })
+    Ok(AllocOutput {
+        objective: input.objective,
+        capacity: input.capacity,
+        seconds: None,
+        tenants,
+    })
 }
 
 /// A report row: SLO verdict and latency from the linear model when the tenant has one.
-pub(crate) fn row(name: &str, size: u64, hit: f64, slo: Option<&crate::Slo>, reason: Option<String>) -> TenantAllocation {
+pub(crate) fn row(
+    name: &str,
+    size: u64,
+    hit: f64,
+    slo: Option<&crate::Slo>,
+    reason: Option<String>,
+) -> TenantAllocation {
     let (latency, met) = match slo {
         Some(s) => {
             let v = slo::metric_at(s, hit);

@@ -71,13 +71,20 @@ pub fn latency(curve: &HitRatioCurve, p: &ScaleOutParams, total: u64, host: u64)
 
 /// The best split of at most `total` blocks (from the utility or SLO allocation), scanning
 /// the host part in steps of `step` blocks.
-pub fn best_split(curve: &HitRatioCurve, p: &ScaleOutParams, total: u64, step: u64) -> Result<ScaleOut, AllocError> {
+pub fn best_split(
+    curve: &HitRatioCurve,
+    p: &ScaleOutParams,
+    total: u64,
+    step: u64,
+) -> Result<ScaleOut, AllocError> {
     if step == 0 {
         return Err(AllocError::ZeroStep);
     }
     let lats = [p.lat_host, p.lat_storage_cache, p.lat_disk];
     if lats.iter().any(|l| !l.is_finite() || *l < 0.0) {
-        return Err(AllocError::BadInput(format!("scale-out latencies must be finite and >= 0: {lats:?}")));
+        return Err(AllocError::BadInput(format!(
+            "scale-out latencies must be finite and >= 0: {lats:?}"
+        )));
     }
     let hcap = p.host_cap.unwrap_or(u64::MAX);
     let scap = p.storage_cap.unwrap_or(u64::MAX);
@@ -102,7 +109,11 @@ pub fn best_split(curve: &HitRatioCurve, p: &ScaleOutParams, total: u64, step: u
         total,
         host,
         storage: total - host,
-        alpha: if total == 0 { 1.0 } else { host as f64 / total as f64 },
+        alpha: if total == 0 {
+            1.0
+        } else {
+            host as f64 / total as f64
+        },
         host_hit: hh,
         storage_hit: ha - hh,
         latency: lat,
@@ -117,7 +128,13 @@ mod tests {
         HitRatioCurve::from_pairs([(0, 1.0), (100, 0.5), (400, 0.2)]).unwrap()
     }
     fn params(host_cap: Option<u64>, storage_cap: Option<u64>) -> ScaleOutParams {
-        ScaleOutParams { lat_host: 0.1, lat_storage_cache: 1.0, lat_disk: 10.0, host_cap, storage_cap }
+        ScaleOutParams {
+            lat_host: 0.1,
+            lat_storage_cache: 1.0,
+            lat_disk: 10.0,
+            host_cap,
+            storage_cap,
+        }
     }
 
     #[test]
@@ -137,7 +154,10 @@ mod tests {
         let s = best_split(&curve(), &params(Some(50), Some(100)), 300, 10).unwrap();
         assert_eq!((s.total, s.host, s.storage), (150, 50, 100));
         // A host slower than the storage cache: keep as little at the host as allowed.
-        let slow = ScaleOutParams { lat_host: 2.0, ..params(None, Some(200)) };
+        let slow = ScaleOutParams {
+            lat_host: 2.0,
+            ..params(None, Some(200))
+        };
         let s = best_split(&curve(), &slow, 300, 10).unwrap();
         assert_eq!((s.host, s.storage), (100, 200));
         assert!(best_split(&curve(), &params(None, None), 10, 0).is_err());

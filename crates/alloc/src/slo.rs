@@ -165,7 +165,11 @@ pub struct SloTenant<'a> {
 }
 
 /// Decides every tenant's SLO minimum within `capacity` blocks (whole `step`s).
-pub fn slo_minimums(tenants: &[SloTenant], capacity: u64, step: u64) -> Result<Vec<SloStatus>, AllocError> {
+pub fn slo_minimums(
+    tenants: &[SloTenant],
+    capacity: u64,
+    step: u64,
+) -> Result<Vec<SloStatus>, AllocError> {
     if step == 0 {
         return Err(AllocError::ZeroStep);
     }
@@ -179,14 +183,22 @@ pub fn slo_minimums(tenants: &[SloTenant], capacity: u64, step: u64) -> Result<V
             None => {
                 let best = t.curve.hit_ratio(t.curve.max_size() as f64);
                 let best_size = min_size_for_hit(t.curve, best).unwrap_or(t.curve.max_size());
-                out[i] = SloStatus::Unreachable { hit, best_size, shortfall: hit - best };
+                out[i] = SloStatus::Unreachable {
+                    hit,
+                    best_size,
+                    shortfall: hit - best,
+                };
             }
         }
     }
     let floors: u64 = tenants.iter().map(|t| t.floor).sum();
     let mut left = capacity.saturating_sub(floors);
     need.sort_by(|a, b| {
-        tenants[b.0].weight.total_cmp(&tenants[a.0].weight).then(a.2.cmp(&b.2)).then(a.0.cmp(&b.0))
+        tenants[b.0]
+            .weight
+            .total_cmp(&tenants[a.0].weight)
+            .then(a.2.cmp(&b.2))
+            .then(a.0.cmp(&b.0))
     });
     for (i, hit, size) in need {
         // The explicit floor already counts; only the excess takes capacity.
@@ -195,7 +207,11 @@ pub fn slo_minimums(tenants: &[SloTenant], capacity: u64, step: u64) -> Result<V
             left -= extra;
             out[i] = SloStatus::Reserved { hit, size };
         } else {
-            out[i] = SloStatus::NotAdmitted { hit, need: size, left };
+            out[i] = SloStatus::NotAdmitted {
+                hit,
+                need: size,
+                left,
+            };
         }
     }
     Ok(out)
@@ -209,23 +225,50 @@ mod tests {
         HitRatioCurve::from_pairs(p.iter().copied()).unwrap()
     }
     fn bw(target: f64) -> Slo {
-        Slo { kind: SloKind::Bandwidth, target, cache: 1000.0, storage: 200.0 }
+        Slo {
+            kind: SloKind::Bandwidth,
+            target,
+            cache: 1000.0,
+            storage: 200.0,
+        }
     }
 
     #[test]
     fn required_hit_ratio_for_each_kind() {
         // (600 - 200) / (1000 - 200) = 0.5
         assert!((required_hit_ratio(&bw(600.0)) - 0.5).abs() < 1e-12);
-        let lat = Slo { kind: SloKind::Latency, target: 2.0, cache: 0.1, storage: 10.0 };
+        let lat = Slo {
+            kind: SloKind::Latency,
+            target: 2.0,
+            cache: 0.1,
+            storage: 10.0,
+        };
         // (10 - 2) / (10 - 0.1)
         assert!((required_hit_ratio(&lat) - 8.0 / 9.9).abs() < 1e-12);
         let h = required_hit_ratio(&lat);
         assert!((metric_at(&lat, h) - 2.0).abs() < 1e-12);
         assert!(meets(&lat, metric_at(&lat, h)));
-        let iops = Slo { kind: SloKind::Iops, target: 100.0, cache: 50_000.0, storage: 150.0 };
+        let iops = Slo {
+            kind: SloKind::Iops,
+            target: 100.0,
+            cache: 50_000.0,
+            storage: 150.0,
+        };
         assert!(required_hit_ratio(&iops) < 0.0);
-        assert!(check(&Slo { kind: SloKind::Latency, target: 1.0, cache: 5.0, storage: 2.0 }).is_err());
-        assert!(check(&Slo { kind: SloKind::Bandwidth, target: 1.0, cache: 5.0, storage: 5.0 }).is_err());
+        assert!(check(&Slo {
+            kind: SloKind::Latency,
+            target: 1.0,
+            cache: 5.0,
+            storage: 2.0
+        })
+        .is_err());
+        assert!(check(&Slo {
+            kind: SloKind::Bandwidth,
+            target: 1.0,
+            cache: 5.0,
+            storage: 5.0
+        })
+        .is_err());
     }
 
     #[test]
@@ -242,14 +285,44 @@ mod tests {
     fn unreachable_and_not_admitted_are_reported() {
         let c = curve(&[(0, 1.0), (100, 0.5), (200, 0.4), (300, 0.4)]);
         let (s1, s2, s3) = (bw(600.0), bw(400.0), bw(900.0)); // hit 0.5, 0.25, 0.875
-        let t = |slo| SloTenant { curve: &c, slo: Some(slo), weight: 1.0, floor: 0 };
-        let ts = [t(&s1), t(&s2), t(&s3), SloTenant { slo: None, ..t(&s1) }];
+        let t = |slo| SloTenant {
+            curve: &c,
+            slo: Some(slo),
+            weight: 1.0,
+            floor: 0,
+        };
+        let ts = [
+            t(&s1),
+            t(&s2),
+            t(&s3),
+            SloTenant {
+                slo: None,
+                ..t(&s1)
+            },
+        ];
         let r = slo_minimums(&ts, 120, 10).unwrap();
         // Smallest need first: tenant 1 (50 blocks), then tenant 0 needs 100 > 70 left.
-        assert_eq!(r[1], SloStatus::Reserved { hit: 0.25, size: 50 });
-        assert_eq!(r[0], SloStatus::NotAdmitted { hit: 0.5, need: 100, left: 70 });
+        assert_eq!(
+            r[1],
+            SloStatus::Reserved {
+                hit: 0.25,
+                size: 50
+            }
+        );
+        assert_eq!(
+            r[0],
+            SloStatus::NotAdmitted {
+                hit: 0.5,
+                need: 100,
+                left: 70
+            }
+        );
         match &r[2] {
-            SloStatus::Unreachable { best_size, shortfall, .. } => {
+            SloStatus::Unreachable {
+                best_size,
+                shortfall,
+                ..
+            } => {
                 assert_eq!(*best_size, 200);
                 assert!((shortfall - 0.275).abs() < 1e-12);
             }
@@ -258,9 +331,19 @@ mod tests {
         assert_eq!(r[3], SloStatus::None);
         assert!(r[0].reason().unwrap().contains("cannot all be met"));
         // A heavier tenant goes first even if it needs more.
-        let heavy = SloTenant { weight: 2.0, ..t(&s1) };
+        let heavy = SloTenant {
+            weight: 2.0,
+            ..t(&s1)
+        };
         let r = slo_minimums(&[t(&s2), heavy], 120, 10).unwrap();
         assert_eq!(r[1].reserved(), 100);
-        assert_eq!(r[0], SloStatus::NotAdmitted { hit: 0.25, need: 50, left: 20 });
+        assert_eq!(
+            r[0],
+            SloStatus::NotAdmitted {
+                hit: 0.25,
+                need: 50,
+                left: 20
+            }
+        );
     }
 }

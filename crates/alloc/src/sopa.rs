@@ -40,7 +40,11 @@ pub struct Costs {
 
 impl Default for Costs {
     fn default() -> Self {
-        Costs { hit: 1.0, migration: 11.0, direct: 10.0 }
+        Costs {
+            hit: 1.0,
+            migration: 11.0,
+            direct: 10.0,
+        }
     }
 }
 
@@ -59,13 +63,25 @@ pub struct Candidate {
 impl Candidate {
     /// A candidate with demand placement.
     pub fn policy(spec: &str) -> Self {
-        Candidate { spec: spec.to_string(), admission: None }
+        Candidate {
+            spec: spec.to_string(),
+            admission: None,
+        }
     }
 }
 
 impl std::fmt::Debug for Candidate {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}{}", self.spec, if self.admission.is_some() { "+admission" } else { "" })
+        write!(
+            f,
+            "{}{}",
+            self.spec,
+            if self.admission.is_some() {
+                "+admission"
+            } else {
+                ""
+            }
+        )
     }
 }
 
@@ -95,13 +111,23 @@ impl Replay {
 }
 
 /// Replays `window` through `c` in a cache of `capacity` blocks.
-pub fn replay(c: &Candidate, window: &[u64], capacity: usize, costs: &Costs) -> Result<Replay, AllocError> {
+pub fn replay(
+    c: &Candidate,
+    window: &[u64],
+    capacity: usize,
+    costs: &Costs,
+) -> Result<Replay, AllocError> {
     let policy = policy::build(&c.spec).map_err(|e| AllocError::Policy(e.to_string()))?;
     let mut cache = BlockCache::new(capacity, policy);
     if let Some(f) = &c.admission {
         cache = cache.with_admission(f());
     }
-    let mut r = Replay { hits: 0, migrations: 0, directs: 0, cost: 0.0 };
+    let mut r = Replay {
+        hits: 0,
+        migrations: 0,
+        directs: 0,
+        cost: 0.0,
+    };
     for &k in window {
         match cache.access(k, |_, _| {}) {
             Access::Hit(_) => r.hits += 1,
@@ -109,7 +135,9 @@ pub fn replay(c: &Candidate, window: &[u64], capacity: usize, costs: &Costs) -> 
             Access::Bypassed => r.directs += 1,
         }
     }
-    r.cost = costs.hit * r.hits as f64 + costs.migration * r.migrations as f64 + costs.direct * r.directs as f64;
+    r.cost = costs.hit * r.hits as f64
+        + costs.migration * r.migrations as f64
+        + costs.direct * r.directs as f64;
     Ok(r)
 }
 
@@ -142,9 +170,15 @@ pub struct Decider {
 
 impl Decider {
     /// A decider over `candidates` for a partition of `capacity` blocks.
-    pub fn new(candidates: Vec<Candidate>, capacity: usize, costs: Costs) -> Result<Self, AllocError> {
+    pub fn new(
+        candidates: Vec<Candidate>,
+        capacity: usize,
+        costs: Costs,
+    ) -> Result<Self, AllocError> {
         if candidates.is_empty() {
-            return Err(AllocError::BadInput("SOPA needs at least one candidate".into()));
+            return Err(AllocError::BadInput(
+                "SOPA needs at least one candidate".into(),
+            ));
         }
         for c in &candidates {
             policy::build(&c.spec).map_err(|e| AllocError::Policy(e.to_string()))?;
@@ -202,7 +236,11 @@ impl Decider {
         } else {
             self.last_pick = Some(pick);
         }
-        Ok(Round { replays, pick, decided })
+        Ok(Round {
+            replays,
+            pick,
+            decided,
+        })
     }
 
     /// Reports the live hit ratio; returns true if it restarted the decision.

@@ -19,6 +19,10 @@
 //!   can be a hull vertex), then a max-heap hands out *whole hull segments* by slope
 //!   (greedy is exact on concave functions, and every step of a segment gains the same).
 //!   Cost O((T + V) log T) for V hull vertices handed out — at most O((T + C) log T).
+//!   The same allocation is found faster by a threshold search on the slope (the heap
+//!   hands out segments in decreasing slope, so the result is "all segments steeper than
+//!   λ*, then those at λ* by tenant index"), O(64 · T · log V) whatever the capacity;
+//!   that is the default ([`Greedy`]), and a test holds the two to equality.
 //!   Every tenant ends on a hull vertex, where hull and curve agree, except at most one:
 //!   the one being served when the capacity ran out. For it (only if its curve is below
 //!   the hull there) there are two fix-ups, [`FixUp`]:
@@ -178,7 +182,10 @@ pub fn water_fill(p: &UtilityProblem) -> Result<Vec<u64>, AllocError> {
 
 /// [`water_fill`] that stops after `max_rounds` steps handed out; returns the allocation
 /// and the number of steps handed out (used to time it on a prefix and extrapolate).
-pub fn water_fill_capped(p: &UtilityProblem, max_rounds: u64) -> Result<(Vec<u64>, u64), AllocError> {
+pub fn water_fill_capped(
+    p: &UtilityProblem,
+    max_rounds: u64,
+) -> Result<(Vec<u64>, u64), AllocError> {
     p.validate()?;
     let s = p.step;
     let mut k: Vec<u64> = p.tenants.iter().map(|t| t.min_steps).collect();
@@ -218,22 +225,30 @@ pub fn water_fill_capped(p: &UtilityProblem, max_rounds: u64) -> Result<(Vec<u64
 /// points that bracket the curve's points.
 fn hull(t: &UtilityTenant, step: u64) -> Vec<(u64, f64)> {
     let (lo, hi) = (t.min_steps, t.top(step));
-    let mut ks: Vec<u64> = Vec::with_capacity(2 * t.curve.points().len() + 2);
-    ks.push(lo);
-    for p in t.curve.points() {
-        let a = p.cache_size / step;
-        for k in [a, p.cache_size.div_ceil(step)] {
-            if k > lo && k < hi {
-                ks.push(k);
-            }
+    let pts = t.curve.points();
+    // Candidate grid points in increasing order (floor/ceil of increasing sizes are
+    // non-decreasing), each with f evaluated by walking the points alongside, streamed
+    // straight into the monotone-chain hull (no intermediate buffer: at 5,000 tenants ×
+    // 1,000 points the buffers alone would be 160 MB of page faults).
+    let mut j = 0; // first point with cache_size >= size
+    let mut eval = |k: u64| -> f64 {
+        let size = k.saturating_mul(step);
+        while j < pts.len() && pts[j].cache_size < size {
+            j += 1;
         }
-    }
-    ks.push(hi);
-    ks.sort_unstable();
-    ks.dedup();
-    let mut h: Vec<(u64, f64)> = Vec::with_capacity(ks.len());
-    for k in ks {
-        let v = t.f(k, step);
+        let miss = if j == pts.len() {
+            pts[pts.len() - 1].miss_ratio
+        } else if pts[j].cache_size == size || j == 0 {
+            pts[j].miss_ratio
+        } else {
+            let (a, b) = (pts[j - 1], pts[j]);
+            let f = (size - a.cache_size) as f64 / (b.cache_size - a.cache_size) as f64;
+            a.miss_ratio + f * (b.miss_ratio - a.miss_ratio)
+        };
+        t.weight * (1.0 - miss)
+    };
+    let mut h: Vec<(u64, f64)> = Vec::new();
+    let push = |h: &mut Vec<(u64, f64)>, k: u64, v: f64| {
         while h.len() >= 2 {
             let (a, b) = (h[h.len() - 2], h[h.len() - 1]);
             // Drop b if it is not strictly above the chord a -> (k, v).
@@ -245,28 +260,51 @@ fn hull(t: &UtilityTenant, step: u64) -> Vec<(u64, f64)> {
             }
         }
         h.push((k, v));
+    };
+    push(&mut h, lo, eval(lo));
+    let mut last = lo;
+    for p in pts {
+        let a = p.cache_size / step;
+        for k in [a, p.cache_size.div_ceil(step)] {
+            if k > last && k < hi {
+                last = k;
+                let v = eval(k);
+                push(&mut h, k, v);
+            }
+        }
+    }
+    if hi > lo {
+        let v = eval(hi);
+        push(&mut h, hi, v);
     }
     h
 }
 
-/// The fast method: greedy over concave hulls with a heap, then the fix-up.
-pub fn fast(p: &UtilityProblem, fix: FixUp) -> Result<FastAllocation, AllocError> {
-    p.validate()?;
-    let s = p.step;
-    let hulls: Vec<Vec<(u64, f64)>> = p.tenants.iter().map(|t| hull(t, s)).collect();
-    let mut k: Vec<u64> = p.tenants.iter().map(|t| t.min_steps).collect();
-    let mut seg = vec![0usize; k.len()]; // index of the hull vertex each tenant sits on
-    let mut free = p.capacity_steps - k.iter().sum::<u64>();
-    let slope = |h: &[(u64, f64)], j: usize| (h[j + 1].1 - h[j].1) / (h[j + 1].0 - h[j].0) as f64;
+type Hull = Vec<(u64, f64)>;
+
+/// Slope of hull segment `j` (from vertex `j` to `j + 1`).
+fn slope(h: &[(u64, f64)], j: usize) -> f64 {
+    (h[j + 1].1 - h[j].1) / (h[j + 1].0 - h[j].0) as f64
+}
+
+/// Greedy over hull segments with a max-heap: whole segments by slope, ties to the lowest
+/// tenant index. Returns the steps, each tenant's segment index, and the tenant left
+/// inside a segment, if any. O((T + V) log T) for V segments handed out. Kept as the
+/// reference for [`greedy_threshold`], which computes the same result faster.
+fn greedy_heap(hulls: &[Hull], mut free: u64) -> (Vec<u64>, Vec<usize>, Option<usize>) {
+    let mut k: Vec<u64> = hulls.iter().map(|h| h[0].0).collect();
+    let mut seg = vec![0usize; k.len()];
     let mut heap: BinaryHeap<(Gain, Reverse<usize>)> = hulls
         .iter()
         .enumerate()
         .filter(|(_, h)| h.len() >= 2)
         .map(|(i, h)| (Gain(slope(h, 0)), Reverse(i)))
         .collect();
-    let mut mid: Option<usize> = None;
+    let mut mid = None;
     while free > 0 {
-        let Some((Gain(g), Reverse(i))) = heap.pop() else { break };
+        let Some((Gain(g), Reverse(i))) = heap.pop() else {
+            break;
+        };
         if g <= 0.0 {
             break;
         }
@@ -285,6 +323,111 @@ pub fn fast(p: &UtilityProblem, fix: FixUp) -> Result<FastAllocation, AllocError
             mid = Some(i);
         }
     }
+    (k, seg, mid)
+}
+
+/// The same allocation as [`greedy_heap`], found by a threshold search instead: the heap
+/// hands out segments in decreasing slope, so the result is "every segment steeper than
+/// λ*, then the segments of slope exactly λ* in tenant order", where λ* is the smallest
+/// slope whose steeper segments fit. λ* is found by bisection over the bit patterns of
+/// non-negative `f64`s (exact, at most 64 rounds), each round counting, per tenant, the
+/// segments steeper than λ by binary search (hull slopes strictly decrease).
+/// O(64 · T · log V) — independent of the capacity.
+fn greedy_threshold(hulls: &[Hull], free: u64) -> (Vec<u64>, Vec<usize>, Option<usize>) {
+    // Number of segments of hull i steeper than lam (slopes strictly decrease).
+    let count = |i: usize, lam: f64| -> usize {
+        let h = &hulls[i];
+        let (mut a, mut b) = (0usize, h.len() - 1);
+        while a < b {
+            let m = (a + b) / 2;
+            if slope(h, m) > lam {
+                a = m + 1;
+            } else {
+                b = m;
+            }
+        }
+        a
+    };
+    let seg_slope = |i: usize, j: usize| (j + 1 < hulls[i].len()).then(|| slope(&hulls[i], j));
+    let demand = |lam: f64| -> u64 {
+        (0..hulls.len()).fold(0u64, |acc, i| {
+            acc.saturating_add(hulls[i][count(i, lam)].0 - hulls[i][0].0)
+        })
+    };
+    let top = (0..hulls.len())
+        .filter_map(|i| seg_slope(i, 0))
+        .fold(0.0f64, f64::max);
+    // Smallest bit pattern (>= 0.0) whose demand fits.
+    let (mut lo, mut hi) = (0u64, top.to_bits());
+    if demand(0.0) > free {
+        // demand(hi) = 0 fits; demand(lo) does not.
+        while hi - lo > 1 {
+            let m = lo + (hi - lo) / 2;
+            if demand(f64::from_bits(m)) <= free {
+                hi = m;
+            } else {
+                lo = m;
+            }
+        }
+    } else {
+        hi = 0;
+    }
+    let lam = f64::from_bits(hi);
+    let mut seg: Vec<usize> = (0..hulls.len()).map(|i| count(i, lam)).collect();
+    let mut k: Vec<u64> = (0..hulls.len()).map(|i| hulls[i][seg[i]].0).collect();
+    let mut left = free - (0..hulls.len()).map(|i| k[i] - hulls[i][0].0).sum::<u64>();
+    let mut mid = None;
+    if lam > 0.0 {
+        for i in 0..hulls.len() {
+            if left == 0 {
+                break;
+            }
+            // (Rounding can leave two consecutive segments of one hull at equal slope.)
+            while left > 0 && seg_slope(i, seg[i]) == Some(lam) {
+                let len = hulls[i][seg[i] + 1].0 - k[i];
+                if len <= left {
+                    left -= len;
+                    k[i] += len;
+                    seg[i] += 1;
+                } else {
+                    k[i] += left;
+                    left = 0;
+                    mid = Some(i);
+                }
+            }
+        }
+    }
+    (k, seg, mid)
+}
+
+/// How [`fast_with`] hands out hull segments (both give the same allocation).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Greedy {
+    /// Threshold search over slopes, O(64 · T · log V).
+    Threshold,
+    /// Max-heap of segments, O((T + V) log T).
+    Heap,
+}
+
+/// The fast method: greedy over concave hulls (threshold search), then the fix-up.
+pub fn fast(p: &UtilityProblem, fix: FixUp) -> Result<FastAllocation, AllocError> {
+    fast_with(p, fix, Greedy::Threshold)
+}
+
+/// [`fast`] with a choice of greedy.
+pub fn fast_with(
+    p: &UtilityProblem,
+    fix: FixUp,
+    greedy: Greedy,
+) -> Result<FastAllocation, AllocError> {
+    p.validate()?;
+    let s = p.step;
+    let hulls: Vec<Vec<(u64, f64)>> = p.tenants.iter().map(|t| hull(t, s)).collect();
+    let free = p.capacity_steps - p.tenants.iter().map(|t| t.min_steps).sum::<u64>();
+    let (k, seg, mid) = match greedy {
+        Greedy::Threshold => greedy_threshold(&hulls, free),
+        Greedy::Heap => greedy_heap(&hulls, free),
+    };
     let hull_at = |i: usize, k: u64| -> f64 {
         let h = &hulls[i];
         let j = seg[i];
@@ -296,20 +439,41 @@ pub fn fast(p: &UtilityProblem, fix: FixUp) -> Result<FastAllocation, AllocError
     let hull_value: f64 = (0..k.len()).map(|i| hull_at(i, k[i])).sum();
     let Some(j) = mid else {
         let value = p.value(&k);
-        return Ok(FastAllocation { steps: k, value, hull_value, talus: None });
+        return Ok(FastAllocation {
+            steps: k,
+            value,
+            hull_value,
+            talus: None,
+        });
     };
     let (low, high) = (hulls[j][seg[j]].0, hulls[j][seg[j] + 1].0);
     let actual = p.tenants[j].f(k[j], s);
     if hull_at(j, k[j]) - actual <= 1e-12 {
         let value = p.value(&k);
-        return Ok(FastAllocation { steps: k, value, hull_value, talus: None });
+        return Ok(FastAllocation {
+            steps: k,
+            value,
+            hull_value,
+            talus: None,
+        });
     }
     match fix {
         FixUp::Talus => {
             let rho = (high - k[j]) as f64 / (high - low) as f64;
             let value = p.value(&k) - actual + hull_at(j, k[j]);
-            let talus = Some(TalusSplit { tenant: j, size: k[j], low, high, rho });
-            Ok(FastAllocation { steps: k, value, hull_value, talus })
+            let talus = Some(TalusSplit {
+                tenant: j,
+                size: k[j],
+                low,
+                high,
+                rho,
+            });
+            Ok(FastAllocation {
+                steps: k,
+                value,
+                hull_value,
+                talus,
+            })
         }
         FixUp::Round => {
             let keep = p.value(&k);
@@ -318,8 +482,17 @@ pub fn fast(p: &UtilityProblem, fix: FixUp) -> Result<FastAllocation, AllocError
             r[j] = low;
             redistribute(p, &mut r, freed, j);
             let rounded = p.value(&r);
-            let (steps, value) = if rounded > keep { (r, rounded) } else { (k, keep) };
-            Ok(FastAllocation { steps, value, hull_value, talus: None })
+            let (steps, value) = if rounded > keep {
+                (r, rounded)
+            } else {
+                (k, keep)
+            };
+            Ok(FastAllocation {
+                steps,
+                value,
+                hull_value,
+                talus: None,
+            })
         }
     }
 }
@@ -332,9 +505,14 @@ fn redistribute(p: &UtilityProblem, k: &mut [u64], mut free: u64, skip: usize) {
         let t = &p.tenants[i];
         (k < t.top(s)).then(|| (Gain(t.f(k + 1, s) - t.f(k, s)), Reverse(i)))
     };
-    let mut heap: BinaryHeap<_> = (0..k.len()).filter(|&i| i != skip).filter_map(|i| next(i, k[i])).collect();
+    let mut heap: BinaryHeap<_> = (0..k.len())
+        .filter(|&i| i != skip)
+        .filter_map(|i| next(i, k[i]))
+        .collect();
     while free > 0 {
-        let Some((Gain(g), Reverse(i))) = heap.pop() else { break };
+        let Some((Gain(g), Reverse(i))) = heap.pop() else {
+            break;
+        };
         if g <= 0.0 {
             break;
         }
@@ -389,7 +567,12 @@ mod tests {
         HitRatioCurve::from_pairs(p.iter().copied()).unwrap()
     }
     fn tenant(c: &HitRatioCurve) -> UtilityTenant<'_> {
-        UtilityTenant { curve: c, weight: 1.0, min_steps: 0, max_steps: u64::MAX }
+        UtilityTenant {
+            curve: c,
+            weight: 1.0,
+            min_steps: 0,
+            max_steps: u64::MAX,
+        }
     }
 
     #[test]
@@ -398,7 +581,11 @@ mod tests {
         let cliff = curve(&[(0, 1.0), (9, 1.0), (10, 0.0)]);
         // Tenant 1: steady small gains.
         let slope = curve(&[(0, 1.0), (20, 0.8)]);
-        let p = UtilityProblem { tenants: vec![tenant(&cliff), tenant(&slope)], step: 1, capacity_steps: 12 };
+        let p = UtilityProblem {
+            tenants: vec![tenant(&cliff), tenant(&slope)],
+            step: 1,
+            capacity_steps: 12,
+        };
         let plain = water_fill(&p).unwrap();
         assert_eq!(plain, vec![0, 12]);
         assert!((p.value(&plain) - 0.12).abs() < 1e-12);
@@ -413,7 +600,11 @@ mod tests {
     #[test]
     fn talus_split_for_the_tenant_inside_a_segment() {
         let cliff = curve(&[(0, 1.0), (9, 1.0), (10, 0.0)]);
-        let p = UtilityProblem { tenants: vec![tenant(&cliff)], step: 1, capacity_steps: 4 };
+        let p = UtilityProblem {
+            tenants: vec![tenant(&cliff)],
+            step: 1,
+            capacity_steps: 4,
+        };
         let f = fast(&p, FixUp::Talus).unwrap();
         assert_eq!(f.steps, vec![4]);
         let t = f.talus.unwrap();
@@ -436,20 +627,74 @@ mod tests {
         let mut tb = tenant(&b);
         tb.min_steps = 2;
         tb.weight = 4.0; // 4 * 0.005 per block beats 0.01 per block
-        let p = UtilityProblem { tenants: vec![ta, tb], step: 10, capacity_steps: 8 };
-        for k in [water_fill(&p).unwrap(), exact(&p).unwrap(), fast(&p, FixUp::Round).unwrap().steps] {
+        let p = UtilityProblem {
+            tenants: vec![ta, tb],
+            step: 10,
+            capacity_steps: 8,
+        };
+        for k in [
+            water_fill(&p).unwrap(),
+            exact(&p).unwrap(),
+            fast(&p, FixUp::Round).unwrap().steps,
+        ] {
             assert_eq!(k, vec![0, 8]);
         }
         let mut tb2 = tenant(&b);
         tb2.max_steps = 6;
-        let p2 = UtilityProblem { tenants: vec![tenant(&a), tb2], step: 10, capacity_steps: 8 };
-        assert_eq!(fast(&p2, FixUp::Round).unwrap().steps, vec![8, 0]);
-        let too_much = UtilityProblem {
-            tenants: vec![UtilityTenant { min_steps: 9, ..tenant(&a) }],
+        let p2 = UtilityProblem {
+            tenants: vec![tenant(&a), tb2],
             step: 10,
             capacity_steps: 8,
         };
-        assert!(matches!(fast(&too_much, FixUp::Round), Err(AllocError::MinimumsExceedCapacity { need: 90, capacity: 80 })));
+        assert_eq!(fast(&p2, FixUp::Round).unwrap().steps, vec![8, 0]);
+        let too_much = UtilityProblem {
+            tenants: vec![UtilityTenant {
+                min_steps: 9,
+                ..tenant(&a)
+            }],
+            step: 10,
+            capacity_steps: 8,
+        };
+        assert!(matches!(
+            fast(&too_much, FixUp::Round),
+            Err(AllocError::MinimumsExceedCapacity {
+                need: 90,
+                capacity: 80
+            })
+        ));
+    }
+
+    #[test]
+    fn threshold_search_equals_the_heap() {
+        let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(3);
+        let curves: Vec<HitRatioCurve> = (0..60)
+            .map(|i| crate::bench::synthetic_curve(&mut rng, 50, i % 2 == 0))
+            .collect();
+        for (cap, step) in [
+            (0, 1),
+            (1, 1),
+            (500, 1),
+            (5_000, 3),
+            (20_000, 2),
+            (200_000, 1),
+        ] {
+            let mut p = UtilityProblem {
+                tenants: curves.iter().map(tenant).collect(),
+                step,
+                capacity_steps: cap,
+            };
+            p.tenants[0].min_steps = 1.min(cap);
+            p.tenants[1].max_steps = 7;
+            // Equal slopes across tenants: two copies of one curve.
+            p.tenants[3].curve = p.tenants[2].curve;
+            let hulls: Vec<Hull> = p.tenants.iter().map(|t| hull(t, step)).collect();
+            let free = cap - p.tenants.iter().map(|t| t.min_steps).sum::<u64>();
+            assert_eq!(
+                greedy_heap(&hulls, free),
+                greedy_threshold(&hulls, free),
+                "cap {cap}"
+            );
+        }
     }
 
     #[test]

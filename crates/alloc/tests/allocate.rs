@@ -2,7 +2,9 @@
 //! to the exact DP on random small instances.
 
 use lachesis_alloc::utility::{exact, fast, water_fill, FixUp, UtilityProblem, UtilityTenant};
-use lachesis_alloc::{allocate, AllocError, AllocInput, Objective, Slo, SloFile, SloKind, TenantInput, TenantSpec};
+use lachesis_alloc::{
+    allocate, AllocError, AllocInput, Objective, Slo, SloFile, SloKind, TenantInput, TenantSpec,
+};
 use mrc::HitRatioCurve;
 use proptest::prelude::*;
 
@@ -11,11 +13,25 @@ fn curve(p: &[(u64, f64)]) -> HitRatioCurve {
 }
 
 fn spec(name: &str) -> TenantSpec {
-    TenantSpec { name: name.into(), weight: 1.0, slo: None, min: None, max: None, priority: None }
+    TenantSpec {
+        name: name.into(),
+        weight: 1.0,
+        slo: None,
+        min: None,
+        max: None,
+        priority: None,
+    }
 }
 
 fn input(tenants: Vec<TenantInput>, capacity: u64, objective: Objective) -> AllocInput {
-    AllocInput { tenants, capacity, step: 10, objective, repair_curves: false, mlms: None }
+    AllocInput {
+        tenants,
+        capacity,
+        step: 10,
+        objective,
+        repair_curves: false,
+        mlms: None,
+    }
 }
 
 fn linear(top: u64, floor: f64) -> HitRatioCurve {
@@ -27,14 +43,26 @@ fn priority_fair_and_utility() {
     let mut a = spec("a");
     a.priority = Some(100);
     let t = vec![
-        TenantInput { spec: a, curve: linear(1000, 0.0) },
-        TenantInput { spec: spec("b"), curve: linear(100, 0.0) },
-        TenantInput { spec: spec("c"), curve: linear(1000, 0.5) },
+        TenantInput {
+            spec: a,
+            curve: linear(1000, 0.0),
+        },
+        TenantInput {
+            spec: spec("b"),
+            curve: linear(100, 0.0),
+        },
+        TenantInput {
+            spec: spec("c"),
+            curve: linear(1000, 0.5),
+        },
     ];
     let fair = allocate(&input(t.clone(), 400, Objective::Fair)).unwrap();
     let sizes: Vec<u64> = fair.tenants.iter().map(|r| r.size).collect();
     assert_eq!(sizes, vec![100, 150, 150]);
-    assert_eq!(fair.tenants[0].reason.as_deref(), Some("dedicated priority partition"));
+    assert_eq!(
+        fair.tenants[0].reason.as_deref(),
+        Some("dedicated priority partition")
+    );
     let util = allocate(&input(t, 400, Objective::Utility)).unwrap();
     let sizes: Vec<u64> = util.tenants.iter().map(|r| r.size).collect();
     // b gains 1 % per block up to 100 blocks, c only 0.05 %: b is filled first.
@@ -46,8 +74,18 @@ fn priority_fair_and_utility() {
 
 #[test]
 fn slo_objective_reports_every_outcome() {
-    let bw = |target| Slo { kind: SloKind::Bandwidth, target, cache: 1000.0, storage: 200.0 };
-    let lat = Slo { kind: SloKind::Latency, target: 5.5, cache: 1.0, storage: 10.0 }; // hit 0.5
+    let bw = |target| Slo {
+        kind: SloKind::Bandwidth,
+        target,
+        cache: 1000.0,
+        storage: 200.0,
+    };
+    let lat = Slo {
+        kind: SloKind::Latency,
+        target: 5.5,
+        cache: 1.0,
+        storage: 10.0,
+    }; // hit 0.5
     let mut a = spec("a");
     a.slo = Some(bw(600.0)); // hit 0.5 → 100 blocks on linear(200, 0)
     let mut b = spec("b");
@@ -55,9 +93,18 @@ fn slo_objective_reports_every_outcome() {
     let mut c = spec("c");
     c.slo = Some(bw(990.0)); // hit 0.9875: unreachable on linear(100, 0.5)
     let t = vec![
-        TenantInput { spec: a, curve: linear(200, 0.0) },
-        TenantInput { spec: b, curve: linear(400, 0.0) },
-        TenantInput { spec: c, curve: linear(100, 0.5) },
+        TenantInput {
+            spec: a,
+            curve: linear(200, 0.0),
+        },
+        TenantInput {
+            spec: b,
+            curve: linear(400, 0.0),
+        },
+        TenantInput {
+            spec: c,
+            curve: linear(100, 0.5),
+        },
     ];
     let out = allocate(&input(t, 250, Objective::Slo)).unwrap();
     let r = &out.tenants;
@@ -65,26 +112,56 @@ fn slo_objective_reports_every_outcome() {
     assert_eq!(r[0].slo_met, Some(true));
     assert!(r[0].size >= 100);
     assert_eq!(r[1].slo_met, Some(false));
-    assert!(r[1].reason.as_deref().unwrap().contains("cannot all be met"), "{:?}", r[1].reason);
+    assert!(
+        r[1].reason
+            .as_deref()
+            .unwrap()
+            .contains("cannot all be met"),
+        "{:?}",
+        r[1].reason
+    );
     assert!(r[1].predicted_latency.unwrap() > 5.5);
     assert_eq!(r[2].slo_met, Some(false));
-    assert!(r[2].reason.as_deref().unwrap().contains("unreachable"), "{:?}", r[2].reason);
+    assert!(
+        r[2].reason.as_deref().unwrap().contains("unreachable"),
+        "{:?}",
+        r[2].reason
+    );
     assert!(r.iter().map(|x| x.size).sum::<u64>() <= 250);
     // JSON field names are the documented ones.
     let v: serde_json::Value = serde_json::to_value(&out).unwrap();
     let row = v["tenants"][0].as_object().unwrap();
     let mut keys: Vec<&str> = row.keys().map(|k| k.as_str()).collect();
     keys.sort();
-    assert_eq!(keys, ["predicted_hit_ratio", "predicted_latency", "reason", "size", "slo_met", "tenant"]);
+    assert_eq!(
+        keys,
+        [
+            "predicted_hit_ratio",
+            "predicted_latency",
+            "reason",
+            "size",
+            "slo_met",
+            "tenant"
+        ]
+    );
     assert_eq!(v["objective"], "slo");
 }
 
 #[test]
 fn bad_input_is_a_clear_error() {
     let bumpy = curve(&[(0, 1.0), (10, 0.4), (20, 0.6), (30, 0.2)]);
-    let t = vec![TenantInput { spec: spec("bumpy"), curve: bumpy }];
+    let t = vec![TenantInput {
+        spec: spec("bumpy"),
+        curve: bumpy,
+    }];
     let mut inp = input(t, 100, Objective::Utility);
-    assert_eq!(allocate(&inp).unwrap_err(), AllocError::NonMonotoneCurve { tenant: "bumpy".into(), size: 20 });
+    assert_eq!(
+        allocate(&inp).unwrap_err(),
+        AllocError::NonMonotoneCurve {
+            tenant: "bumpy".into(),
+            size: 20
+        }
+    );
     inp.repair_curves = true;
     let out = allocate(&inp).unwrap();
     assert_eq!(out.tenants[0].size, 30);
@@ -96,16 +173,33 @@ fn bad_input_is_a_clear_error() {
     assert_eq!(allocate(&inp).unwrap_err(), AllocError::ZeroStep);
     inp.step = 10;
     inp.tenants.push(inp.tenants[0].clone());
-    assert_eq!(allocate(&inp).unwrap_err(), AllocError::DuplicateTenant("bumpy".into()));
+    assert_eq!(
+        allocate(&inp).unwrap_err(),
+        AllocError::DuplicateTenant("bumpy".into())
+    );
     inp.tenants.pop();
-    inp.tenants[0].spec.slo = Some(Slo { kind: SloKind::Latency, target: 1.0, cache: 9.0, storage: 2.0 });
+    inp.tenants[0].spec.slo = Some(Slo {
+        kind: SloKind::Latency,
+        target: 1.0,
+        cache: 9.0,
+        storage: 2.0,
+    });
     assert!(matches!(allocate(&inp), Err(AllocError::BadSlo { .. })));
     inp.tenants[0].spec.slo = None;
     inp.tenants[0].spec.min = Some(200);
-    assert!(matches!(allocate(&inp), Err(AllocError::MinimumsExceedCapacity { need: 200, capacity: 100 })));
+    assert!(matches!(
+        allocate(&inp),
+        Err(AllocError::MinimumsExceedCapacity {
+            need: 200,
+            capacity: 100
+        })
+    ));
     inp.tenants[0].spec.min = None;
     inp.tenants[0].spec.priority = Some(101);
-    assert!(matches!(allocate(&inp), Err(AllocError::PriorityExceedsCapacity { .. })));
+    assert!(matches!(
+        allocate(&inp),
+        Err(AllocError::PriorityExceedsCapacity { .. })
+    ));
     inp.tenants[0].spec.priority = None;
     inp.objective = Objective::Mlms;
     assert!(matches!(allocate(&inp), Err(AllocError::BadInput(_))));
@@ -131,7 +225,13 @@ fn slo_file_from_toml_and_mlms_entry() {
     let f: SloFile = toml::from_str(text).unwrap();
     assert_eq!(f.tenants[1].slo.as_ref().unwrap().kind, SloKind::Latency);
     let curves = [linear(40, 0.0), linear(400, 0.0)];
-    let tenants = f.tenants.iter().cloned().zip(curves).map(|(spec, curve)| TenantInput { spec, curve }).collect();
+    let tenants = f
+        .tenants
+        .iter()
+        .cloned()
+        .zip(curves)
+        .map(|(spec, curve)| TenantInput { spec, curve })
+        .collect();
     let inp = AllocInput {
         tenants,
         capacity: f.capacity.unwrap(),
@@ -141,13 +241,26 @@ fn slo_file_from_toml_and_mlms_entry() {
         mlms: f.mlms,
     };
     let out = allocate(&inp).unwrap();
-    assert!(out.tenants.iter().all(|r| r.slo_met == Some(true)), "{out:?}");
-    assert_eq!(out.tenants[0].size + out.tenants[0].level2_size.unwrap(), 40);
+    assert!(
+        out.tenants.iter().all(|r| r.slo_met == Some(true)),
+        "{out:?}"
+    );
+    assert_eq!(
+        out.tenants[0].size + out.tenants[0].level2_size.unwrap(),
+        40
+    );
     assert!(out.tenants[1].predicted_latency.unwrap() <= 8.0);
     // A tenant connected to no server cannot hold level-2 space.
     let mut bad = inp.clone();
-    bad.mlms.as_mut().unwrap().connect.insert("large".into(), vec![]);
-    assert_eq!(allocate(&bad).unwrap_err(), AllocError::NoConnectedServer("large".into()));
+    bad.mlms
+        .as_mut()
+        .unwrap()
+        .connect
+        .insert("large".into(), vec![]);
+    assert_eq!(
+        allocate(&bad).unwrap_err(),
+        AllocError::NoConnectedServer("large".into())
+    );
 }
 
 /// Random monotone curves on sizes 0..=40: concave ones (decreasing gains) or arbitrary.
@@ -168,12 +281,22 @@ fn arb_curve(concave: bool) -> impl Strategy<Value = HitRatioCurve> {
     })
 }
 
-fn problem<'a>(curves: &'a [HitRatioCurve], weights: &[f64], cap: u64, step: u64) -> UtilityProblem<'a> {
+fn problem<'a>(
+    curves: &'a [HitRatioCurve],
+    weights: &[f64],
+    cap: u64,
+    step: u64,
+) -> UtilityProblem<'a> {
     UtilityProblem {
         tenants: curves
             .iter()
             .zip(weights)
-            .map(|(c, &w)| UtilityTenant { curve: c, weight: w, min_steps: 0, max_steps: u64::MAX })
+            .map(|(c, &w)| UtilityTenant {
+                curve: c,
+                weight: w,
+                min_steps: 0,
+                max_steps: u64::MAX,
+            })
             .collect(),
         step,
         capacity_steps: cap,

@@ -16,7 +16,9 @@
 //! the pure-Rust `microlp` solver. Sizes are fractional blocks; the caller rounds.
 
 use crate::AllocError;
-use good_lp::{constraint, microlp, variable, Expression, ProblemVariables, Solution, SolverModel, Variable};
+use good_lp::{
+    constraint, microlp, variable, Expression, ProblemVariables, Solution, SolverModel, Variable,
+};
 
 /// Where each tenant's level-2 space lives.
 #[derive(Clone, Debug, PartialEq)]
@@ -29,7 +31,13 @@ pub struct Placement {
 
 /// Spreads `totals[i]` blocks of tenant `i` (named `names[i]`) over its servers
 /// `connect[i]` within `capacity[s]`.
-pub fn spread_level2(names: &[String], totals: &[f64], connect: &[Vec<usize>], capacity: &[f64]) -> Result<Placement, AllocError> {
+#[allow(clippy::needless_range_loop)] // index arithmetic over parallel arrays reads clearer
+pub fn spread_level2(
+    names: &[String],
+    totals: &[f64],
+    connect: &[Vec<usize>],
+    capacity: &[f64],
+) -> Result<Placement, AllocError> {
     let n = totals.len();
     for i in 0..n {
         if connect[i].is_empty() {
@@ -39,10 +47,19 @@ pub fn spread_level2(names: &[String], totals: &[f64], connect: &[Vec<usize>], c
             continue;
         }
         if let Some(&s) = connect[i].iter().find(|&&s| s >= capacity.len()) {
-            return Err(AllocError::BadInput(format!("tenant `{}`: unknown server {s}", names[i])));
+            return Err(AllocError::BadInput(format!(
+                "tenant `{}`: unknown server {s}",
+                names[i]
+            )));
         }
     }
-    let even = |i: usize| if connect[i].is_empty() { 0.0 } else { totals[i] / connect[i].len() as f64 };
+    let even = |i: usize| {
+        if connect[i].is_empty() {
+            0.0
+        } else {
+            totals[i] / connect[i].len() as f64
+        }
+    };
     let mut load = vec![0.0; capacity.len()];
     for i in 0..n {
         for &s in &connect[i] {
@@ -50,8 +67,13 @@ pub fn spread_level2(names: &[String], totals: &[f64], connect: &[Vec<usize>], c
         }
     }
     if load.iter().zip(capacity).all(|(l, c)| *l <= c + 1e-9) {
-        let per_tenant = (0..n).map(|i| connect[i].iter().map(|&s| (s, even(i))).collect()).collect();
-        return Ok(Placement { per_tenant, max_deviation: 0.0 });
+        let per_tenant = (0..n)
+            .map(|i| connect[i].iter().map(|&s| (s, even(i))).collect())
+            .collect();
+        return Ok(Placement {
+            per_tenant,
+            max_deviation: 0.0,
+        });
     }
     let mut vars = ProblemVariables::new();
     let t = vars.add(variable().min(0.0));
@@ -85,9 +107,18 @@ pub fn spread_level2(names: &[String], totals: &[f64], connect: &[Vec<usize>], c
         other => AllocError::Lp(other.to_string()),
     })?;
     let per_tenant = (0..n)
-        .map(|i| connect[i].iter().enumerate().map(|(j, &s)| (s, sol.value(x[i][j]).max(0.0))).collect())
+        .map(|i| {
+            connect[i]
+                .iter()
+                .enumerate()
+                .map(|(j, &s)| (s, sol.value(x[i][j]).max(0.0)))
+                .collect()
+        })
         .collect();
-    Ok(Placement { per_tenant, max_deviation: sol.value(t) })
+    Ok(Placement {
+        per_tenant,
+        max_deviation: sol.value(t),
+    })
 }
 
 #[cfg(test)]
@@ -100,7 +131,13 @@ mod tests {
 
     #[test]
     fn even_split_when_it_fits() {
-        let p = spread_level2(&names(2), &[100.0, 50.0], &[vec![0, 1], vec![1]], &[100.0, 100.0]).unwrap();
+        let p = spread_level2(
+            &names(2),
+            &[100.0, 50.0],
+            &[vec![0, 1], vec![1]],
+            &[100.0, 100.0],
+        )
+        .unwrap();
         assert_eq!(p.max_deviation, 0.0);
         assert_eq!(p.per_tenant[0], vec![(0, 50.0), (1, 50.0)]);
         assert_eq!(p.per_tenant[1], vec![(1, 50.0)]);
@@ -110,11 +147,26 @@ mod tests {
     fn lp_moves_the_excess_off_a_full_server() {
         // Tenant 1 lives only on server 1 (60 blocks of 80); tenant 0's even split (50/50)
         // would overflow server 1, so 30 of its blocks must shift: 70 on server 0, 20 on 1.
-        let p = spread_level2(&names(2), &[100.0, 60.0], &[vec![0, 1], vec![1]], &[100.0, 80.0]).unwrap();
+        let p = spread_level2(
+            &names(2),
+            &[100.0, 60.0],
+            &[vec![0, 1], vec![1]],
+            &[100.0, 80.0],
+        )
+        .unwrap();
         assert!((p.max_deviation - 30.0).abs() < 1e-6, "{p:?}");
         let t0 = &p.per_tenant[0];
-        assert!((t0[0].1 - 80.0).abs() < 1e-6 || (t0[0].1 - 70.0).abs() < 1e-6, "{t0:?}");
-        let on1: f64 = p.per_tenant.iter().flatten().filter(|(s, _)| *s == 1).map(|(_, b)| b).sum();
+        assert!(
+            (t0[0].1 - 80.0).abs() < 1e-6 || (t0[0].1 - 70.0).abs() < 1e-6,
+            "{t0:?}"
+        );
+        let on1: f64 = p
+            .per_tenant
+            .iter()
+            .flatten()
+            .filter(|(s, _)| *s == 1)
+            .map(|(_, b)| b)
+            .sum();
         assert!(on1 <= 80.0 + 1e-6);
         assert!((t0[0].1 + t0[1].1 - 100.0).abs() < 1e-6);
     }

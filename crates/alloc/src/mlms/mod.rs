@@ -5,8 +5,9 @@
 //! 1. fair share: level 1 split evenly, each server's level-2 capacity split evenly among
 //!    the tenants connected to it; `lat_fair` is the model there and
 //!    `lat_assured = slo * lat_fair` (an explicit latency target overrides it);
-//! 2. SLO-fulfilment set: on a grid of `grid` steps per level, for each level-1 size the
-//!    smallest level-2 size meeting `lat_assured` (the Pareto frontier of the set);
+//! 2. SLO-fulfilment set: on a grid whose step is a fair share divided by `grid` (per
+//!    level), for each level-1 size the smallest level-2 size meeting `lat_assured` (the
+//!    Pareto frontier of the set);
 //! 3. candidates: the fair point, and for `λ = 0, 0.1, …, 1` every tenant's frontier point
 //!    minimising `λ·c1/C1 + (1−λ)·c2/C2`; the infeasible-partition filter drops candidates
 //!    over either level's capacity or a tenant's reachable level-2 capacity — instead of
@@ -36,7 +37,23 @@ use lp::{spread_level2, Placement};
 use model::{LevelLatencies, TenantModel};
 use mrc::HitRatioCurve;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+
+/// Total order on gains for the heap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Gain(f64);
+impl Eq for Gain {}
+impl PartialOrd for Gain {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Gain {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
 
 /// One tenant of an MLMS problem.
 #[derive(Clone, Debug)]
@@ -64,7 +81,7 @@ pub struct MlmsProblem {
     pub level1_capacity: u64,
     /// Level-2 capacity of each storage server in blocks.
     pub servers: Vec<u64>,
-    /// Grid steps per level (at least 1).
+    /// Grid steps per fair share, per level (at least 1).
     pub grid: u64,
 }
 
@@ -121,7 +138,7 @@ pub struct MlmsConfig {
     /// Tolerated degradation relative to the fair share (default 1.0).
     #[serde(default = "one")]
     pub slo: f64,
-    /// Grid steps per level (default 32).
+    /// Grid steps per fair share (default 32).
     #[serde(default = "grid32")]
     pub grid: u64,
 }
@@ -138,6 +155,7 @@ type Point = (u64, u64);
 struct Ctx<'a> {
     p: &'a MlmsProblem,
     c2_total: u64,
+    per_server: Vec<u64>,
     reach: Vec<u64>,
     fair: Vec<Point>,
     lat_fair: Vec<f64>,
@@ -155,102 +173,211 @@ impl<'a> Ctx<'a> {
                 return Err(AllocError::NoConnectedServer(t.name.clone()));
             }
             for &s in &t.servers {
-                *per_server
-                    .get_mut(s)
-                    .ok_or_else(|| AllocError::BadInput(format!("tenant `{}`: unknown server {s}", t.name)))? += 1;
+                *per_server.get_mut(s).ok_or_else(|| {
+                    AllocError::BadInput(format!("tenant `{}`: unknown server {s}", t.name))
+                })? += 1;
             }
         }
         let c2_total: u64 = p.servers.iter().sum();
-        let reach: Vec<u64> = p.tenants.iter().map(|t| t.servers.iter().map(|&s| p.servers[s]).sum()).collect();
+        let reach: Vec<u64> = p
+            .tenants
+            .iter()
+            .map(|t| t.servers.iter().map(|&s| p.servers[s]).sum())
+            .collect();
         let fair: Vec<Point> = p
             .tenants
             .iter()
             .map(|t| {
-                let c2: u64 = t.servers.iter().map(|&s| p.servers[s] / per_server[s]).sum();
+                let c2: u64 = t
+                    .servers
+                    .iter()
+                    .map(|&s| p.servers[s] / per_server[s])
+                    .sum();
                 (p.level1_capacity / n.max(1) as u64, c2)
             })
             .collect();
         let lat_fair: Vec<f64> = (0..n).map(|i| lat(p, i, fair[i])).collect();
         let assured = (0..n)
-            .map(|i| p.tenants[i].latency_target.unwrap_or(p.tenants[i].slo * lat_fair[i]))
+            .map(|i| {
+                p.tenants[i]
+                    .latency_target
+                    .unwrap_or(p.tenants[i].slo * lat_fair[i])
+            })
             .collect();
         let grid = p.grid.max(1);
+        let fair1 = p.level1_capacity / n.max(1) as u64;
+        let fair2 = c2_total / n.max(1) as u64;
         Ok(Ctx {
             p,
             c2_total,
+            per_server,
             reach,
             fair,
             lat_fair,
             assured,
-            g1: (p.level1_capacity / grid).max(1),
-            g2: (c2_total / grid).max(1),
+            g1: (fair1 / grid).max(1),
+            g2: (fair2 / grid).max(1),
         })
     }
 
     fn speedup(&self, pts: &[Point]) -> f64 {
-        let s: f64 = (0..pts.len()).map(|i| lat(self.p, i, pts[i]) / self.lat_fair[i]).sum();
+        let s: f64 = (0..pts.len())
+            .map(|i| lat(self.p, i, pts[i]) / self.lat_fair[i])
+            .sum();
         pts.len() as f64 / s
     }
 
     fn met(&self, pts: &[Point]) -> Vec<bool> {
-        (0..pts.len()).map(|i| lat(self.p, i, pts[i]) <= self.assured[i] * (1.0 + 1e-9)).collect()
+        (0..pts.len())
+            .map(|i| lat(self.p, i, pts[i]) <= self.assured[i] * (1.0 + 1e-9))
+            .collect()
     }
 
     /// Pareto frontier of tenant `i`'s fulfilment set; `(l1, l2)` say which levels vary.
+    /// A staircase walk, O(A + B) model calls: as `c1` grows the smallest sufficient `c2`
+    /// can only shrink (models fall in both sizes; for a model that does not, the walk is
+    /// an approximation).
     fn frontier(&self, i: usize, l1: bool, l2: bool) -> Vec<Point> {
         let a_vals: Vec<u64> = if l1 {
-            (0..=self.p.level1_capacity / self.g1).map(|a| a * self.g1).collect()
+            (0..=self.p.level1_capacity / self.g1)
+                .map(|a| a * self.g1)
+                .collect()
         } else {
             vec![self.fair[i].0]
         };
-        let mut out = Vec::new();
+        let b_vals: Vec<u64> = if l2 {
+            (0..=self.reach[i] / self.g2).map(|b| b * self.g2).collect()
+        } else {
+            vec![self.fair[i].1]
+        };
+        let ok = |c1: u64, c2: u64| lat(self.p, i, (c1, c2)) <= self.assured[i];
+        let mut out: Vec<Point> = Vec::new();
+        let mut b = b_vals.len(); // b_vals[b] is sufficient for the previous c1; len = none
         for c1 in a_vals {
-            let b = if l2 {
-                (0..=self.reach[i] / self.g2).map(|b| b * self.g2).find(|&c2| lat(self.p, i, (c1, c2)) <= self.assured[i])
-            } else {
-                Some(self.fair[i].1).filter(|&c2| lat(self.p, i, (c1, c2)) <= self.assured[i])
-            };
-            if let Some(c2) = b {
-                if out.last().is_none_or(|&(_, last): &Point| c2 < last) {
-                    out.push((c1, c2));
+            // Step b down while the next smaller c2 still suffices.
+            let mut nb = b;
+            if nb == b_vals.len() {
+                // Nothing sufficed yet: scan from the top once.
+                if ok(c1, *b_vals.last().expect("non-empty")) {
+                    nb = b_vals.len() - 1;
+                } else {
+                    continue;
                 }
+            }
+            while nb > 0 && ok(c1, b_vals[nb - 1]) {
+                nb -= 1;
+            }
+            if nb < b {
+                out.push((c1, b_vals[nb]));
+                b = nb;
+            }
+            if b == 0 {
+                break;
             }
         }
         out
     }
 
-    /// Hands spare grid steps to the best (tenant, level) by projected gain.
-    fn spread_spare(&self, pts: &mut [Point], l1: bool, l2: bool) {
-        let mut left1 = self.p.level1_capacity.saturating_sub(pts.iter().map(|p| p.0).sum());
+    /// Free level-2 room per server after a feasible placement of `pts`' level-2 totals (a
+    /// witness that the partition is placeable), or `None` — the infeasible-partition
+    /// filter. The witness is a proportional greedy (tenants with fewest servers first,
+    /// each split over its servers in proportion to their free room); it is conservative:
+    /// a partition only an LP could place is filtered (solving an LP per candidate would
+    /// cost more than the whole interval's budget). The fair point always passes.
+    fn room(&self, pts: &[Point]) -> Option<Vec<f64>> {
+        let p = self.p;
+        let mut free: Vec<f64> = p.servers.iter().map(|&c| c as f64).collect();
+        let mut order: Vec<usize> = (0..pts.len()).collect();
+        order.sort_by_key(|&i| (p.tenants[i].servers.len(), i));
+        let mut ok = true;
+        for i in order {
+            let avail: f64 = p.tenants[i].servers.iter().map(|&s| free[s]).sum();
+            let need = pts[i].1 as f64;
+            if need > avail + 1e-9 {
+                ok = false;
+                break;
+            }
+            if need > 0.0 {
+                for &s in &p.tenants[i].servers {
+                    free[s] -= need * free[s] / avail;
+                }
+            }
+        }
+        if ok {
+            return Some(free);
+        }
+        // The fair point is placeable by construction (each server split evenly).
+        if pts == self.fair.as_slice() {
+            let mut free: Vec<f64> = p.servers.iter().map(|&c| c as f64).collect();
+            for t in &p.tenants {
+                for &s in &t.servers {
+                    free[s] -= (p.servers[s] / self.per_server[s]) as f64;
+                }
+            }
+            return Some(free);
+        }
+        None
+    }
+
+    /// Hands spare grid steps to the best (tenant, level) by projected gain; a level-2
+    /// step must fit in the free `room` of the tenant's servers (and is taken from them
+    /// in proportion), so the partition stays placeable.
+    fn spread_spare(&self, pts: &mut [Point], l1: bool, l2: bool, room: &mut [f64]) {
+        let mut left1 = self
+            .p
+            .level1_capacity
+            .saturating_sub(pts.iter().map(|p| p.0).sum());
         let mut left2 = self.c2_total.saturating_sub(pts.iter().map(|p| p.1).sum());
-        loop {
-            let mut best = (0.0, usize::MAX, false);
-            for i in 0..pts.len() {
-                let now = lat(self.p, i, pts[i]);
-                if l1 && left1 >= self.g1 {
-                    let g = (now - lat(self.p, i, (pts[i].0 + self.g1, pts[i].1))) / self.lat_fair[i];
-                    if g > best.0 {
-                        best = (g, i, true);
-                    }
-                }
-                if l2 && left2 >= self.g2 && pts[i].1 + self.g2 <= self.reach[i] {
-                    let g = (now - lat(self.p, i, (pts[i].0, pts[i].1 + self.g2))) / self.lat_fair[i];
-                    if g > best.0 {
-                        best = (g, i, false);
-                    }
-                }
+        // Lazy max-heap of (gain, tenant, level, version): an entry is stale once its
+        // tenant has moved; level-2 room is checked when an entry is popped.
+        let gain = |pt: Point, level1: bool, i: usize| -> f64 {
+            let next = if level1 {
+                (pt.0 + self.g1, pt.1)
+            } else {
+                (pt.0, pt.1 + self.g2)
+            };
+            (lat(self.p, i, pt) - lat(self.p, i, next)) / self.lat_fair[i]
+        };
+        let mut version = vec![0u32; pts.len()];
+        let mut heap: BinaryHeap<(Gain, Reverse<usize>, bool, u32)> = BinaryHeap::new();
+        let push = |heap: &mut BinaryHeap<_>, pts: &[Point], i: usize, v: u32| {
+            if l1 {
+                heap.push((Gain(gain(pts[i], true, i)), Reverse(i), true, v));
             }
-            let (_, i, level1) = best;
-            if i == usize::MAX {
-                return;
+            if l2 && pts[i].1 + self.g2 <= self.reach[i] {
+                heap.push((Gain(gain(pts[i], false, i)), Reverse(i), false, v));
             }
+        };
+        for i in 0..pts.len() {
+            push(&mut heap, pts, i, 0);
+        }
+        while let Some((Gain(g), Reverse(i), level1, v)) = heap.pop() {
+            if g <= 0.0 {
+                break;
+            }
+            if v != version[i] {
+                continue;
+            }
+            let servers = &self.p.tenants[i].servers;
             if level1 {
+                if left1 < self.g1 {
+                    continue;
+                }
                 pts[i].0 += self.g1;
                 left1 -= self.g1;
             } else {
+                let avail: f64 = servers.iter().map(|&s| room[s]).sum();
+                if left2 < self.g2 || avail < self.g2 as f64 - 1e-9 {
+                    continue;
+                }
                 pts[i].1 += self.g2;
                 left2 -= self.g2;
+                for &s in servers {
+                    room[s] -= self.g2 as f64 * room[s] / avail;
+                }
             }
+            version[i] += 1;
+            push(&mut heap, pts, i, version[i]);
         }
     }
 
@@ -273,10 +400,16 @@ pub fn plan(p: &MlmsProblem, scheme: Scheme) -> Result<MlmsPlan, AllocError> {
         Scheme::FairShare => (vec![cx.fair.clone()], false, false),
         Scheme::Independent => {
             let mut a: Vec<Point> = cx.fair.iter().map(|f| (0, f.1)).collect();
-            cx.spread_spare(&mut a, true, false);
+            let mut room = cx.room(&a).unwrap_or_default();
+            cx.spread_spare(&mut a, true, false, &mut room);
             let mut b: Vec<Point> = cx.fair.iter().map(|f| (f.0, 0)).collect();
-            cx.spread_spare(&mut b, false, true);
-            (vec![(0..n).map(|i| (a[i].0, b[i].1)).collect()], false, false)
+            let mut room = cx.room(&b).unwrap_or_default();
+            cx.spread_spare(&mut b, false, true, &mut room);
+            (
+                vec![(0..n).map(|i| (a[i].0, b[i].1)).collect()],
+                false,
+                false,
+            )
         }
         Scheme::Uncontrolled => (vec![uncontrolled(&cx)], false, false),
         Scheme::Mlms | Scheme::FirstLevelOnly | Scheme::SecondLevelOnly => {
@@ -291,7 +424,10 @@ pub fn plan(p: &MlmsProblem, scheme: Scheme) -> Result<MlmsPlan, AllocError> {
     let mut scored: Vec<(usize, f64, Vec<Point>)> = Vec::new();
     for mut c in cands.drain(..) {
         if l1 || l2 {
-            cx.spread_spare(&mut c, l1, l2);
+            let Some(mut room) = cx.room(&c) else {
+                continue;
+            };
+            cx.spread_spare(&mut c, l1, l2, &mut room);
         }
         let met = cx.met(&c).iter().filter(|&&m| m).count();
         scored.push((met, cx.speedup(&c), c));
@@ -329,17 +465,29 @@ pub fn plan(p: &MlmsProblem, scheme: Scheme) -> Result<MlmsPlan, AllocError> {
 fn candidates(cx: &Ctx, l1: bool, l2: bool) -> Vec<Vec<Point>> {
     let n = cx.p.tenants.len();
     let fronts: Vec<Vec<Point>> = (0..n).map(|i| cx.frontier(i, l1, l2)).collect();
-    let (c1, c2) = (cx.p.level1_capacity.max(1) as f64, cx.c2_total.max(1) as f64);
+    let (c1, c2) = (
+        cx.p.level1_capacity.max(1) as f64,
+        cx.c2_total.max(1) as f64,
+    );
     let mut out = vec![cx.fair.clone()];
     // Start value for a tenant without a usable frontier: nothing on the levels MLMS
     // controls, fair share on the others.
-    let base = |i: usize| -> Point { (if l1 { 0 } else { cx.fair[i].0 }, if l2 { 0 } else { cx.fair[i].1 }) };
+    let base = |i: usize| -> Point {
+        (
+            if l1 { 0 } else { cx.fair[i].0 },
+            if l2 { 0 } else { cx.fair[i].1 },
+        )
+    };
     for step in 0..=10 {
         let lam = step as f64 / 10.0;
         let cost = |p: &Point| lam * p.0 as f64 / c1 + (1.0 - lam) * p.1 as f64 / c2;
         let mut pts: Vec<Point> = (0..n)
             .map(|i| {
-                fronts[i].iter().copied().min_by(|a, b| cost(a).total_cmp(&cost(b))).unwrap_or_else(|| base(i))
+                fronts[i]
+                    .iter()
+                    .copied()
+                    .min_by(|a, b| cost(a).total_cmp(&cost(b)))
+                    .unwrap_or_else(|| base(i))
             })
             .collect();
         // Infeasible-partition filter with repair: drop the largest needs until it fits.
@@ -363,14 +511,18 @@ fn uncontrolled(cx: &Ctx) -> Vec<Point> {
     let n = p.tenants.len();
     let mut pts = cx.fair.clone();
     for _ in 0..20 {
-        let pressure: Vec<f64> = (0..n).map(|i| p.tenants[i].rate.max(0.0) * lat(p, i, pts[i]).max(0.0)).collect();
+        let pressure: Vec<f64> = (0..n)
+            .map(|i| p.tenants[i].rate.max(0.0) * lat(p, i, pts[i]).max(0.0))
+            .collect();
         let total: f64 = pressure.iter().sum::<f64>().max(1e-300);
         let mut next = vec![(0u64, 0u64); n];
         for i in 0..n {
             next[i].0 = (p.level1_capacity as f64 * pressure[i] / total) as u64;
         }
         for (s, &cap) in p.servers.iter().enumerate() {
-            let on: Vec<usize> = (0..n).filter(|&i| p.tenants[i].servers.contains(&s)).collect();
+            let on: Vec<usize> = (0..n)
+                .filter(|&i| p.tenants[i].servers.contains(&s))
+                .collect();
             let sum: f64 = on.iter().map(|&i| pressure[i]).sum::<f64>().max(1e-300);
             for i in on {
                 next[i].1 += (cap as f64 * pressure[i] / sum) as u64;
@@ -384,13 +536,17 @@ fn uncontrolled(cx: &Ctx) -> Vec<Point> {
 }
 
 /// MLMS for [`crate::allocate`]: curve models, level 1 = `input.capacity`.
-pub(crate) fn allocate_levels(input: &AllocInput, curves: &[HitRatioCurve]) -> Result<AllocOutput, AllocError> {
-    let cfg = input
-        .mlms
-        .as_ref()
-        .ok_or_else(|| AllocError::BadInput("objective mlms needs an [mlms] section (servers, latencies)".into()))?;
+pub(crate) fn allocate_levels(
+    input: &AllocInput,
+    curves: &[HitRatioCurve],
+) -> Result<AllocOutput, AllocError> {
+    let cfg = input.mlms.as_ref().ok_or_else(|| {
+        AllocError::BadInput("objective mlms needs an [mlms] section (servers, latencies)".into())
+    })?;
     if cfg.servers.is_empty() || cfg.servers.iter().all(|&c| c == 0) {
-        return Err(AllocError::BadInput("mlms: no level-2 server capacity".into()));
+        return Err(AllocError::BadInput(
+            "mlms: no level-2 server capacity".into(),
+        ));
     }
     let all: Vec<usize> = (0..cfg.servers.len()).collect();
     let tenants = input
@@ -399,14 +555,31 @@ pub(crate) fn allocate_levels(input: &AllocInput, curves: &[HitRatioCurve]) -> R
         .zip(curves)
         .map(|(t, c)| MlmsTenant {
             name: t.spec.name.clone(),
-            model: TenantModel::Curve { curve: c.clone(), lat: cfg.latencies },
+            model: TenantModel::Curve {
+                curve: c.clone(),
+                lat: cfg.latencies,
+            },
             slo: cfg.slo,
-            latency_target: t.spec.slo.as_ref().filter(|s| s.kind == SloKind::Latency).map(|s| s.target),
-            servers: cfg.connect.get(&t.spec.name).cloned().unwrap_or_else(|| all.clone()),
+            latency_target: t
+                .spec
+                .slo
+                .as_ref()
+                .filter(|s| s.kind == SloKind::Latency)
+                .map(|s| s.target),
+            servers: cfg
+                .connect
+                .get(&t.spec.name)
+                .cloned()
+                .unwrap_or_else(|| all.clone()),
             rate: t.spec.weight,
         })
         .collect();
-    let prob = MlmsProblem { tenants, level1_capacity: input.capacity, servers: cfg.servers.clone(), grid: cfg.grid };
+    let prob = MlmsProblem {
+        tenants,
+        level1_capacity: input.capacity,
+        servers: cfg.servers.clone(),
+        grid: cfg.grid,
+    };
     let plan = plan(&prob, Scheme::Mlms)?;
     let rows = input
         .tenants
@@ -415,7 +588,10 @@ pub(crate) fn allocate_levels(input: &AllocInput, curves: &[HitRatioCurve]) -> R
         .map(|(i, t)| {
             let hit = curves[i].hit_ratio((plan.c1[i] + plan.c2[i]) as f64);
             let reason = (!plan.slo_met[i]).then(|| {
-                format!("predicted latency {:.4} above assured {:.4}", plan.latency[i], plan.lat_assured[i])
+                format!(
+                    "predicted latency {:.4} above assured {:.4}",
+                    plan.latency[i], plan.lat_assured[i]
+                )
             });
             let mut r = row(&t.spec.name, plan.c1[i], hit, None, reason);
             r.predicted_latency = Some(plan.latency[i]);
@@ -424,7 +600,12 @@ pub(crate) fn allocate_levels(input: &AllocInput, curves: &[HitRatioCurve]) -> R
             r
         })
         .collect();
-    Ok(AllocOutput { objective: Objective::Mlms, capacity: input.capacity, seconds: None, tenants: rows })
+    Ok(AllocOutput {
+        objective: Objective::Mlms,
+        capacity: input.capacity,
+        seconds: None,
+        tenants: rows,
+    })
 }
 
 #[cfg(test)]

@@ -59,7 +59,9 @@ impl Regression {
             )));
         }
         if !(scale1 > 0.0 && scale2 > 0.0) {
-            return Err(AllocError::BadInput("regression scales must be positive".into()));
+            return Err(AllocError::BadInput(
+                "regression scales must be positive".into(),
+            ));
         }
         let mut a = [[0.0f64; 3]; 3];
         let mut b = [0.0f64; 3];
@@ -84,10 +86,16 @@ impl Regression {
                 for (i, row) in r.iter_mut().enumerate() {
                     row[i] += 1e-9 * trace;
                 }
-                solve3(r, b, 0.0).ok_or_else(|| AllocError::BadInput("samples do not determine the model".into()))?
+                solve3(r, b, 0.0).ok_or_else(|| {
+                    AllocError::BadInput("samples do not determine the model".into())
+                })?
             }
         };
-        Ok(Regression { theta, scale1, scale2 })
+        Ok(Regression {
+            theta,
+            scale1,
+            scale2,
+        })
     }
 
     /// Predicted latency at `(c1, c2)` blocks.
@@ -99,6 +107,7 @@ impl Regression {
 
 /// Solves a 3×3 system by Gaussian elimination with partial pivoting.
 /// `None` if a pivot falls to `tiny` or below.
+#[allow(clippy::needless_range_loop)] // index arithmetic over parallel arrays reads clearer
 fn solve3(mut a: [[f64; 3]; 3], mut b: [f64; 3], tiny: f64) -> Option<[f64; 3]> {
     for col in 0..3 {
         let piv = (col..3).max_by(|&i, &j| a[i][col].abs().total_cmp(&a[j][col].abs()))?;
@@ -180,7 +189,10 @@ pub struct SampleWindow {
 impl SampleWindow {
     /// A window keeping at most `capacity` samples (at least 3).
     pub fn new(capacity: usize) -> Self {
-        SampleWindow { samples: VecDeque::new(), capacity: capacity.max(3) }
+        SampleWindow {
+            samples: VecDeque::new(),
+            capacity: capacity.max(3),
+        }
     }
 
     /// Records one interval's observation, dropping the oldest beyond the capacity.
@@ -204,9 +216,26 @@ mod tests {
 
     #[test]
     fn recovers_exact_parameters() {
-        let truth = Regression { theta: [0.5, 4.0, 2.0], scale1: 100.0, scale2: 400.0 };
-        let pts = [(0.0, 0.0), (100.0, 0.0), (0.0, 400.0), (300.0, 800.0), (50.0, 50.0)];
-        let s: Vec<Sample> = pts.iter().map(|&(c1, c2)| Sample { c1, c2, latency: truth.latency(c1, c2) }).collect();
+        let truth = Regression {
+            theta: [0.5, 4.0, 2.0],
+            scale1: 100.0,
+            scale2: 400.0,
+        };
+        let pts = [
+            (0.0, 0.0),
+            (100.0, 0.0),
+            (0.0, 400.0),
+            (300.0, 800.0),
+            (50.0, 50.0),
+        ];
+        let s: Vec<Sample> = pts
+            .iter()
+            .map(|&(c1, c2)| Sample {
+                c1,
+                c2,
+                latency: truth.latency(c1, c2),
+            })
+            .collect();
         let m = Regression::fit(&s, 100.0, 400.0).unwrap();
         for (a, b) in m.theta.iter().zip(truth.theta) {
             assert!((a - b).abs() < 1e-6, "{:?}", m.theta);
@@ -217,12 +246,20 @@ mod tests {
 
     #[test]
     fn too_few_samples_and_refit_window() {
-        let s = Sample { c1: 1.0, c2: 1.0, latency: 1.0 };
+        let s = Sample {
+            c1: 1.0,
+            c2: 1.0,
+            latency: 1.0,
+        };
         assert!(Regression::fit(&[s, s], 1.0, 1.0).is_err());
         let mut w = SampleWindow::new(3);
         for i in 0..5 {
             let c = i as f64 * 10.0;
-            w.push(Sample { c1: c, c2: 2.0 * c + 5.0, latency: 1.0 + 2.0 / (1.0 + c / 10.0) });
+            w.push(Sample {
+                c1: c,
+                c2: 2.0 * c + 5.0,
+                latency: 1.0 + 2.0 / (1.0 + c / 10.0),
+            });
         }
         // The window holds the last three; they fit exactly (θ2 absorbs nothing).
         let m = w.fit(10.0, 10.0).unwrap();
@@ -232,7 +269,14 @@ mod tests {
     #[test]
     fn curve_model_with_exclusive_levels() {
         let curve = HitRatioCurve::from_pairs([(0, 1.0), (100, 0.5), (300, 0.1)]).unwrap();
-        let m = TenantModel::Curve { curve, lat: LevelLatencies { lat1: 0.1, lat2: 1.0, lat_disk: 10.0 } };
+        let m = TenantModel::Curve {
+            curve,
+            lat: LevelLatencies {
+                lat1: 0.1,
+                lat2: 1.0,
+                lat_disk: 10.0,
+            },
+        };
         // h1 = H(100) = 0.5, h2 = H(300) = 0.9: 0.05 + 0.4 + 1.0
         assert!((m.latency(100.0, 200.0) - 1.45).abs() < 1e-12);
         assert_eq!(m.hit_ratio(100.0, 200.0), Some(0.9));

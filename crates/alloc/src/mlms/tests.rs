@@ -5,7 +5,14 @@ fn tenant(name: &str, pts: &[(u64, f64)], servers: Vec<usize>) -> MlmsTenant {
     let curve = HitRatioCurve::from_pairs(pts.iter().copied()).unwrap();
     MlmsTenant {
         name: name.into(),
-        model: TenantModel::Curve { curve, lat: LevelLatencies { lat1: 0.1, lat2: 1.0, lat_disk: 10.0 } },
+        model: TenantModel::Curve {
+            curve,
+            lat: LevelLatencies {
+                lat1: 0.1,
+                lat2: 1.0,
+                lat_disk: 10.0,
+            },
+        },
         slo: 1.0,
         latency_target: None,
         servers,
@@ -49,9 +56,20 @@ fn mlms_beats_the_baselines_and_keeps_every_slo() {
     // "small" needs only 40 blocks of level 1; "large" gets the rest of both levels.
     assert_eq!(m.c1[0], 40);
     assert_eq!((m.c1[1], m.c2[1]), (60, 200));
-    for s in [Scheme::FairShare, Scheme::Independent, Scheme::Uncontrolled, Scheme::FirstLevelOnly, Scheme::SecondLevelOnly] {
+    for s in [
+        Scheme::FairShare,
+        Scheme::Independent,
+        Scheme::Uncontrolled,
+        Scheme::FirstLevelOnly,
+        Scheme::SecondLevelOnly,
+    ] {
         let b = plan(&p, s).unwrap();
-        assert!(m.fair_speedup >= b.fair_speedup - 1e-12, "{s:?}: {} vs {}", b.fair_speedup, m.fair_speedup);
+        assert!(
+            m.fair_speedup >= b.fair_speedup - 1e-12,
+            "{s:?}: {} vs {}",
+            b.fair_speedup,
+            m.fair_speedup
+        );
     }
     let first = plan(&p, Scheme::FirstLevelOnly).unwrap();
     assert_eq!(first.c2, vec![100, 100]);
@@ -71,20 +89,34 @@ fn impossible_slos_are_reported_not_dropped() {
 fn unconnected_tenant_is_an_error() {
     let mut p = problem();
     p.tenants[0].servers.clear();
-    assert_eq!(plan(&p, Scheme::Mlms).unwrap_err(), AllocError::NoConnectedServer("small".into()));
+    assert_eq!(
+        plan(&p, Scheme::Mlms).unwrap_err(),
+        AllocError::NoConnectedServer("small".into())
+    );
     let mut p = problem();
     p.tenants[0].servers = vec![5];
-    assert!(matches!(plan(&p, Scheme::Mlms), Err(AllocError::BadInput(_))));
+    assert!(matches!(
+        plan(&p, Scheme::Mlms),
+        Err(AllocError::BadInput(_))
+    ));
 }
 
 #[test]
 fn regression_model_plans_like_the_truth() {
     // Samples generated from a known regression; the refitted model drives the plan.
     use super::model::{Regression, Sample};
-    let truth = Regression { theta: [0.2, 3.0, 1.0], scale1: 50.0, scale2: 100.0 };
+    let truth = Regression {
+        theta: [0.2, 3.0, 1.0],
+        scale1: 50.0,
+        scale2: 100.0,
+    };
     let samples: Vec<Sample> = [(0.0, 0.0), (50.0, 100.0), (100.0, 20.0), (10.0, 200.0)]
         .iter()
-        .map(|&(c1, c2)| Sample { c1, c2, latency: truth.latency(c1, c2) })
+        .map(|&(c1, c2)| Sample {
+            c1,
+            c2,
+            latency: truth.latency(c1, c2),
+        })
         .collect();
     let fitted = Regression::fit(&samples, 50.0, 100.0).unwrap();
     let mut p = problem();

@@ -19,7 +19,13 @@ fn loop_window(keys: u64, rounds: u64) -> Vec<u64> {
 
 #[test]
 fn replay_counts_and_cost() {
-    let r = replay(&Candidate::policy("lru"), &[1, 2, 3, 1, 2, 3, 4, 1], 3, &Costs::default()).unwrap();
+    let r = replay(
+        &Candidate::policy("lru"),
+        &[1, 2, 3, 1, 2, 3, 4, 1],
+        3,
+        &Costs::default(),
+    )
+    .unwrap();
     assert_eq!((r.hits, r.migrations, r.directs), (3, 5, 0));
     assert_eq!(r.cost, 3.0 + 5.0 * 11.0);
     let z = replay(&Candidate::policy("lru"), &[1, 1], 0, &Costs::default()).unwrap();
@@ -29,7 +35,12 @@ fn replay_counts_and_cost() {
 #[test]
 fn loop_picks_mru_after_two_agreeing_rounds() {
     let w = loop_window(5, 20); // 100 accesses over 5 keys, cache of 4
-    let mut d = Decider::new(vec![Candidate::policy("lru"), Candidate::policy("mru")], 4, Costs::default()).unwrap();
+    let mut d = Decider::new(
+        vec![Candidate::policy("lru"), Candidate::policy("mru")],
+        4,
+        Costs::default(),
+    )
+    .unwrap();
     let r1 = d.round(&w).unwrap();
     assert_eq!(r1.replays[0].hits, 0); // LRU thrashes on a loop larger than the cache
     assert!(r1.replays[1].hits > 60, "{:?}", r1.replays[1]);
@@ -54,9 +65,15 @@ fn expensive_migrations_favour_filtered_placement() {
     }
     let filtered = Candidate {
         spec: "lru".into(),
-        admission: Some(Arc::new(|| Box::new(SecondMiss(HashSet::new())) as Box<dyn AdmissionPolicy>)),
+        admission: Some(Arc::new(|| {
+            Box::new(SecondMiss(HashSet::new())) as Box<dyn AdmissionPolicy>
+        })),
     };
-    let costs = Costs { hit: 1.0, migration: 100.0, direct: 10.0 };
+    let costs = Costs {
+        hit: 1.0,
+        migration: 100.0,
+        direct: 10.0,
+    };
     let plain = replay(&Candidate::policy("lru"), &w, 4, &costs).unwrap();
     let filt = replay(&filtered, &w, 4, &costs).unwrap();
     // Filtered: hot keys placed on their second miss, scan never placed.
@@ -80,5 +97,8 @@ fn least_used_candidate_is_dropped_past_the_limit() {
     }
     let names: Vec<&str> = d.candidates().iter().map(|c| c.spec.as_str()).collect();
     assert_eq!(names, vec!["lru", "mru"]);
-    assert!(matches!(Decider::new(vec![Candidate::policy("nope")], 4, Costs::default()), Err(AllocError::Policy(_))));
+    assert!(matches!(
+        Decider::new(vec![Candidate::policy("nope")], 4, Costs::default()),
+        Err(AllocError::Policy(_))
+    ));
 }
