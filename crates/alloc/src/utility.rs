@@ -247,7 +247,7 @@ fn hull(t: &UtilityTenant, step: u64) -> Vec<(u64, f64)> {
         };
         t.weight * (1.0 - miss)
     };
-    let mut h: Vec<(u64, f64)> = Vec::new();
+    let mut h: Vec<(u64, f64)> = Vec::with_capacity(pts.len() + 2);
     let push = |h: &mut Vec<(u64, f64)>, k: u64, v: f64| {
         while h.len() >= 2 {
             let (a, b) = (h[h.len() - 2], h[h.len() - 1]);
