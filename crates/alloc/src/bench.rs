@@ -1,0 +1,189 @@
+//! Timings for `lachesis bench alloc` — the only place in this crate that reads a clock.
+//!
+//! * [`bench_alloc`]: 5,000 tenants with 1,000-point curves sharing 1 TB in 1 MB blocks
+//!   (capacity 1,000,000 blocks, step 1 block), half concave-ish (exponential decay to a
+//!   floor), half non-concave (a loop: flat until a cliff, then a decay). Times the fast
+//!   method against plain Algorithm 3.1. The plain method scans all 5,000 tenants for each
+//!   of up to 1,000,000 steps (5·10⁹ gain comparisons), far too slow to run in full: it is
+//!   run for its first `plain_steps` steps and its time is extrapolated linearly to the
+//!   whole capacity (each step costs the same O(T) scan, so linear extrapolation is fair).
+//! * [`bench_mlms`]: MLMS for 64 tenants and 64 storage servers, each tenant connected to
+//!   16 servers, server capacities uneven enough that the level-2 LP has work to do.
+
+use crate::mlms::model::{LevelLatencies, TenantModel};
+use crate::mlms::{plan, MlmsProblem, MlmsTenant, Scheme};
+use crate::utility::{
+    fast, fast_with, water_fill_capped, FixUp, Greedy, UtilityProblem, UtilityTenant,
+};
+use mrc::HitRatioCurve;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::time::Instant;
+
+/// Result of [`bench_alloc`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct AllocBench {
+    /// Tenants.
+    pub tenants: usize,
+    /// Capacity in steps.
+    pub capacity_steps: u64,
+    /// Seconds of the fast method (hulls, greedy, fix-up).
+    pub fast_seconds: f64,
+    /// Seconds of the fast method with the heap greedy instead of the threshold search.
+    pub fast_heap_seconds: f64,
+    /// Objective the fast method reached.
+    pub fast_value: f64,
+    /// Hull optimum (upper bound on any allocation).
+    pub hull_value: f64,
+    /// Steps the plain method actually ran.
+    pub plain_steps: u64,
+    /// Seconds it took for them.
+    pub plain_measured_seconds: f64,
+    /// Extrapolated seconds for the whole capacity.
+    pub plain_seconds: f64,
+}
+
+/// A seeded synthetic curve with `points` points: concave-ish or with a cliff.
+pub fn synthetic_curve(rng: &mut impl Rng, points: usize, concave: bool) -> HitRatioCurve {
+    let top: f64 = rng.gen_range(100.0..2000.0);
+    let floor: f64 = rng.gen_range(0.02..0.4);
+    let tau = top * rng.gen_range(0.1..0.5);
+    let cliff = if concave {
+        0.0
+    } else {
+        top * rng.gen_range(0.1..0.6)
+    };
+    let pairs = (0..points).map(|j| {
+        let s = (j as f64 + 1.0) * top / points as f64;
+        let m = if s < cliff {
+            0.95
+        } else {
+            floor + (0.95 - floor) * (-(s - cliff) / tau).exp()
+        };
+        ((s.round() as u64).max(j as u64 + 1), m)
+    });
+    let mut last = 0;
+    let mut pts = Vec::with_capacity(points);
+    for (s, m) in pairs {
+        let s = s.max(last + 1);
+        last = s;
+        pts.push((s, m));
+    }
+    HitRatioCurve::from_pairs(pts).expect("sizes increase, ratios in [0, 1]")
+}
+
+/// Times the fast method and plain Algorithm 3.1 (first `plain_steps` steps, extrapolated)
+/// on `tenants` synthetic tenants sharing `capacity` blocks, seeded by `seed`.
+pub fn bench_alloc_with(tenants: usize, capacity: u64, plain_steps: u64, seed: u64) -> AllocBench {
+    let mut rng = StdRng::seed_from_u64(seed);
+    let curves: Vec<HitRatioCurve> = (0..tenants)
+        .map(|i| synthetic_curve(&mut rng, 1000, i % 2 == 0))
+        .collect();
+    let p = UtilityProblem {
+        tenants: curves
+            .iter()
+            .map(|c| UtilityTenant {
+                curve: c,
+                weight: 1.0,
+                min_steps: 0,
+                max_steps: u64::MAX,
+            })
+            .collect(),
+        step: 1,
+        capacity_steps: capacity,
+    };
+    let t = Instant::now();
+    let f = fast(&p, FixUp::Round).expect("valid instance");
+    let fast_seconds = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let h = fast_with(&p, FixUp::Round, Greedy::Heap).expect("valid instance");
+    let fast_heap_seconds = t.elapsed().as_secs_f64();
+    assert_eq!(h.steps, f.steps, "heap and threshold greedy agree");
+    let t = Instant::now();
+    let (_, ran) = water_fill_capped(&p, plain_steps).expect("valid instance");
+    let plain_measured_seconds = t.elapsed().as_secs_f64();
+    AllocBench {
+        tenants,
+        capacity_steps: capacity,
+        fast_seconds,
+        fast_heap_seconds,
+        fast_value: f.value,
+        hull_value: f.hull_value,
+        plain_steps: ran,
+        plain_measured_seconds,
+        plain_seconds: plain_measured_seconds * capacity as f64 / ran.max(1) as f64,
+    }
+}
+
+/// The standard instance: 5,000 tenants, 1 TB in 1 MB blocks, plain method for 2,000 steps.
+pub fn bench_alloc() -> AllocBench {
+    bench_alloc_with(5000, 1_000_000, 2000, 42)
+}
+
+/// Result of [`bench_mlms`].
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct MlmsBench {
+    /// Tenants.
+    pub tenants: usize,
+    /// Storage servers.
+    pub servers: usize,
+    /// Seconds of one MLMS interval (candidates, spare, LP).
+    pub seconds: f64,
+    /// Fair speedup reached.
+    pub fair_speedup: f64,
+    /// The LP's largest deviation from even shares (0: the even split fitted, no LP).
+    pub max_deviation: f64,
+    /// Candidates that passed the infeasible-partition filter.
+    pub candidates: usize,
+}
+
+/// Times one MLMS interval for 64 tenants over 64 servers.
+pub fn bench_mlms() -> MlmsBench {
+    let mut rng = StdRng::seed_from_u64(7);
+    let (n, m) = (64usize, 64usize);
+    let lat = LevelLatencies {
+        lat1: 0.05,
+        lat2: 0.5,
+        lat_disk: 8.0,
+    };
+    let tenants = (0..n)
+        .map(|i| MlmsTenant {
+            name: format!("t{i}"),
+            model: TenantModel::Curve {
+                curve: synthetic_curve(&mut rng, 200, i % 3 != 0),
+                lat,
+            },
+            slo: 1.0,
+            latency_target: None,
+            // A band of 16 consecutive servers, so loads overlap unevenly.
+            servers: (0..16).map(|k| (i / 2 + k) % m).collect(),
+            rate: 1.0,
+        })
+        .collect();
+    // Uneven servers: a few small ones that the even split overflows.
+    let servers: Vec<u64> = (0..m)
+        .map(|s| {
+            if s % 8 == 0 {
+                200
+            } else {
+                rng.gen_range(800..2400)
+            }
+        })
+        .collect();
+    let p = MlmsProblem {
+        tenants,
+        level1_capacity: 20_000,
+        servers,
+        grid: 32,
+    };
+    let t = Instant::now();
+    let r = plan(&p, Scheme::Mlms).expect("feasible instance");
+    MlmsBench {
+        tenants: n,
+        servers: m,
+        seconds: t.elapsed().as_secs_f64(),
+        fair_speedup: r.fair_speedup,
+        max_deviation: r.placement.max_deviation,
+        candidates: r.candidates,
+    }
+}

@@ -1,0 +1,612 @@
+//! MLMS: multi-level, multi-server cache allocation (Prabhakar et al., ICS'10).
+//!
+//! Each tenant has a latency model over (level-1 size, level-2 size) ([`model`]). One
+//! interval's decision ([`plan`] with [`Scheme::Mlms`]):
+//! 1. fair share: level 1 split evenly, each server's level-2 capacity split evenly among
+//!    the tenants connected to it; `lat_fair` is the model there and
+//!    `lat_assured = slo * lat_fair` (an explicit latency target overrides it);
+//! 2. SLO-fulfilment set: on a grid whose step is a fair share divided by `grid` (per
+//!    level), for each level-1 size the smallest level-2 size meeting `lat_assured` (the
+//!    Pareto frontier of the set);
+//! 3. candidates: the fair point, and for `λ = 0, 0.1, …, 1` every tenant's frontier point
+//!    minimising `λ·c1/C1 + (1−λ)·c2/C2`; the infeasible-partition filter drops candidates
+//!    over either level's capacity or a tenant's reachable level-2 capacity — instead of
+//!    discarding them outright, tenants are dropped from the SLO set (largest normalised
+//!    need first) until the rest fits;
+//! 4. spare space goes one grid step at a time to the (tenant, level) with the largest
+//!    projected gain `(lat(c) − lat(c + step)) / lat_fair`, which is the steepest rise of
+//!    the fair speedup;
+//! 5. the winner has the most SLOs met, then the highest fair speedup
+//!    `T / Σ lat_scheme / lat_base` (harmonic mean of `lat_base / lat_scheme`, base = fair
+//!    share); its level-2 totals are placed on servers by the LP in [`lp`] (if that is
+//!    infeasible the next candidate is taken; the fair point is always placeable).
+//!
+//! Special cases and baselines as [`Scheme`]s: first-level-only / second-level-only (MLMS
+//! on one level, the other at fair share), fair share, independent (each level's
+//! controller maximises its own gain assuming the other level is at fair share), and
+//! uncontrolled (shared LRU at each level, approximated by occupancy proportional to each
+//! tenant's request rate times its predicted latency — a fixed point, since a tenant that
+//! misses more inserts more).
+
+pub mod lp;
+pub mod model;
+
+use crate::entry::row;
+use crate::{AllocError, AllocInput, AllocOutput, Objective, SloKind};
+use lp::{spread_level2, Placement};
+use model::{LevelLatencies, TenantModel};
+use mrc::HitRatioCurve;
+use serde::{Deserialize, Serialize};
+use std::cmp::{Ordering, Reverse};
+use std::collections::{BinaryHeap, HashMap};
+
+/// Total order on gains for the heap.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Gain(f64);
+impl Eq for Gain {}
+impl PartialOrd for Gain {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+impl Ord for Gain {
+    fn cmp(&self, o: &Self) -> Ordering {
+        self.0.total_cmp(&o.0)
+    }
+}
+
+/// One tenant of an MLMS problem.
+#[derive(Clone, Debug)]
+pub struct MlmsTenant {
+    /// Name.
+    pub name: String,
+    /// Latency model.
+    pub model: TenantModel,
+    /// Tolerated degradation relative to the fair share (`lat_assured = slo * lat_fair`).
+    pub slo: f64,
+    /// An absolute latency target overriding `slo * lat_fair`, if any.
+    pub latency_target: Option<f64>,
+    /// Indices of the level-2 servers it is connected to.
+    pub servers: Vec<usize>,
+    /// Request rate (uncontrolled baseline only).
+    pub rate: f64,
+}
+
+/// An MLMS problem.
+#[derive(Clone, Debug)]
+pub struct MlmsProblem {
+    /// The tenants.
+    pub tenants: Vec<MlmsTenant>,
+    /// Level-1 capacity in blocks.
+    pub level1_capacity: u64,
+    /// Level-2 capacity of each storage server in blocks.
+    pub servers: Vec<u64>,
+    /// Grid steps per fair share, per level (at least 1).
+    pub grid: u64,
+}
+
+/// Which scheme [`plan`] computes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Scheme {
+    /// MLMS over both levels.
+    Mlms,
+    /// MLMS on level 1 only; level 2 at fair share.
+    FirstLevelOnly,
+    /// MLMS on level 2 only; level 1 at fair share.
+    SecondLevelOnly,
+    /// Fair share at both levels.
+    FairShare,
+    /// Each level maximises its own gain, assuming the other is at fair share.
+    Independent,
+    /// Shared, unpartitioned caches (modelled).
+    Uncontrolled,
+}
+
+/// The result of [`plan`].
+#[derive(Clone, Debug)]
+pub struct MlmsPlan {
+    /// Level-1 blocks per tenant.
+    pub c1: Vec<u64>,
+    /// Level-2 blocks per tenant.
+    pub c2: Vec<u64>,
+    /// Predicted latency per tenant.
+    pub latency: Vec<f64>,
+    /// Predicted latency at fair share.
+    pub lat_fair: Vec<f64>,
+    /// The latency each tenant is assured.
+    pub lat_assured: Vec<f64>,
+    /// Whether each tenant's predicted latency meets its assured latency.
+    pub slo_met: Vec<bool>,
+    /// `T / Σ latency / lat_fair`.
+    pub fair_speedup: f64,
+    /// Level-2 placement on servers.
+    pub placement: Placement,
+    /// Candidates that passed the filter.
+    pub candidates: usize,
+}
+
+/// MLMS settings for [`crate::allocate`] (curve model; TOML/JSON `[mlms]`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MlmsConfig {
+    /// Level-2 capacity per storage server (blocks).
+    pub servers: Vec<u64>,
+    /// Tenant name to connected server indices; tenants not listed reach every server.
+    #[serde(default)]
+    pub connect: HashMap<String, Vec<usize>>,
+    /// Latency of a level-1 hit, a level-2 hit and a disk access.
+    pub latencies: LevelLatencies,
+    /// Tolerated degradation relative to the fair share (default 1.0).
+    #[serde(default = "one")]
+    pub slo: f64,
+    /// Grid steps per fair share (default 32).
+    #[serde(default = "grid32")]
+    pub grid: u64,
+}
+
+fn one() -> f64 {
+    1.0
+}
+fn grid32() -> u64 {
+    32
+}
+
+type Point = (u64, u64);
+
+struct Ctx<'a> {
+    p: &'a MlmsProblem,
+    c2_total: u64,
+    per_server: Vec<u64>,
+    reach: Vec<u64>,
+    fair: Vec<Point>,
+    lat_fair: Vec<f64>,
+    assured: Vec<f64>,
+    g1: u64,
+    g2: u64,
+}
+
+impl<'a> Ctx<'a> {
+    fn new(p: &'a MlmsProblem) -> Result<Self, AllocError> {
+        let n = p.tenants.len();
+        let mut per_server = vec![0u64; p.servers.len()];
+        for t in &p.tenants {
+            if t.servers.is_empty() {
+                return Err(AllocError::NoConnectedServer(t.name.clone()));
+            }
+            for &s in &t.servers {
+                *per_server.get_mut(s).ok_or_else(|| {
+                    AllocError::BadInput(format!("tenant `{}`: unknown server {s}", t.name))
+                })? += 1;
+            }
+        }
+        let c2_total: u64 = p.servers.iter().sum();
+        let reach: Vec<u64> = p
+            .tenants
+            .iter()
+            .map(|t| t.servers.iter().map(|&s| p.servers[s]).sum())
+            .collect();
+        let fair: Vec<Point> = p
+            .tenants
+            .iter()
+            .map(|t| {
+                let c2: u64 = t
+                    .servers
+                    .iter()
+                    .map(|&s| p.servers[s] / per_server[s])
+                    .sum();
+                (p.level1_capacity / n.max(1) as u64, c2)
+            })
+            .collect();
+        let lat_fair: Vec<f64> = (0..n).map(|i| lat(p, i, fair[i])).collect();
+        let assured = (0..n)
+            .map(|i| {
+                p.tenants[i]
+                    .latency_target
+                    .unwrap_or(p.tenants[i].slo * lat_fair[i])
+            })
+            .collect();
+        let grid = p.grid.max(1);
+        let fair1 = p.level1_capacity / n.max(1) as u64;
+        let fair2 = c2_total / n.max(1) as u64;
+        Ok(Ctx {
+            p,
+            c2_total,
+            per_server,
+            reach,
+            fair,
+            lat_fair,
+            assured,
+            g1: (fair1 / grid).max(1),
+            g2: (fair2 / grid).max(1),
+        })
+    }
+
+    fn speedup(&self, pts: &[Point]) -> f64 {
+        let s: f64 = (0..pts.len())
+            .map(|i| lat(self.p, i, pts[i]) / self.lat_fair[i])
+            .sum();
+        pts.len() as f64 / s
+    }
+
+    fn met(&self, pts: &[Point]) -> Vec<bool> {
+        (0..pts.len())
+            .map(|i| lat(self.p, i, pts[i]) <= self.assured[i] * (1.0 + 1e-9))
+            .collect()
+    }
+
+    /// Pareto frontier of tenant `i`'s fulfilment set; `(l1, l2)` say which levels vary.
+    /// A staircase walk, O(A + B) model calls: as `c1` grows the smallest sufficient `c2`
+    /// can only shrink (models fall in both sizes; for a model that does not, the walk is
+    /// an approximation).
+    fn frontier(&self, i: usize, l1: bool, l2: bool) -> Vec<Point> {
+        let a_vals: Vec<u64> = if l1 {
+            (0..=self.p.level1_capacity / self.g1)
+                .map(|a| a * self.g1)
+                .collect()
+        } else {
+            vec![self.fair[i].0]
+        };
+        let b_vals: Vec<u64> = if l2 {
+            (0..=self.reach[i] / self.g2).map(|b| b * self.g2).collect()
+        } else {
+            vec![self.fair[i].1]
+        };
+        let ok = |c1: u64, c2: u64| lat(self.p, i, (c1, c2)) <= self.assured[i];
+        let mut out: Vec<Point> = Vec::new();
+        let mut b = b_vals.len(); // b_vals[b] is sufficient for the previous c1; len = none
+        for c1 in a_vals {
+            // Step b down while the next smaller c2 still suffices.
+            let mut nb = b;
+            if nb == b_vals.len() {
+                // Nothing sufficed yet: scan from the top once.
+                if ok(c1, *b_vals.last().expect("non-empty")) {
+                    nb = b_vals.len() - 1;
+                } else {
+                    continue;
+                }
+            }
+            while nb > 0 && ok(c1, b_vals[nb - 1]) {
+                nb -= 1;
+            }
+            if nb < b {
+                out.push((c1, b_vals[nb]));
+                b = nb;
+            }
+            if b == 0 {
+                break;
+            }
+        }
+        out
+    }
+
+    /// Free level-2 room per server after a feasible placement of `pts`' level-2 totals (a
+    /// witness that the partition is placeable), or `None` — the infeasible-partition
+    /// filter. The witness is a proportional greedy (tenants with fewest servers first,
+    /// each split over its servers in proportion to their free room); it is conservative:
+    /// a partition only an LP could place is filtered (solving an LP per candidate would
+    /// cost more than the whole interval's budget). The fair point always passes.
+    fn room(&self, pts: &[Point]) -> Option<Vec<f64>> {
+        let p = self.p;
+        let mut free: Vec<f64> = p.servers.iter().map(|&c| c as f64).collect();
+        let mut order: Vec<usize> = (0..pts.len()).collect();
+        order.sort_by_key(|&i| (p.tenants[i].servers.len(), i));
+        let mut ok = true;
+        for i in order {
+            let avail: f64 = p.tenants[i].servers.iter().map(|&s| free[s]).sum();
+            let need = pts[i].1 as f64;
+            if need > avail + 1e-9 {
+                ok = false;
+                break;
+            }
+            if need > 0.0 {
+                for &s in &p.tenants[i].servers {
+                    free[s] -= need * free[s] / avail;
+                }
+            }
+        }
+        if ok {
+            return Some(free);
+        }
+        // The fair point is placeable by construction (each server split evenly).
+        if pts == self.fair.as_slice() {
+            let mut free: Vec<f64> = p.servers.iter().map(|&c| c as f64).collect();
+            for t in &p.tenants {
+                for &s in &t.servers {
+                    free[s] -= (p.servers[s] / self.per_server[s]) as f64;
+                }
+            }
+            return Some(free);
+        }
+        None
+    }
+
+    /// Hands spare grid steps to the best (tenant, level) by projected gain; a level-2
+    /// step must fit in the free `room` of the tenant's servers (and is taken from them
+    /// in proportion), so the partition stays placeable.
+    fn spread_spare(&self, pts: &mut [Point], l1: bool, l2: bool, room: &mut [f64]) {
+        let mut left1 = self
+            .p
+            .level1_capacity
+            .saturating_sub(pts.iter().map(|p| p.0).sum());
+        let mut left2 = self.c2_total.saturating_sub(pts.iter().map(|p| p.1).sum());
+        // Lazy max-heap of (gain, tenant, level, version): an entry is stale once its
+        // tenant has moved; level-2 room is checked when an entry is popped.
+        let gain = |pt: Point, level1: bool, i: usize| -> f64 {
+            let next = if level1 {
+                (pt.0 + self.g1, pt.1)
+            } else {
+                (pt.0, pt.1 + self.g2)
+            };
+            (lat(self.p, i, pt) - lat(self.p, i, next)) / self.lat_fair[i]
+        };
+        let mut version = vec![0u32; pts.len()];
+        let mut heap: BinaryHeap<(Gain, Reverse<usize>, bool, u32)> = BinaryHeap::new();
+        let push = |heap: &mut BinaryHeap<_>, pts: &[Point], i: usize, v: u32| {
+            if l1 {
+                heap.push((Gain(gain(pts[i], true, i)), Reverse(i), true, v));
+            }
+            if l2 && pts[i].1 + self.g2 <= self.reach[i] {
+                heap.push((Gain(gain(pts[i], false, i)), Reverse(i), false, v));
+            }
+        };
+        for i in 0..pts.len() {
+            push(&mut heap, pts, i, 0);
+        }
+        while let Some((Gain(g), Reverse(i), level1, v)) = heap.pop() {
+            if g <= 0.0 {
+                break;
+            }
+            if v != version[i] {
+                continue;
+            }
+            let servers = &self.p.tenants[i].servers;
+            if level1 {
+                if left1 < self.g1 {
+                    continue;
+                }
+                pts[i].0 += self.g1;
+                left1 -= self.g1;
+            } else {
+                let avail: f64 = servers.iter().map(|&s| room[s]).sum();
+                if left2 < self.g2 || avail < self.g2 as f64 - 1e-9 {
+                    continue;
+                }
+                pts[i].1 += self.g2;
+                left2 -= self.g2;
+                for &s in servers {
+                    room[s] -= self.g2 as f64 * room[s] / avail;
+                }
+            }
+            version[i] += 1;
+            push(&mut heap, pts, i, version[i]);
+        }
+    }
+
+    fn fits(&self, pts: &[Point]) -> bool {
+        pts.iter().map(|p| p.0).sum::<u64>() <= self.p.level1_capacity
+            && pts.iter().map(|p| p.1).sum::<u64>() <= self.c2_total
+            && pts.iter().zip(&self.reach).all(|(p, r)| p.1 <= *r)
+    }
+}
+
+fn lat(p: &MlmsProblem, i: usize, (c1, c2): Point) -> f64 {
+    p.tenants[i].model.latency(c1 as f64, c2 as f64)
+}
+
+/// Computes one interval's allocation for `scheme`.
+pub fn plan(p: &MlmsProblem, scheme: Scheme) -> Result<MlmsPlan, AllocError> {
+    let cx = Ctx::new(p)?;
+    let n = p.tenants.len();
+    let (mut cands, l1, l2): (Vec<Vec<Point>>, bool, bool) = match scheme {
+        Scheme::FairShare => (vec![cx.fair.clone()], false, false),
+        Scheme::Independent => {
+            let mut a: Vec<Point> = cx.fair.iter().map(|f| (0, f.1)).collect();
+            let mut room = cx.room(&a).unwrap_or_default();
+            cx.spread_spare(&mut a, true, false, &mut room);
+            let mut b: Vec<Point> = cx.fair.iter().map(|f| (f.0, 0)).collect();
+            let mut room = cx.room(&b).unwrap_or_default();
+            cx.spread_spare(&mut b, false, true, &mut room);
+            (
+                vec![(0..n).map(|i| (a[i].0, b[i].1)).collect()],
+                false,
+                false,
+            )
+        }
+        Scheme::Uncontrolled => (vec![uncontrolled(&cx)], false, false),
+        Scheme::Mlms | Scheme::FirstLevelOnly | Scheme::SecondLevelOnly => {
+            let (l1, l2) = match scheme {
+                Scheme::FirstLevelOnly => (true, false),
+                Scheme::SecondLevelOnly => (false, true),
+                _ => (true, true),
+            };
+            (candidates(&cx, l1, l2), l1, l2)
+        }
+    };
+    let mut scored: Vec<(usize, f64, Vec<Point>)> = Vec::new();
+    for mut c in cands.drain(..) {
+        if l1 || l2 {
+            let Some(mut room) = cx.room(&c) else {
+                continue;
+            };
+            cx.spread_spare(&mut c, l1, l2, &mut room);
+        }
+        let met = cx.met(&c).iter().filter(|&&m| m).count();
+        scored.push((met, cx.speedup(&c), c));
+    }
+    let candidates = scored.len();
+    scored.sort_by(|a, b| b.0.cmp(&a.0).then(b.1.total_cmp(&a.1)));
+    let names: Vec<String> = p.tenants.iter().map(|t| t.name.clone()).collect();
+    let connect: Vec<Vec<usize>> = p.tenants.iter().map(|t| t.servers.clone()).collect();
+    let caps: Vec<f64> = p.servers.iter().map(|&c| c as f64).collect();
+    let mut last_err = None;
+    for (_, fs, pts) in scored {
+        let totals: Vec<f64> = pts.iter().map(|p| p.1 as f64).collect();
+        match spread_level2(&names, &totals, &connect, &caps) {
+            Ok(placement) => {
+                return Ok(MlmsPlan {
+                    c1: pts.iter().map(|p| p.0).collect(),
+                    c2: pts.iter().map(|p| p.1).collect(),
+                    latency: (0..n).map(|i| lat(p, i, pts[i])).collect(),
+                    slo_met: cx.met(&pts),
+                    lat_fair: cx.lat_fair.clone(),
+                    lat_assured: cx.assured.clone(),
+                    fair_speedup: fs,
+                    placement,
+                    candidates,
+                })
+            }
+            Err(e @ AllocError::Lp(_)) => last_err = Some(e),
+            Err(e) => return Err(e),
+        }
+    }
+    Err(last_err.unwrap_or_else(|| AllocError::BadInput("no candidate allocation".into())))
+}
+
+/// The fair point plus one frontier pick per λ, repaired to fit.
+fn candidates(cx: &Ctx, l1: bool, l2: bool) -> Vec<Vec<Point>> {
+    let n = cx.p.tenants.len();
+    let fronts: Vec<Vec<Point>> = (0..n).map(|i| cx.frontier(i, l1, l2)).collect();
+    let (c1, c2) = (
+        cx.p.level1_capacity.max(1) as f64,
+        cx.c2_total.max(1) as f64,
+    );
+    let mut out = vec![cx.fair.clone()];
+    // Start value for a tenant without a usable frontier: nothing on the levels MLMS
+    // controls, fair share on the others.
+    let base = |i: usize| -> Point {
+        (
+            if l1 { 0 } else { cx.fair[i].0 },
+            if l2 { 0 } else { cx.fair[i].1 },
+        )
+    };
+    for step in 0..=10 {
+        let lam = step as f64 / 10.0;
+        let cost = |p: &Point| lam * p.0 as f64 / c1 + (1.0 - lam) * p.1 as f64 / c2;
+        let mut pts: Vec<Point> = (0..n)
+            .map(|i| {
+                fronts[i]
+                    .iter()
+                    .copied()
+                    .min_by(|a, b| cost(a).total_cmp(&cost(b)))
+                    .unwrap_or_else(|| base(i))
+            })
+            .collect();
+        // Infeasible-partition filter with repair: drop the largest needs until it fits.
+        let mut order: Vec<usize> = (0..n).collect();
+        order.sort_by(|&a, &b| cost(&pts[b]).total_cmp(&cost(&pts[a])).then(a.cmp(&b)));
+        let mut k = 0;
+        while !cx.fits(&pts) && k < n {
+            pts[order[k]] = base(order[k]);
+            k += 1;
+        }
+        if cx.fits(&pts) && !out.contains(&pts) {
+            out.push(pts);
+        }
+    }
+    out
+}
+
+/// Shared LRU caches: occupancy proportional to rate × predicted latency, by fixed point.
+fn uncontrolled(cx: &Ctx) -> Vec<Point> {
+    let p = cx.p;
+    let n = p.tenants.len();
+    let mut pts = cx.fair.clone();
+    for _ in 0..20 {
+        let pressure: Vec<f64> = (0..n)
+            .map(|i| p.tenants[i].rate.max(0.0) * lat(p, i, pts[i]).max(0.0))
+            .collect();
+        let total: f64 = pressure.iter().sum::<f64>().max(1e-300);
+        let mut next = vec![(0u64, 0u64); n];
+        for i in 0..n {
+            next[i].0 = (p.level1_capacity as f64 * pressure[i] / total) as u64;
+        }
+        for (s, &cap) in p.servers.iter().enumerate() {
+            let on: Vec<usize> = (0..n)
+                .filter(|&i| p.tenants[i].servers.contains(&s))
+                .collect();
+            let sum: f64 = on.iter().map(|&i| pressure[i]).sum::<f64>().max(1e-300);
+            for i in on {
+                next[i].1 += (cap as f64 * pressure[i] / sum) as u64;
+            }
+        }
+        for i in 0..n {
+            pts[i] = ((pts[i].0 + next[i].0) / 2, (pts[i].1 + next[i].1) / 2);
+        }
+    }
+    pts
+}
+
+/// MLMS for [`crate::allocate`]: curve models, level 1 = `input.capacity`.
+pub(crate) fn allocate_levels(
+    input: &AllocInput,
+    curves: &[HitRatioCurve],
+) -> Result<AllocOutput, AllocError> {
+    let cfg = input.mlms.as_ref().ok_or_else(|| {
+        AllocError::BadInput("objective mlms needs an [mlms] section (servers, latencies)".into())
+    })?;
+    if cfg.servers.is_empty() || cfg.servers.iter().all(|&c| c == 0) {
+        return Err(AllocError::BadInput(
+            "mlms: no level-2 server capacity".into(),
+        ));
+    }
+    let all: Vec<usize> = (0..cfg.servers.len()).collect();
+    let tenants = input
+        .tenants
+        .iter()
+        .zip(curves)
+        .map(|(t, c)| MlmsTenant {
+            name: t.spec.name.clone(),
+            model: TenantModel::Curve {
+                curve: c.clone(),
+                lat: cfg.latencies,
+            },
+            slo: cfg.slo,
+            latency_target: t
+                .spec
+                .slo
+                .as_ref()
+                .filter(|s| s.kind == SloKind::Latency)
+                .map(|s| s.target),
+            servers: cfg
+                .connect
+                .get(&t.spec.name)
+                .cloned()
+                .unwrap_or_else(|| all.clone()),
+            rate: t.spec.weight,
+        })
+        .collect();
+    let prob = MlmsProblem {
+        tenants,
+        level1_capacity: input.capacity,
+        servers: cfg.servers.clone(),
+        grid: cfg.grid,
+    };
+    let plan = plan(&prob, Scheme::Mlms)?;
+    let rows = input
+        .tenants
+        .iter()
+        .enumerate()
+        .map(|(i, t)| {
+            let hit = curves[i].hit_ratio((plan.c1[i] + plan.c2[i]) as f64);
+            let reason = (!plan.slo_met[i]).then(|| {
+                format!(
+                    "predicted latency {:.4} above assured {:.4}",
+                    plan.latency[i], plan.lat_assured[i]
+                )
+            });
+            let mut r = row(&t.spec.name, plan.c1[i], hit, None, reason);
+            r.predicted_latency = Some(plan.latency[i]);
+            r.slo_met = Some(plan.slo_met[i]);
+            r.level2_size = Some(plan.c2[i]);
+            r
+        })
+        .collect();
+    Ok(AllocOutput {
+        objective: Objective::Mlms,
+        capacity: input.capacity,
+        seconds: None,
+        tenants: rows,
+    })
+}
+
+#[cfg(test)]
+mod tests;

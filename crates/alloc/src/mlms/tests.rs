@@ -1,0 +1,128 @@
+use super::model::{LevelLatencies, TenantModel};
+use super::*;
+
+fn tenant(name: &str, pts: &[(u64, f64)], servers: Vec<usize>) -> MlmsTenant {
+    let curve = HitRatioCurve::from_pairs(pts.iter().copied()).unwrap();
+    MlmsTenant {
+        name: name.into(),
+        model: TenantModel::Curve {
+            curve,
+            lat: LevelLatencies {
+                lat1: 0.1,
+                lat2: 1.0,
+                lat_disk: 10.0,
+            },
+        },
+        slo: 1.0,
+        latency_target: None,
+        servers,
+        rate: 1.0,
+    }
+}
+
+fn problem() -> MlmsProblem {
+    MlmsProblem {
+        tenants: vec![
+            // Small working set: 40 blocks hold everything.
+            tenant("small", &[(0, 1.0), (40, 0.0)], vec![0, 1]),
+            // Large working set: gains spread over 400 blocks.
+            tenant("large", &[(0, 1.0), (400, 0.0)], vec![0, 1]),
+        ],
+        level1_capacity: 100,
+        servers: vec![100, 100],
+        grid: 20,
+    }
+}
+
+#[test]
+fn fair_share_is_the_base() {
+    let p = problem();
+    let f = plan(&p, Scheme::FairShare).unwrap();
+    assert_eq!(f.c1, vec![50, 50]);
+    assert_eq!(f.c2, vec![100, 100]);
+    assert!((f.fair_speedup - 1.0).abs() < 1e-12);
+    // small: h1 = 1 → 0.1; large: h1 = 0.125, h2 = 0.375 → 0.0125 + 0.25 + 6.25
+    assert!((f.lat_fair[0] - 0.1).abs() < 1e-12);
+    assert!((f.lat_fair[1] - 6.5125).abs() < 1e-12);
+    assert_eq!(f.placement.per_tenant[0], vec![(0, 50.0), (1, 50.0)]);
+}
+
+#[test]
+fn mlms_beats_the_baselines_and_keeps_every_slo() {
+    let p = problem();
+    let m = plan(&p, Scheme::Mlms).unwrap();
+    assert!(m.slo_met.iter().all(|&x| x), "{m:?}");
+    assert!(m.c1.iter().sum::<u64>() <= 100 && m.c2.iter().sum::<u64>() <= 200);
+    // "small" needs only 40 blocks of level 1; "large" gets the rest of both levels.
+    assert_eq!(m.c1[0], 40);
+    assert_eq!((m.c1[1], m.c2[1]), (60, 200));
+    for s in [
+        Scheme::FairShare,
+        Scheme::Independent,
+        Scheme::Uncontrolled,
+        Scheme::FirstLevelOnly,
+        Scheme::SecondLevelOnly,
+    ] {
+        let b = plan(&p, s).unwrap();
+        assert!(
+            m.fair_speedup >= b.fair_speedup - 1e-12,
+            "{s:?}: {} vs {}",
+            b.fair_speedup,
+            m.fair_speedup
+        );
+    }
+    let first = plan(&p, Scheme::FirstLevelOnly).unwrap();
+    assert_eq!(first.c2, vec![100, 100]);
+    let second = plan(&p, Scheme::SecondLevelOnly).unwrap();
+    assert_eq!(second.c1, vec![50, 50]);
+}
+
+#[test]
+fn impossible_slos_are_reported_not_dropped() {
+    let mut p = problem();
+    p.tenants[1].slo = 0.01; // wants 1 % of its fair latency: below even a full level 1
+    let m = plan(&p, Scheme::Mlms).unwrap();
+    assert_eq!(m.slo_met, vec![true, false]);
+}
+
+#[test]
+fn unconnected_tenant_is_an_error() {
+    let mut p = problem();
+    p.tenants[0].servers.clear();
+    assert_eq!(
+        plan(&p, Scheme::Mlms).unwrap_err(),
+        AllocError::NoConnectedServer("small".into())
+    );
+    let mut p = problem();
+    p.tenants[0].servers = vec![5];
+    assert!(matches!(
+        plan(&p, Scheme::Mlms),
+        Err(AllocError::BadInput(_))
+    ));
+}
+
+#[test]
+fn regression_model_plans_like_the_truth() {
+    // Samples generated from a known regression; the refitted model drives the plan.
+    use super::model::{Regression, Sample};
+    let truth = Regression {
+        theta: [0.2, 3.0, 1.0],
+        scale1: 50.0,
+        scale2: 100.0,
+    };
+    let samples: Vec<Sample> = [(0.0, 0.0), (50.0, 100.0), (100.0, 20.0), (10.0, 200.0)]
+        .iter()
+        .map(|&(c1, c2)| Sample {
+            c1,
+            c2,
+            latency: truth.latency(c1, c2),
+        })
+        .collect();
+    let fitted = Regression::fit(&samples, 50.0, 100.0).unwrap();
+    let mut p = problem();
+    p.tenants[1].model = TenantModel::Regression(fitted);
+    let a = plan(&p, Scheme::Mlms).unwrap();
+    p.tenants[1].model = TenantModel::Regression(truth);
+    let b = plan(&p, Scheme::Mlms).unwrap();
+    assert_eq!((a.c1, a.c2), (b.c1, b.c2));
+}
