@@ -12,7 +12,7 @@
 //! | [`reply`] | simple reply framing, pure |
 //! | [`server`] | accept loop, negotiation I/O, connections, command execution, the [`server::Export`] trait |
 //! | [`client`] | the pipelined [`client::NbdClient`] |
-//! | [`mem`], [`file`] | two exports: sparse memory and a positional-I/O file |
+//! | [`mem`], [`file`](mod@file) | two exports: sparse memory and a positional-I/O file |
 //!
 //! Parsers work on byte slices and never do I/O; an incomplete buffer is an ordinary
 //! [`wire::Parse::Incomplete`], and malformed input is an error value, never a panic.

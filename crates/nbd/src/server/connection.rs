@@ -8,7 +8,7 @@
 //!   its error value, a good one is spawned as its own task once a permit of the
 //!   per-connection in-flight semaphore is held (backpressure: at most
 //!   `max_in_flight` requests execute at once, after which the reader stops reading).
-//! * **Request tasks.** Run [`super::command::execute`] and send the reply to the writer
+//! * **Request tasks.** Run `super::command::execute` and send the reply to the writer
 //!   over a channel, so replies go out in completion order, not request order.
 //! * **Writer task.** Owns the socket's write half behind a `BufWriter`; writes every reply
 //!   that is ready and flushes only when the channel is momentarily empty, so a burst of

@@ -1,7 +1,7 @@
 //! The NBD server: accept loop, connection cap and graceful shutdown.
 //!
-//! Layout (after mini-redis): this module accepts connections; [`negotiate`] runs the
-//! handshake; [`connection`] runs the transmission phase of one connection; [`command`]
+//! Layout (after mini-redis): this module accepts connections; `negotiate` runs the
+//! handshake; `connection` runs the transmission phase of one connection; `command`
 //! executes one request against an [`Export`]; [`export`] defines what is served.
 //!
 //! * **Connection cap.** A semaphore of `max_connections` permits; a permit is taken
@@ -10,7 +10,7 @@
 //! * **Shutdown.** `serve` runs until the `shutdown` future completes. It then stops
 //!   accepting, tells every connection through a `watch` channel, and returns only after
 //!   each connection has answered every request it had already read (see
-//!   [`connection`]). Connections still negotiating are closed.
+//!   `connection`). Connections still negotiating are closed.
 //! * **Listeners.** TCP and Unix-domain sockets ([`Listener`]); both are split into owned
 //!   read and write halves so the reader and the reply writer run as separate tasks.
 //! * Accept errors (such as running out of file descriptors) are logged and retried after
