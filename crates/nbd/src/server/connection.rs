@@ -5,40 +5,84 @@
 //! * **Reader (this task).** Frames requests from a `BytesMut` with
 //!   [`crate::request::parse_request`]; a write's payload is split off the buffer as
 //!   `Bytes` without copying. Each request is checked; a bad one is answered at once with
-//!   its error value, a good one is spawned as its own task once a permit of the
-//!   per-connection in-flight semaphore is held (backpressure: at most
-//!   `max_in_flight` requests execute at once, after which the reader stops reading).
-//! * **Request tasks.** Run `super::command::execute` and send the reply to the writer
-//!   over a channel, so replies go out in completion order, not request order.
-//! * **Writer task.** Owns the socket's write half behind a `BufWriter`; writes every reply
-//!   that is ready and flushes only when the channel is momentarily empty, so a burst of
-//!   small replies costs one system call.
+//!   its error value. A good one is started *in the reader*: its future is polled once,
+//!   and if it is already complete (a memory export, a cache hit) the reply is written
+//!   right here, saving a task spawn and two cross-thread wake-ups per request. Only a
+//!   future that has to wait is spawned as its own task, once a permit of the
+//!   per-connection in-flight semaphore is held (backpressure: at most `max_in_flight`
+//!   spawned requests at once, after which the reader stops reading).
+//! * **Replies** go out in completion order, not request order, through one
+//!   [`ReplyWriter`]: a `BufWriter` behind an async mutex plus a count of replies waiting
+//!   for the lock. Whoever writes the last waiting reply flushes, so a burst of replies
+//!   costs one system call; the reader flushes its own replies just before it would block
+//!   on reading, so a pipelined burst of fast requests is answered with one write too.
 //!
 //! **Ending.** On `NBD_CMD_DISC`, end of stream, a fatal protocol error or server shutdown
-//! the reader stops taking requests and drops its channel sender; the writer ends once the
-//! last in-flight request task has sent its reply and dropped its sender. So every request
-//! that was read gets its reply before the socket closes: shutdown drains, it does not cut.
+//! the reader stops taking requests, waits until it holds every in-flight permit (every
+//! spawned request has written its reply), flushes and closes the write side. So every
+//! request that was read gets its reply before the socket closes: shutdown drains, it
+//! does not cut.
 
+use std::future::Future;
 use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{watch, Mutex, Semaphore};
 
 use crate::reply::simple_reply_bytes;
-use crate::request::{parse_request, RequestHeader};
+use crate::request::parse_request;
 use crate::server::command::execute;
 use crate::server::export::{Export, ExportProvider};
 use crate::server::negotiate::negotiate;
 use crate::server::ServerConfig;
 use crate::wire::{Command, Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
 
-/// A reply on its way to the writer task.
-struct Outgoing {
+/// The write half of a connection, shared by the reader and the request tasks.
+struct ReplyWriter<W> {
+    w: Mutex<BufWriter<W>>,
+    /// Replies that are waiting for, or hold, the lock and have not been written yet.
+    waiting: AtomicUsize,
+}
+
+impl<W: AsyncWrite + Unpin> ReplyWriter<W> {
+    /// Write one reply; flush unless another reply is queued behind this one (whoever
+    /// writes the last one flushes) or `defer_flush` is set (the caller flushes later).
+    async fn send(&self, handle: u64, outcome: Outcome, defer_flush: bool) -> io::Result<()> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let mut w = self.w.lock().await;
+        let res = write_reply(&mut w, handle, outcome).await;
+        let last = self.waiting.fetch_sub(1, Ordering::AcqRel) == 1;
+        match res {
+            Ok(()) if last && !defer_flush => w.flush().await,
+            other => other,
+        }
+    }
+
+    async fn flush(&self) -> io::Result<()> {
+        self.w.lock().await.flush().await
+    }
+}
+
+type Outcome = Result<Option<Bytes>, Errno>;
+
+async fn write_reply<W: AsyncWrite + Unpin>(
+    w: &mut BufWriter<W>,
     handle: u64,
-    error: Option<Errno>,
-    data: Option<Bytes>,
+    outcome: Outcome,
+) -> io::Result<()> {
+    let (error, data) = match outcome {
+        Ok(data) => (None, data),
+        Err(e) => (Some(e), None),
+    };
+    w.write_all(&simple_reply_bytes(handle, error)).await?;
+    if let Some(data) = data {
+        w.write_all(&data).await?;
+    }
+    Ok(())
 }
 
 /// Serve one accepted connection until the client leaves or the server shuts down.
@@ -76,11 +120,16 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel::<Outgoing>(config.max_in_flight.max(1) * 2);
-    let writer = tokio::spawn(write_replies(w, rx));
-    let in_flight = Arc::new(Semaphore::new(config.max_in_flight.max(1)));
+    let writer = Arc::new(ReplyWriter {
+        w: Mutex::new(BufWriter::with_capacity(64 * 1024, w)),
+        waiting: AtomicUsize::new(0),
+    });
+    let max_in_flight = config.max_in_flight.clamp(1, Semaphore::MAX_PERMITS) as u32;
+    let in_flight = Arc::new(Semaphore::new(max_in_flight as usize));
     let size = export.size();
     let flags = export.capabilities().transmission_flags();
+    // Whether the reader wrote replies it has not flushed yet.
+    let mut unflushed = false;
 
     let result: io::Result<()> = 'read: loop {
         // Take every complete request already buffered before reading again.
@@ -88,8 +137,7 @@ where
             Ok(p) => p,
             Err(ProtocolError::OversizeWrite { handle, len }) => {
                 tracing::debug!(handle, len, "oversize write; closing after EINVAL");
-                let _ = tx.send(reply(handle, Err(Errno::Inval))).await;
-                break Ok(());
+                break writer.send(handle, Err(Errno::Inval), false).await;
             }
             Err(e) => {
                 tracing::debug!(%e, "protocol error; closing");
@@ -103,29 +151,50 @@ where
                     break Ok(());
                 }
                 if let Err(e) = h.check(size, flags) {
-                    if tx.send(reply(h.handle, Err(e))).await.is_err() {
-                        break Ok(());
+                    if let Err(e) = writer.send(h.handle, Err(e), true).await {
+                        break Err(e);
                     }
+                    unflushed = true;
+                    continue;
+                }
+                let payload = frame.slice(REQUEST_HEADER_LEN..);
+                let export = export.clone();
+                let mut request =
+                    Box::pin(async move { execute(export.as_ref(), h, payload).await });
+                // Poll once here; most memory-backed requests finish at once.
+                let first = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;
+                if let Poll::Ready(outcome) = first {
+                    if let Err(e) = writer.send(h.handle, outcome, true).await {
+                        break Err(e);
+                    }
+                    unflushed = true;
                     continue;
                 }
                 let permit = tokio::select! {
                     p = in_flight.clone().acquire_owned() => p.expect("semaphore never closed"),
                     _ = stopped(&mut shutdown) => {
-                        // Requests already read still get an answer.
-                        let _ = tx.send(reply(h.handle, Err(Errno::Shutdown))).await;
+                        // A request already read still gets an answer.
+                        let outcome = request.await;
+                        let _ = writer.send(h.handle, outcome, false).await;
                         break Ok(());
                     }
                 };
-                let payload = frame.slice(REQUEST_HEADER_LEN..);
-                let export = export.clone();
-                let tx = tx.clone();
+                let writer = writer.clone();
                 tokio::spawn(async move {
-                    let out = run(export.as_ref(), h, payload).await;
-                    let _ = tx.send(out).await;
+                    let outcome = request.await;
+                    if let Err(e) = writer.send(h.handle, outcome, false).await {
+                        tracing::debug!(error = %e, "could not send a reply");
+                    }
                     drop(permit);
                 });
             }
             Parse::Incomplete { needed } => {
+                if unflushed {
+                    if let Err(e) = writer.flush().await {
+                        break Err(e);
+                    }
+                    unflushed = false;
+                }
                 buf.reserve(needed.saturating_sub(buf.len()).max(16 * 1024));
                 tokio::select! {
                     n = r.read_buf(&mut buf) => match n {
@@ -138,54 +207,22 @@ where
             }
         }
     };
-    drop(tx);
-    let written = writer.await.map_err(io::Error::other)?;
-    result.and(written)
+    // Drain: every spawned request holds a permit until its reply is written.
+    let _all = in_flight
+        .acquire_many(max_in_flight)
+        .await
+        .expect("semaphore never closed");
+    let mut w = writer.w.lock().await;
+    let closed = async {
+        w.flush().await?;
+        w.shutdown().await
+    }
+    .await;
+    result.and(closed)
 }
 
 /// Completes once the server asks connections to stop.
 async fn stopped(shutdown: &mut watch::Receiver<bool>) {
     // An error means the server is gone, which also means stop.
     let _ = shutdown.wait_for(|s| *s).await;
-}
-
-async fn run(export: &dyn Export, h: RequestHeader, payload: Bytes) -> Outgoing {
-    reply(h.handle, execute(export, h, payload).await)
-}
-
-fn reply(handle: u64, outcome: Result<Option<Bytes>, Errno>) -> Outgoing {
-    match outcome {
-        Ok(data) => Outgoing {
-            handle,
-            error: None,
-            data,
-        },
-        Err(e) => Outgoing {
-            handle,
-            error: Some(e),
-            data: None,
-        },
-    }
-}
-
-async fn write_replies<W: AsyncWrite + Unpin>(
-    w: W,
-    mut rx: mpsc::Receiver<Outgoing>,
-) -> io::Result<()> {
-    let mut w = BufWriter::with_capacity(64 * 1024, w);
-    while let Some(mut msg) = rx.recv().await {
-        loop {
-            w.write_all(&simple_reply_bytes(msg.handle, msg.error))
-                .await?;
-            if let Some(data) = msg.data.take() {
-                w.write_all(&data).await?;
-            }
-            match rx.try_recv() {
-                Ok(next) => msg = next,
-                Err(_) => break,
-            }
-        }
-        w.flush().await?;
-    }
-    w.shutdown().await
 }
