@@ -354,3 +354,151 @@ async fn file_export_over_a_unix_socket() {
     let on_disk = std::fs::read(&img).unwrap();
     assert_eq!(&on_disk[65_536 + 1024..65_536 + 128 * 1024], &data[1024..]);
 }
+
+/// A hand-written old server: refuses NBD_OPT_GO, accepts NBD_OPT_EXPORT_NAME with the 124
+/// zero bytes, then answers one read with a fixed pattern.
+#[tokio::test]
+async fn client_falls_back_to_export_name() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut s, _) = listener.accept().await.unwrap();
+        let mut g = b"NBDMAGICIHAVEOPT".to_vec();
+        g.extend_from_slice(&[0, 1]); // FIXED_NEWSTYLE only: zeroes will follow
+        s.write_all(&g).await.unwrap();
+        let mut flags = [0u8; 4];
+        s.read_exact(&mut flags).await.unwrap();
+        assert_eq!(
+            flags,
+            [0, 0, 0, 1],
+            "client must not ask for NO_ZEROES here"
+        );
+        // First option: GO -> ERR_UNSUP.
+        let mut h = [0u8; 16];
+        s.read_exact(&mut h).await.unwrap();
+        assert_eq!(&h[8..12], &[0, 0, 0, 7]);
+        let mut body = vec![0u8; u32::from_be_bytes(h[12..16].try_into().unwrap()) as usize];
+        s.read_exact(&mut body).await.unwrap();
+        let mut rep = vec![0, 3, 0xe8, 0x89, 0x04, 0x55, 0x65, 0xa9, 0, 0, 0, 7];
+        rep.extend_from_slice(&[0x80, 0, 0, 1, 0, 0, 0, 0]);
+        s.write_all(&rep).await.unwrap();
+        // Second option: EXPORT_NAME "old".
+        s.read_exact(&mut h).await.unwrap();
+        assert_eq!(&h[8..16], &[0, 0, 0, 1, 0, 0, 0, 3]);
+        let mut name = [0u8; 3];
+        s.read_exact(&mut name).await.unwrap();
+        assert_eq!(&name, b"old");
+        let mut info = 65536u64.to_be_bytes().to_vec();
+        info.extend_from_slice(&[0, 1]); // HAS_FLAGS only
+        info.extend_from_slice(&[0u8; 124]);
+        s.write_all(&info).await.unwrap();
+        // One read request, answered with 0x77 bytes.
+        let mut req = [0u8; 28];
+        s.read_exact(&mut req).await.unwrap();
+        assert_eq!(&req[4..8], &[0, 0, 0, 0], "flags 0, NBD_CMD_READ");
+        assert_eq!(&req[24..28], &[0, 0, 0, 16]);
+        let mut r = vec![0x67, 0x44, 0x66, 0x98, 0, 0, 0, 0];
+        r.extend_from_slice(&req[8..16]);
+        r.extend_from_slice(&[0x77; 16]);
+        s.write_all(&r).await.unwrap();
+        let mut rest = Vec::new();
+        s.read_to_end(&mut rest).await.unwrap();
+        rest
+    });
+    let c = NbdClient::connect(addr, "old").await.unwrap();
+    assert_eq!(c.size(), 65536);
+    assert_eq!(c.flags().0, 1);
+    assert!(matches!(
+        c.flush().await,
+        Err(ClientError::Unsupported("flush"))
+    ));
+    assert!(matches!(
+        c.write(0, vec![1], true).await,
+        Err(ClientError::Unsupported("FUA"))
+    ));
+    assert_eq!(&c.read(0, 16).await.unwrap()[..], &[0x77; 16]);
+    c.disconnect().await.unwrap();
+    // After the read, the client sent exactly one NBD_CMD_DISC and closed.
+    let rest = server.await.unwrap();
+    assert_eq!(rest.len(), 28);
+    assert_eq!(&rest[..8], &[0x25, 0x60, 0x95, 0x13, 0, 0, 0, 2]);
+}
+
+mod model {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Write(u64, usize, u8, bool),
+        Zero(u64, usize),
+        Trim(u64, usize),
+        Read(u64, usize),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        let off = 0u64..60_000;
+        let len = 1usize..6_000;
+        prop_oneof![
+            (off.clone(), len.clone(), any::<u8>(), any::<bool>())
+                .prop_map(|(o, l, b, f)| Op::Write(o, l, b, f)),
+            (off.clone(), len.clone()).prop_map(|(o, l)| Op::Zero(o, l)),
+            (off.clone(), len.clone()).prop_map(|(o, l)| Op::Trim(o, l)),
+            (off, len).prop_map(|(o, l)| Op::Read(o, l)),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(24))]
+        /// Any sequence of client operations leaves the export equal to a flat byte array,
+        /// and every read returns the model's bytes.
+        #[test]
+        fn client_server_match_a_flat_model(ops in prop::collection::vec(op(), 1..30)) {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                const SIZE: u64 = 64 * 1024;
+                let mem = Arc::new(MemExport::new(SIZE));
+                let srv = start(ExportMap::new().with("m", mem.clone()), ServerConfig::default()).await;
+                let c = NbdClient::connect(srv.addr, "m").await.unwrap();
+                let mut model = vec![0u8; SIZE as usize];
+                for op in ops {
+                    match op {
+                        Op::Write(o, l, b, fua) => {
+                            let l = l.min((SIZE - o) as usize);
+                            c.write(o, vec![b; l], fua).await.unwrap();
+                            model[o as usize..o as usize + l].fill(b);
+                        }
+                        Op::Zero(o, l) if o + l as u64 > SIZE => {
+                            let r = c.write_zeroes(o, l as u32, false).await;
+                            assert!(matches!(r, Err(ClientError::Server(Errno::NoSpc))));
+                        }
+                        Op::Trim(o, l) if o + l as u64 > SIZE => {
+                            let r = c.trim(o, l as u32).await;
+                            assert!(matches!(r, Err(ClientError::Server(Errno::Inval))));
+                        }
+                        Op::Zero(o, l) => {
+                            c.write_zeroes(o, l as u32, false).await.unwrap();
+                            model[o as usize..o as usize + l].fill(0);
+                        }
+                        Op::Trim(o, l) => {
+                            c.trim(o, l as u32).await.unwrap();
+                            model[o as usize..o as usize + l].fill(0);
+                        }
+                        Op::Read(o, l) if o + l as u64 > SIZE => {
+                            let r = c.read(o, l as u32).await;
+                            assert!(matches!(r, Err(ClientError::Server(Errno::Inval))));
+                        }
+                        Op::Read(o, l) => {
+                            let got = c.read(o, l as u32).await.unwrap();
+                            assert_eq!(&got[..], &model[o as usize..o as usize + l]);
+                        }
+                    }
+                }
+                assert_eq!(&mem.read_sync(0, SIZE as usize)[..], &model[..]);
+                c.disconnect().await.unwrap();
+                srv.stop().await;
+            });
+        }
+    }
+}
