@@ -17,6 +17,12 @@
 //! the oneshot channel and, for reads, the data itself (split without copying from the
 //! reader's buffer). A semaphore bounds requests in flight (default 128).
 //!
+//! **Cancellation.** Dropping a request future (a timeout, say) is safe: channel space is
+//! reserved before a slot is taken, the writer task writes whole requests only, and a
+//! reply for an abandoned request just frees its slot. Writing from the caller's task
+//! under a lock would save a wake-up but could leave half a request on the wire if the
+//! caller were cancelled mid-write, so the writer task stays.
+//!
 //! **Ending.** [`NbdClient::disconnect`] sends `NBD_CMD_DISC`; requests already sent
 //! still get their replies (the server drains), later ones fail with
 //! [`ClientError::Disconnected`]. If the connection breaks, every pending request fails
@@ -24,6 +30,7 @@
 
 use std::io;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Buf, Bytes, BytesMut};
@@ -155,7 +162,9 @@ struct Outgoing {
 /// A connected, pipelined NBD client. Share it by reference or `Arc` between tasks.
 pub struct NbdClient {
     shared: Arc<Shared>,
-    tx: Mutex<Option<mpsc::Sender<Outgoing>>>,
+    tx: mpsc::Sender<Outgoing>,
+    /// Set by `disconnect`; later requests fail at once.
+    closed: AtomicBool,
     reader: Mutex<Option<JoinHandle<()>>>,
     size: u64,
     flags: TransmissionFlags,
@@ -196,7 +205,8 @@ impl NbdClient {
         let reader = tokio::spawn(read_replies(r, buf, shared.clone()));
         Ok(NbdClient {
             shared,
-            tx: Mutex::new(Some(tx)),
+            tx,
+            closed: AtomicBool::new(false),
             reader: Mutex::new(Some(reader)),
             size,
             flags,
@@ -269,8 +279,7 @@ impl NbdClient {
     /// Send `NBD_CMD_DISC` and wait until the server has answered every request already
     /// sent and closed the connection.
     pub async fn disconnect(&self) -> Result<(), ClientError> {
-        let tx = self.tx.lock().unwrap_or_else(|e| e.into_inner()).take();
-        if let Some(tx) = tx {
+        if !self.closed.swap(true, Ordering::AcqRel) {
             let header = RequestHeader {
                 flags: 0,
                 command: Command::Disconnect,
@@ -278,7 +287,8 @@ impl NbdClient {
                 offset: 0,
                 length: 0,
             };
-            let _ = tx
+            let _ = self
+                .tx
                 .send(Outgoing {
                     header,
                     payload: None,
@@ -316,16 +326,20 @@ impl NbdClient {
         length: u32,
         payload: Option<Bytes>,
     ) -> Result<Bytes, ClientError> {
-        let tx = self
-            .tx
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
-            .ok_or(ClientError::Disconnected)?;
+        if self.closed.load(Ordering::Acquire) {
+            return Err(ClientError::Disconnected);
+        }
         let _permit = self
             .shared
             .permits
             .acquire()
+            .await
+            .map_err(|_| ClientError::Disconnected)?;
+        // Reserve channel space before taking a slot: if this future is dropped while
+        // waiting, no slot is left behind, and once reserved the send cannot block.
+        let send = self
+            .tx
+            .reserve()
             .await
             .map_err(|_| ClientError::Disconnected)?;
         let (done, rx) = oneshot::channel();
@@ -341,10 +355,7 @@ impl NbdClient {
             offset,
             length,
         };
-        if tx.send(Outgoing { header, payload }).await.is_err() {
-            self.shared.take(handle);
-            return Err(ClientError::Disconnected);
-        }
+        send.send(Outgoing { header, payload });
         rx.await.map_err(|_| ClientError::Disconnected)?
     }
 }
