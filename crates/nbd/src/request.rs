@@ -50,6 +50,15 @@ impl RequestHeader {
         }
     }
 
+    /// Bytes of data the reply carries (the length of a read).
+    pub fn read_len(&self) -> usize {
+        if self.command == Command::Read {
+            self.length as usize
+        } else {
+            0
+        }
+    }
+
     /// Check the request against an export of `size` bytes with transmission `flags`.
     ///
     /// Order of checks: unknown command, unsupported flag, unsupported command, read-only

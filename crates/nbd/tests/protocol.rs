@@ -403,3 +403,44 @@ async fn a_write_split_across_many_segments_is_reassembled() {
     assert!(got.iter().enumerate().all(|(i, &b)| b == (i % 251) as u8));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn shutdown_closes_negotiating_clients_and_returns() {
+    let server = Server::start().await;
+    let mut idle = connect(&server, 3).await;
+    let mut listing = connect(&server, 3).await;
+    send_opt(&mut listing, 3, &[]).await;
+    assert_eq!(opt_reply(&mut listing).await.1, 2);
+    server.stop().await;
+    expect_closed(&mut idle).await;
+}
+
+#[tokio::test]
+async fn silent_clients_time_out_in_negotiation() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let exports = ExportMap::new().with("disk", Arc::new(MemExport::new(SIZE)));
+    let config = nbd::ServerConfig {
+        max_connections: 1,
+        handshake_timeout: Duration::from_millis(100),
+        ..nbd::ServerConfig::default()
+    };
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(nbd::serve_with(
+        listener,
+        Arc::new(exports),
+        config,
+        async move {
+            let _ = rx.await;
+        },
+    ));
+    // The silent client holds the only slot, then is dropped by the server.
+    let mut silent = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(&read_n(&mut silent, 18).await[..8], b"NBDMAGIC");
+    expect_closed(&mut silent).await;
+    // The slot is free again.
+    let mut next = TcpStream::connect(addr).await.unwrap();
+    assert_eq!(&read_n(&mut next, 18).await[..8], b"NBDMAGIC");
+    stop.send(()).unwrap();
+    task.await.unwrap().unwrap();
+}

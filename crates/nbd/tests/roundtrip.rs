@@ -264,6 +264,7 @@ async fn connection_cap_makes_extra_clients_wait() {
     let cfg = ServerConfig {
         max_connections: 1,
         max_in_flight: 4,
+        ..ServerConfig::default()
     };
     let srv = start(ExportMap::new().with("d", mem), cfg).await;
     let first = NbdClient::connect(srv.addr, "d").await.unwrap();
@@ -501,4 +502,31 @@ mod model {
             });
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn byte_budget_bounds_large_requests_in_flight() {
+    // 64 MiB of payload per connection: two 32 MiB reads at a time, not four.
+    let slow = Arc::new(SlowExport::new(256 << 20, Duration::from_millis(100)));
+    let srv = start(
+        ExportMap::new().with("d", slow.clone()),
+        ServerConfig::default(),
+    )
+    .await;
+    let c = Arc::new(NbdClient::connect(srv.addr, "d").await.unwrap());
+    let mut tasks = Vec::new();
+    for i in 0..4u64 {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            c.read((1 << 20) + i * (32 << 20), 32 << 20)
+                .await
+                .map(|b| b.len())
+        }));
+    }
+    for t in tasks {
+        assert_eq!(t.await.unwrap().unwrap(), 32 << 20);
+    }
+    assert_eq!(slow.peak.load(Ordering::SeqCst), 2);
+    c.disconnect().await.unwrap();
+    srv.stop().await;
 }

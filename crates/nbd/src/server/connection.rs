@@ -8,9 +8,11 @@
 //!   its error value. A good one is started *in the reader*: its future is polled once,
 //!   and if it is already complete (a memory export, a cache hit) the reply is written
 //!   right here, saving a task spawn and two cross-thread wake-ups per request. Only a
-//!   future that has to wait is spawned as its own task, once a permit of the
-//!   per-connection in-flight semaphore is held (backpressure: at most `max_in_flight`
-//!   spawned requests at once, after which the reader stops reading).
+//!   future that has to wait is spawned as its own task. Before it starts, a request
+//!   takes a slot of the per-connection `max_in_flight` semaphore and its payload's share
+//!   of a 64 MiB byte budget; when either runs out the reader stops reading (backpressure),
+//!   so a client that floods large reads and never collects the replies costs bounded
+//!   memory.
 //! * **Replies** go out in completion order, not request order, through one
 //!   [`ReplyWriter`]: a `BufWriter` behind an async mutex plus a count of replies waiting
 //!   for the lock. Whoever writes the last waiting reply flushes, so a burst of replies
@@ -31,7 +33,7 @@ use std::task::Poll;
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
-use tokio::sync::{watch, Mutex, Semaphore};
+use tokio::sync::{watch, Mutex, OwnedSemaphorePermit, Semaphore};
 
 use crate::reply::simple_reply_bytes;
 use crate::request::parse_request;
@@ -98,8 +100,18 @@ where
     W: AsyncWrite + Unpin + Send + 'static,
 {
     let mut buf = BytesMut::with_capacity(64 * 1024);
+    let negotiation = tokio::time::timeout(
+        config.handshake_timeout,
+        negotiate(&mut r, &mut w, &mut buf, exports.as_ref()),
+    );
     let export = tokio::select! {
-        res = negotiate(&mut r, &mut w, &mut buf, exports.as_ref()) => res?,
+        res = negotiation => match res {
+            Ok(res) => res?,
+            Err(_) => {
+                tracing::debug!("negotiation timed out");
+                None
+            }
+        },
         _ = stopped(&mut shutdown) => None,
     };
     let Some(export) = export else {
@@ -126,6 +138,7 @@ where
     });
     let max_in_flight = config.max_in_flight.clamp(1, Semaphore::MAX_PERMITS) as u32;
     let in_flight = Arc::new(Semaphore::new(max_in_flight as usize));
+    let in_flight_kib = Arc::new(Semaphore::new(IN_FLIGHT_KIB as usize));
     let size = export.size();
     let flags = export.capabilities().transmission_flags();
     // Whether the reader wrote replies it has not flushed yet.
@@ -157,6 +170,16 @@ where
                     unflushed = true;
                     continue;
                 }
+                // Admission: a request slot and its share of the byte budget, so a client
+                // that never reads its replies cannot make the server buffer without bound.
+                let kib = (h.payload_len().max(h.read_len()) as u32).div_ceil(1024);
+                let admitted = tokio::select! {
+                    a = admit(&in_flight, &in_flight_kib, kib) => a,
+                    _ = stopped(&mut shutdown) => {
+                        let _ = writer.send(h.handle, Err(Errno::Shutdown), false).await;
+                        break Ok(());
+                    }
+                };
                 let payload = frame.slice(REQUEST_HEADER_LEN..);
                 let export = export.clone();
                 let mut request =
@@ -164,28 +187,20 @@ where
                 // Poll once here; most memory-backed requests finish at once.
                 let first = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;
                 if let Poll::Ready(outcome) = first {
+                    drop(admitted);
                     if let Err(e) = writer.send(h.handle, outcome, true).await {
                         break Err(e);
                     }
                     unflushed = true;
                     continue;
                 }
-                let permit = tokio::select! {
-                    p = in_flight.clone().acquire_owned() => p.expect("semaphore never closed"),
-                    _ = stopped(&mut shutdown) => {
-                        // A request already read still gets an answer.
-                        let outcome = request.await;
-                        let _ = writer.send(h.handle, outcome, false).await;
-                        break Ok(());
-                    }
-                };
                 let writer = writer.clone();
                 tokio::spawn(async move {
                     let outcome = request.await;
                     if let Err(e) = writer.send(h.handle, outcome, false).await {
                         tracing::debug!(error = %e, "could not send a reply");
                     }
-                    drop(permit);
+                    drop(admitted);
                 });
             }
             Parse::Incomplete { needed } => {
@@ -219,6 +234,27 @@ where
     }
     .await;
     result.and(closed)
+}
+
+/// Budget of request and reply payload held by one connection's requests, in KiB
+/// (64 MiB: two maximum-size requests, or 16384 requests of 4 KiB).
+const IN_FLIGHT_KIB: u32 = 64 * 1024;
+
+/// Wait for a request slot and `kib` KiB of payload budget.
+async fn admit(
+    slots: &Arc<Semaphore>,
+    bytes: &Arc<Semaphore>,
+    kib: u32,
+) -> (OwnedSemaphorePermit, OwnedSemaphorePermit) {
+    let slot = slots.clone().acquire_owned().await;
+    let budget = bytes
+        .clone()
+        .acquire_many_owned(kib.min(IN_FLIGHT_KIB))
+        .await;
+    (
+        slot.expect("semaphore never closed"),
+        budget.expect("semaphore never closed"),
+    )
 }
 
 /// Completes once the server asks connections to stop.

@@ -13,6 +13,8 @@
 //!   `connection`). Connections still negotiating are closed.
 //! * **Listeners.** TCP and Unix-domain sockets ([`Listener`]); both are split into owned
 //!   read and write halves so the reader and the reply writer run as separate tasks.
+//! * **Negotiation timeout.** A client that has not finished negotiating within
+//!   `handshake_timeout` is disconnected, so silent clients cannot hold slots forever.
 //! * Accept errors (such as running out of file descriptors) are logged and retried after
 //!   a short pause; they never end the server.
 
@@ -39,6 +41,9 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Most requests executing at once per connection (default 128).
     pub max_in_flight: usize,
+    /// Longest a client may take to finish negotiation before it is disconnected, so a
+    /// silent client cannot hold a connection slot forever (default 30 s).
+    pub handshake_timeout: Duration,
 }
 
 impl Default for ServerConfig {
@@ -46,6 +51,7 @@ impl Default for ServerConfig {
         ServerConfig {
             max_connections: 256,
             max_in_flight: 128,
+            handshake_timeout: Duration::from_secs(30),
         }
     }
 }
