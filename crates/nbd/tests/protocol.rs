@@ -444,3 +444,63 @@ async fn silent_clients_time_out_in_negotiation() {
     stop.send(()).unwrap();
     task.await.unwrap().unwrap();
 }
+
+mod garbage {
+    use super::*;
+    use proptest::prelude::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    static PANICS: AtomicUsize = AtomicUsize::new(0);
+
+    /// Bytes that look like requests often enough to reach past the magic check.
+    fn blob() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(
+            prop_oneof![
+                prop::collection::vec(any::<u8>(), 0..40),
+                (any::<u16>(), 0u16..8, any::<u64>(), any::<u32>()).prop_map(|(f, c, o, l)| {
+                    let mut r = request(f, c, 1, o % (2 * SIZE), l % 70_000);
+                    if c == 1 {
+                        r.extend(vec![0x42; (l % 70_000).min(100) as usize]);
+                    }
+                    r
+                }),
+            ],
+            1..8,
+        )
+        .prop_map(|parts| parts.concat())
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+        /// Whatever a client sends after negotiation, the server neither panics nor stops
+        /// serving other clients.
+        #[test]
+        fn server_survives_garbage(bytes in blob(), go_first: bool) {
+            let prev = std::panic::take_hook();
+            std::panic::set_hook(Box::new(move |info| {
+                PANICS.fetch_add(1, Ordering::SeqCst);
+                prev(info);
+            }));
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let server = Server::start().await;
+                let mut s = if go_first {
+                    go(&server, "disk").await
+                } else {
+                    connect(&server, 1).await
+                };
+                let _ = s.write_all(&bytes).await;
+                let _ = s.shutdown().await;
+                let mut sink = Vec::new();
+                let _ = tokio::time::timeout(Duration::from_secs(5), s.read_to_end(&mut sink)).await;
+                // Another client is still served.
+                let mut t = go(&server, "disk").await;
+                t.write_all(&request(0, 0, 9, 0, 1)).await.unwrap();
+                assert_eq!(reply(&mut t).await, (0, 9));
+                server.stop().await;
+            });
+            let _ = std::panic::take_hook();
+            prop_assert_eq!(PANICS.load(Ordering::SeqCst), 0);
+        }
+    }
+}
