@@ -1,0 +1,530 @@
+//! [`NbdClient`]: a pipelined NBD client (used by level-1 nodes to reach level-2 nodes).
+//!
+//! **Handshake.** Fixed newstyle: read the greeting, send client flags (`FIXED_NEWSTYLE`,
+//! and `NO_ZEROES` when offered), then `NBD_OPT_GO` for the export. A server that answers
+//! `NBD_REP_ERR_UNSUP` gets the old `NBD_OPT_EXPORT_NAME` instead; `NBD_REP_ERR_UNKNOWN`
+//! (or a server that closes after `EXPORT_NAME`) is [`ClientError::UnknownExport`].
+//! Structured replies are not requested, so every reply is a simple reply.
+//!
+//! **Pipelining.** Any number of tasks may call the request methods at once on a shared
+//! `&NbdClient`. Each request takes a slot in a slab of in-flight requests; the handle on
+//! the wire is `generation << 32 | slot`, so matching a reply is an index, not a hash
+//! lookup, and a stale or forged handle is detected by its generation. A writer task
+//! owns the socket's write half and batches requests into one flush when several are
+//! queued; a reader task frames replies, takes the slot named by the handle (learning
+//! from it how many data bytes follow a successful read), and completes the caller's
+//! oneshot channel. Replies may arrive in any order. Per request the only allocations are
+//! the oneshot channel and, for reads, the data itself (split without copying from the
+//! reader's buffer). A semaphore bounds requests in flight (default 128).
+//!
+//! **Cancellation.** Dropping a request future (a timeout, say) is safe: channel space is
+//! reserved before a slot is taken, the writer task writes whole requests only, and a
+//! reply for an abandoned request just frees its slot. Writing from the caller's task
+//! under a lock would save a wake-up but could leave half a request on the wire if the
+//! caller were cancelled mid-write, so the writer task stays.
+//!
+//! **Ending.** [`NbdClient::disconnect`] sends `NBD_CMD_DISC`; requests already sent
+//! still get their replies (the server drains), later ones fail with
+//! [`ClientError::Disconnected`]. If the connection breaks, every pending request fails
+//! with the same error.
+
+use std::io;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::net::{TcpStream, ToSocketAddrs, UnixStream};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::task::JoinHandle;
+
+use crate::framed::read_parsed;
+use crate::handshake::{self, InfoItem};
+use crate::reply::parse_simple_reply;
+use crate::request::{encode_request, RequestHeader};
+use crate::wire::{
+    opt, rep, Command, Errno, Parse, ProtocolError, TransmissionFlags, CLIENT_FLAG_FIXED_NEWSTYLE,
+    CLIENT_FLAG_NO_ZEROES, CMD_FLAG_FUA, HS_FLAG_FIXED_NEWSTYLE, HS_FLAG_NO_ZEROES, MAX_PAYLOAD,
+    SIMPLE_REPLY_HEADER_LEN,
+};
+
+/// Why a client operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Socket error.
+    #[error("I/O error: {0}")]
+    Io(#[from] io::Error),
+    /// The server broke the protocol.
+    #[error("protocol error: {0}")]
+    Protocol(#[from] ProtocolError),
+    /// The server has no export of that name.
+    #[error("the server has no export named {0:?}")]
+    UnknownExport(String),
+    /// The server refused an option with an error reply.
+    #[error("the server refused option {option} with reply type {reply:#x}")]
+    OptionRefused {
+        /// Option code.
+        option: u32,
+        /// Error reply type.
+        reply: u32,
+    },
+    /// The server answered the request with an NBD error value.
+    #[error("the server answered {0}")]
+    Server(Errno),
+    /// The request cannot be sent to this export (unsupported command or flag, length
+    /// above the maximum payload).
+    #[error("request not supported by this export: {0}")]
+    Unsupported(&'static str),
+    /// The connection is closed.
+    #[error("the connection is closed")]
+    Disconnected,
+}
+
+type Reply = Result<Bytes, ClientError>;
+
+struct Pending {
+    done: oneshot::Sender<Reply>,
+    read_len: u32,
+}
+
+struct Slot {
+    generation: u32,
+    pending: Option<Pending>,
+}
+
+#[derive(Default)]
+struct Slots {
+    slots: Vec<Slot>,
+    free: Vec<u32>,
+    closed: bool,
+}
+
+struct Shared {
+    slots: Mutex<Slots>,
+    permits: Semaphore,
+}
+
+impl Shared {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Slots> {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn register(&self, pending: Pending) -> Option<u64> {
+        let mut s = self.lock();
+        if s.closed {
+            return None;
+        }
+        let idx = match s.free.pop() {
+            Some(i) => i,
+            None => {
+                s.slots.push(Slot {
+                    generation: 0,
+                    pending: None,
+                });
+                (s.slots.len() - 1) as u32
+            }
+        };
+        let slot = &mut s.slots[idx as usize];
+        slot.pending = Some(pending);
+        Some(((slot.generation as u64) << 32) | idx as u64)
+    }
+
+    fn take(&self, handle: u64) -> Option<Pending> {
+        let mut s = self.lock();
+        let idx = (handle & 0xffff_ffff) as usize;
+        let slot = s.slots.get_mut(idx)?;
+        if slot.generation != (handle >> 32) as u32 {
+            return None;
+        }
+        let p = slot.pending.take()?;
+        slot.generation = slot.generation.wrapping_add(1);
+        s.free.push(idx as u32);
+        Some(p)
+    }
+
+    fn close(&self) {
+        let mut s = self.lock();
+        s.closed = true;
+        for slot in &mut s.slots {
+            if let Some(p) = slot.pending.take() {
+                let _ = p.done.send(Err(ClientError::Disconnected));
+            }
+        }
+    }
+}
+
+struct Outgoing {
+    header: RequestHeader,
+    payload: Option<Bytes>,
+}
+
+/// A connected, pipelined NBD client. Share it by reference or `Arc` between tasks.
+pub struct NbdClient {
+    shared: Arc<Shared>,
+    tx: mpsc::Sender<Outgoing>,
+    /// Set by `disconnect`; later requests fail at once.
+    closed: AtomicBool,
+    reader: Mutex<Option<JoinHandle<()>>>,
+    size: u64,
+    flags: TransmissionFlags,
+}
+
+const MAX_IN_FLIGHT: usize = 128;
+
+impl NbdClient {
+    /// Connect over TCP and open `export`.
+    pub async fn connect(addr: impl ToSocketAddrs, export: &str) -> Result<Self, ClientError> {
+        let s = TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        let (r, w) = s.into_split();
+        Self::handshake(r, w, export).await
+    }
+
+    /// Connect over a Unix-domain socket and open `export`.
+    pub async fn connect_unix(path: impl AsRef<Path>, export: &str) -> Result<Self, ClientError> {
+        let (r, w) = UnixStream::connect(path).await?.into_split();
+        Self::handshake(r, w, export).await
+    }
+
+    /// Run the handshake on an already connected stream, then start the reader and
+    /// writer tasks.
+    pub async fn handshake<R, W>(mut r: R, mut w: W, export: &str) -> Result<Self, ClientError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        let (size, flags) = negotiate(&mut r, &mut w, &mut buf, export).await?;
+        let shared = Arc::new(Shared {
+            slots: Mutex::new(Slots::default()),
+            permits: Semaphore::new(MAX_IN_FLIGHT),
+        });
+        let (tx, rx) = mpsc::channel(MAX_IN_FLIGHT);
+        tokio::spawn(write_requests(w, rx));
+        let reader = tokio::spawn(read_replies(r, buf, shared.clone()));
+        Ok(NbdClient {
+            shared,
+            tx,
+            closed: AtomicBool::new(false),
+            reader: Mutex::new(Some(reader)),
+            size,
+            flags,
+        })
+    }
+
+    /// Export size in bytes.
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    /// Transmission flags the server sent.
+    pub fn flags(&self) -> TransmissionFlags {
+        self.flags
+    }
+
+    /// Read `len` bytes at `offset`.
+    pub async fn read(&self, offset: u64, len: u32) -> Result<Bytes, ClientError> {
+        if len > MAX_PAYLOAD {
+            return Err(ClientError::Unsupported(
+                "read longer than the maximum payload",
+            ));
+        }
+        self.request(Command::Read, 0, offset, len, None).await
+    }
+
+    /// Write `data` at `offset`; with `fua`, the reply waits until the data is durable.
+    pub async fn write(
+        &self,
+        offset: u64,
+        data: impl Into<Bytes>,
+        fua: bool,
+    ) -> Result<(), ClientError> {
+        let data = data.into();
+        if data.len() > MAX_PAYLOAD as usize {
+            return Err(ClientError::Unsupported(
+                "write longer than the maximum payload",
+            ));
+        }
+        let flags = self.fua_flag(fua)?;
+        let len = data.len() as u32;
+        self.request(Command::Write, flags, offset, len, Some(data))
+            .await
+            .map(drop)
+    }
+
+    /// Make every completed write durable.
+    pub async fn flush(&self) -> Result<(), ClientError> {
+        self.need(TransmissionFlags::SEND_FLUSH, "flush")?;
+        self.request(Command::Flush, 0, 0, 0, None).await.map(drop)
+    }
+
+    /// Discard `len` bytes at `offset`.
+    pub async fn trim(&self, offset: u64, len: u32) -> Result<(), ClientError> {
+        self.need(TransmissionFlags::SEND_TRIM, "trim")?;
+        self.request(Command::Trim, 0, offset, len, None)
+            .await
+            .map(drop)
+    }
+
+    /// Zero `len` bytes at `offset`.
+    pub async fn write_zeroes(&self, offset: u64, len: u32, fua: bool) -> Result<(), ClientError> {
+        self.need(TransmissionFlags::SEND_WRITE_ZEROES, "write zeroes")?;
+        let flags = self.fua_flag(fua)?;
+        self.request(Command::WriteZeroes, flags, offset, len, None)
+            .await
+            .map(drop)
+    }
+
+    /// Send `NBD_CMD_DISC` and wait until the server has answered every request already
+    /// sent and closed the connection.
+    pub async fn disconnect(&self) -> Result<(), ClientError> {
+        if !self.closed.swap(true, Ordering::AcqRel) {
+            let header = RequestHeader {
+                flags: 0,
+                command: Command::Disconnect,
+                handle: 0,
+                offset: 0,
+                length: 0,
+            };
+            let _ = self
+                .tx
+                .send(Outgoing {
+                    header,
+                    payload: None,
+                })
+                .await;
+        }
+        let reader = self.reader.lock().unwrap_or_else(|e| e.into_inner()).take();
+        if let Some(reader) = reader {
+            let _ = reader.await;
+        }
+        Ok(())
+    }
+
+    fn need(&self, bit: u16, what: &'static str) -> Result<(), ClientError> {
+        if self.flags.has(bit) {
+            Ok(())
+        } else {
+            Err(ClientError::Unsupported(what))
+        }
+    }
+
+    fn fua_flag(&self, fua: bool) -> Result<u16, ClientError> {
+        if !fua {
+            return Ok(0);
+        }
+        self.need(TransmissionFlags::SEND_FUA, "FUA")?;
+        Ok(CMD_FLAG_FUA)
+    }
+
+    async fn request(
+        &self,
+        command: Command,
+        flags: u16,
+        offset: u64,
+        length: u32,
+        payload: Option<Bytes>,
+    ) -> Result<Bytes, ClientError> {
+        if self.closed.load(Ordering::Acquire) {
+            return Err(ClientError::Disconnected);
+        }
+        let _permit = self
+            .shared
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| ClientError::Disconnected)?;
+        // Reserve channel space before taking a slot: if this future is dropped while
+        // waiting, no slot is left behind, and once reserved the send cannot block.
+        let send = self
+            .tx
+            .reserve()
+            .await
+            .map_err(|_| ClientError::Disconnected)?;
+        let (done, rx) = oneshot::channel();
+        let read_len = if command == Command::Read { length } else { 0 };
+        let handle = self
+            .shared
+            .register(Pending { done, read_len })
+            .ok_or(ClientError::Disconnected)?;
+        let header = RequestHeader {
+            flags,
+            command,
+            handle,
+            offset,
+            length,
+        };
+        send.send(Outgoing { header, payload });
+        rx.await.map_err(|_| ClientError::Disconnected)?
+    }
+}
+
+async fn negotiate<R, W>(
+    r: &mut R,
+    w: &mut W,
+    buf: &mut BytesMut,
+    export: &str,
+) -> Result<(u64, TransmissionFlags), ClientError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let eof = || ClientError::Io(io::ErrorKind::UnexpectedEof.into());
+    let (hflags, used) = read_parsed(r, buf, handshake::parse_greeting)
+        .await?
+        .ok_or_else(eof)?;
+    buf.advance(used);
+    let fixed = hflags & HS_FLAG_FIXED_NEWSTYLE != 0;
+    let no_zeroes = hflags & HS_FLAG_NO_ZEROES != 0;
+    let mut cflags = 0;
+    if fixed {
+        cflags |= CLIENT_FLAG_FIXED_NEWSTYLE;
+    }
+    if no_zeroes {
+        cflags |= CLIENT_FLAG_NO_ZEROES;
+    }
+    let mut out = Vec::with_capacity(64 + export.len());
+    out.extend_from_slice(&cflags.to_be_bytes());
+    if fixed {
+        let body = handshake::encode_info_request(export, &[]);
+        handshake::encode_option(&mut out, opt::GO, &body);
+        w.write_all(&out).await?;
+        w.flush().await?;
+        let mut info = None;
+        loop {
+            let (reply, used) = read_parsed(r, buf, handshake::parse_option_reply)
+                .await?
+                .ok_or_else(eof)?;
+            buf.advance(used);
+            match reply.reply_type {
+                rep::INFO => {
+                    if let InfoItem::Export { size, flags } = handshake::parse_info(&reply.data)? {
+                        info = Some((size, flags));
+                    }
+                }
+                rep::ACK => {
+                    return info.ok_or(ClientError::Protocol(ProtocolError::Malformed(
+                        "NBD_OPT_GO acknowledged without NBD_INFO_EXPORT",
+                    )));
+                }
+                rep::ERR_UNKNOWN => return Err(ClientError::UnknownExport(export.into())),
+                rep::ERR_UNSUP => break,
+                reply_type => {
+                    return Err(ClientError::OptionRefused {
+                        option: opt::GO,
+                        reply: reply_type,
+                    })
+                }
+            }
+        }
+        out.clear();
+    }
+    handshake::encode_option(&mut out, opt::EXPORT_NAME, export.as_bytes());
+    w.write_all(&out).await?;
+    w.flush().await?;
+    match read_parsed(r, buf, |b| handshake::parse_export_name_reply(b, no_zeroes)).await {
+        Ok(Some((v, used))) => {
+            buf.advance(used);
+            Ok(v)
+        }
+        // A server that does not know the export closes the connection.
+        Ok(None) => Err(ClientError::UnknownExport(export.into())),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
+            Err(ClientError::UnknownExport(export.into()))
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn write_requests<W: AsyncWrite + Unpin>(w: W, mut rx: mpsc::Receiver<Outgoing>) {
+    let mut w = BufWriter::with_capacity(64 * 1024, w);
+    let mut header = Vec::with_capacity(32);
+    'outer: while let Some(mut msg) = rx.recv().await {
+        loop {
+            header.clear();
+            encode_request(&mut header, &msg.header);
+            if w.write_all(&header).await.is_err() {
+                break 'outer;
+            }
+            if let Some(p) = msg.payload.take() {
+                if w.write_all(&p).await.is_err() {
+                    break 'outer;
+                }
+            }
+            if msg.header.command == Command::Disconnect {
+                let _ = w.flush().await;
+                break 'outer;
+            }
+            match rx.try_recv() {
+                Ok(next) => msg = next,
+                Err(_) => break,
+            }
+        }
+        if w.flush().await.is_err() {
+            break;
+        }
+    }
+    let _ = w.shutdown().await;
+}
+
+async fn read_replies<R: AsyncRead + Unpin>(mut r: R, mut buf: BytesMut, shared: Arc<Shared>) {
+    if let Err(e) = read_loop(&mut r, &mut buf, &shared).await {
+        tracing::debug!(error = %e, "NBD client connection ended");
+    }
+    shared.close();
+}
+
+async fn read_loop<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut BytesMut,
+    shared: &Shared,
+) -> Result<(), ClientError> {
+    loop {
+        let reply = match parse_simple_reply(buf)? {
+            Parse::Done(reply, _) => reply,
+            Parse::Incomplete { needed } => {
+                fill(r, buf, needed).await?;
+                continue;
+            }
+        };
+        let pending =
+            shared
+                .take(reply.handle)
+                .ok_or(ClientError::Protocol(ProtocolError::Malformed(
+                    "reply to a handle that is not in flight",
+                )))?;
+        let data_len = match reply.error {
+            None => pending.read_len as usize,
+            Some(_) => 0,
+        };
+        let total = SIMPLE_REPLY_HEADER_LEN + data_len;
+        if buf.len() < total {
+            if let Err(e) = fill(r, buf, total).await {
+                let _ = pending.done.send(Err(ClientError::Disconnected));
+                return Err(e);
+            }
+        }
+        buf.advance(SIMPLE_REPLY_HEADER_LEN);
+        let result = match reply.error {
+            None => Ok(buf.split_to(data_len).freeze()),
+            Some(e) => Err(ClientError::Server(e)),
+        };
+        let _ = pending.done.send(result);
+    }
+}
+
+/// Read until `buf` holds at least `needed` bytes; end of stream is `Disconnected`.
+async fn fill<R: AsyncRead + Unpin>(
+    r: &mut R,
+    buf: &mut BytesMut,
+    needed: usize,
+) -> Result<(), ClientError> {
+    while buf.len() < needed {
+        buf.reserve((needed - buf.len()).max(64 * 1024));
+        if r.read_buf(buf).await? == 0 {
+            return Err(ClientError::Disconnected);
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,41 @@
+//! The NBD (Network Block Device) protocol for Lachesis: both ends.
+//!
+//! Tenants reach a level-1 cache node over NBD, and level-1 nodes reach level-2 nodes
+//! over NBD (see `ARCHITECTURE.md`). This crate owns the protocol and nothing about
+//! caching. It is layered like mini-redis, so each layer can be tested alone:
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`wire`] | magics, flags, codes, error values, the [`wire::Parse`] outcome |
+//! | [`handshake`] | fixed newstyle negotiation messages, pure parse/encode |
+//! | [`request`] | transmission request framing and validation, pure |
+//! | [`reply`] | simple reply framing, pure |
+//! | [`server`] | accept loop, negotiation I/O, connections, command execution, the [`server::Export`] trait |
+//! | [`client`] | the pipelined [`client::NbdClient`] |
+//! | [`mem`], [`file`](mod@file) | two exports: sparse memory and a positional-I/O file |
+//!
+//! Parsers work on byte slices and never do I/O; an incomplete buffer is an ordinary
+//! [`wire::Parse::Incomplete`], and malformed input is an error value, never a panic.
+//! Follows the NBD protocol document of the reference implementation (`doc/proto.md`):
+//! fixed newstyle negotiation with `NBD_OPT_GO`/`INFO`/`LIST`/`ABORT`/`EXPORT_NAME`, simple
+//! replies, commands READ, WRITE (FUA), FLUSH, TRIM, WRITE_ZEROES and DISC. Not
+//! implemented: oldstyle negotiation, TLS, structured replies (refused with
+//! `NBD_REP_ERR_UNSUP`), block status, extended headers.
+
+pub mod client;
+pub mod file;
+mod framed;
+pub mod handshake;
+pub mod mem;
+pub mod reply;
+pub mod request;
+pub mod server;
+pub mod wire;
+
+pub use client::{ClientError, NbdClient};
+pub use file::FileExport;
+pub use mem::MemExport;
+pub use server::{
+    serve, serve_with, Capabilities, Export, ExportMap, ExportProvider, Listener, ServerConfig,
+};
+pub use wire::{Errno, TransmissionFlags};

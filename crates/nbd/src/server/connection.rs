@@ -1,0 +1,264 @@
+//! One client connection: negotiation, then the transmission phase.
+//!
+//! Structure of the transmission phase:
+//!
+//! * **Reader (this task).** Frames requests from a `BytesMut` with
+//!   [`crate::request::parse_request`]; a write's payload is split off the buffer as
+//!   `Bytes` without copying. Each request is checked; a bad one is answered at once with
+//!   its error value. A good one is started *in the reader*: its future is polled once,
+//!   and if it is already complete (a memory export, a cache hit) the reply is written
+//!   right here, saving a task spawn and two cross-thread wake-ups per request. Only a
+//!   future that has to wait is spawned as its own task. Before it starts, a request
+//!   takes a slot of the per-connection `max_in_flight` semaphore and its payload's share
+//!   of a 64 MiB byte budget; when either runs out the reader stops reading (backpressure),
+//!   so a client that floods large reads and never collects the replies costs bounded
+//!   memory.
+//! * **Replies** go out in completion order, not request order, through one
+//!   [`ReplyWriter`]: a `BufWriter` behind an async mutex plus a count of replies waiting
+//!   for the lock. Whoever writes the last waiting reply flushes, so a burst of replies
+//!   costs one system call; the reader flushes its own replies just before it would block
+//!   on reading, so a pipelined burst of fast requests is answered with one write too.
+//!
+//! **Ending.** On `NBD_CMD_DISC`, end of stream, a fatal protocol error or server shutdown
+//! the reader stops taking requests, waits until it holds every in-flight permit (every
+//! spawned request has written its reply), flushes and closes the write side. So every
+//! request that was read gets its reply before the socket closes: shutdown drains, it
+//! does not cut.
+
+use std::future::Future;
+use std::io;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::task::Poll;
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::sync::{watch, Mutex, OwnedSemaphorePermit, Semaphore};
+
+use crate::reply::simple_reply_bytes;
+use crate::request::parse_request;
+use crate::server::command::execute;
+use crate::server::export::{Export, ExportProvider};
+use crate::server::negotiate::negotiate;
+use crate::server::ServerConfig;
+use crate::wire::{Command, Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
+
+/// The write half of a connection, shared by the reader and the request tasks.
+struct ReplyWriter<W> {
+    w: Mutex<BufWriter<W>>,
+    /// Replies that are waiting for, or hold, the lock and have not been written yet.
+    waiting: AtomicUsize,
+}
+
+impl<W: AsyncWrite + Unpin> ReplyWriter<W> {
+    /// Write one reply; flush unless another reply is queued behind this one (whoever
+    /// writes the last one flushes) or `defer_flush` is set (the caller flushes later).
+    async fn send(&self, handle: u64, outcome: Outcome, defer_flush: bool) -> io::Result<()> {
+        self.waiting.fetch_add(1, Ordering::AcqRel);
+        let mut w = self.w.lock().await;
+        let res = write_reply(&mut w, handle, outcome).await;
+        let last = self.waiting.fetch_sub(1, Ordering::AcqRel) == 1;
+        match res {
+            Ok(()) if last && !defer_flush => w.flush().await,
+            other => other,
+        }
+    }
+
+    async fn flush(&self) -> io::Result<()> {
+        self.w.lock().await.flush().await
+    }
+}
+
+type Outcome = Result<Option<Bytes>, Errno>;
+
+async fn write_reply<W: AsyncWrite + Unpin>(
+    w: &mut BufWriter<W>,
+    handle: u64,
+    outcome: Outcome,
+) -> io::Result<()> {
+    let (error, data) = match outcome {
+        Ok(data) => (None, data),
+        Err(e) => (Some(e), None),
+    };
+    w.write_all(&simple_reply_bytes(handle, error)).await?;
+    if let Some(data) = data {
+        w.write_all(&data).await?;
+    }
+    Ok(())
+}
+
+/// Serve one accepted connection until the client leaves or the server shuts down.
+pub(crate) async fn handle<R, W>(
+    mut r: R,
+    mut w: W,
+    exports: Arc<dyn ExportProvider>,
+    config: ServerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) -> io::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let mut buf = BytesMut::with_capacity(64 * 1024);
+    let negotiation = tokio::time::timeout(
+        config.handshake_timeout,
+        negotiate(&mut r, &mut w, &mut buf, exports.as_ref()),
+    );
+    let export = tokio::select! {
+        res = negotiation => match res {
+            Ok(res) => res?,
+            Err(_) => {
+                tracing::debug!("negotiation timed out");
+                None
+            }
+        },
+        _ = stopped(&mut shutdown) => None,
+    };
+    let Some(export) = export else {
+        return Ok(());
+    };
+    transmission(r, w, buf, export, config, shutdown).await
+}
+
+async fn transmission<R, W>(
+    mut r: R,
+    w: W,
+    mut buf: BytesMut,
+    export: Arc<dyn Export>,
+    config: ServerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) -> io::Result<()>
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let writer = Arc::new(ReplyWriter {
+        w: Mutex::new(BufWriter::with_capacity(64 * 1024, w)),
+        waiting: AtomicUsize::new(0),
+    });
+    let max_in_flight = config.max_in_flight.clamp(1, Semaphore::MAX_PERMITS) as u32;
+    let in_flight = Arc::new(Semaphore::new(max_in_flight as usize));
+    let in_flight_kib = Arc::new(Semaphore::new(IN_FLIGHT_KIB as usize));
+    let size = export.size();
+    let flags = export.capabilities().transmission_flags();
+    // Whether the reader wrote replies it has not flushed yet.
+    let mut unflushed = false;
+
+    let result: io::Result<()> = 'read: loop {
+        // Take every complete request already buffered before reading again.
+        let parsed = match parse_request(&buf) {
+            Ok(p) => p,
+            Err(ProtocolError::OversizeWrite { handle, len }) => {
+                tracing::debug!(handle, len, "oversize write; closing after EINVAL");
+                break writer.send(handle, Err(Errno::Inval), false).await;
+            }
+            Err(e) => {
+                tracing::debug!(%e, "protocol error; closing");
+                break Ok(());
+            }
+        };
+        match parsed {
+            Parse::Done(h, used) => {
+                let frame = buf.split_to(used).freeze();
+                if h.command == Command::Disconnect {
+                    break Ok(());
+                }
+                if let Err(e) = h.check(size, flags) {
+                    if let Err(e) = writer.send(h.handle, Err(e), true).await {
+                        break Err(e);
+                    }
+                    unflushed = true;
+                    continue;
+                }
+                // Admission: a request slot and its share of the byte budget, so a client
+                // that never reads its replies cannot make the server buffer without bound.
+                let kib = (h.payload_len().max(h.read_len()) as u32).div_ceil(1024);
+                let admitted = tokio::select! {
+                    a = admit(&in_flight, &in_flight_kib, kib) => a,
+                    _ = stopped(&mut shutdown) => {
+                        let _ = writer.send(h.handle, Err(Errno::Shutdown), false).await;
+                        break Ok(());
+                    }
+                };
+                let payload = frame.slice(REQUEST_HEADER_LEN..);
+                let export = export.clone();
+                let mut request =
+                    Box::pin(async move { execute(export.as_ref(), h, payload).await });
+                // Poll once here; most memory-backed requests finish at once.
+                let first = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;
+                if let Poll::Ready(outcome) = first {
+                    drop(admitted);
+                    if let Err(e) = writer.send(h.handle, outcome, true).await {
+                        break Err(e);
+                    }
+                    unflushed = true;
+                    continue;
+                }
+                let writer = writer.clone();
+                tokio::spawn(async move {
+                    let outcome = request.await;
+                    if let Err(e) = writer.send(h.handle, outcome, false).await {
+                        tracing::debug!(error = %e, "could not send a reply");
+                    }
+                    drop(admitted);
+                });
+            }
+            Parse::Incomplete { needed } => {
+                if unflushed {
+                    if let Err(e) = writer.flush().await {
+                        break Err(e);
+                    }
+                    unflushed = false;
+                }
+                buf.reserve(needed.saturating_sub(buf.len()).max(16 * 1024));
+                tokio::select! {
+                    n = r.read_buf(&mut buf) => match n {
+                        Ok(0) => break 'read Ok(()),
+                        Ok(_) => {}
+                        Err(e) => break 'read Err(e),
+                    },
+                    _ = stopped(&mut shutdown) => break 'read Ok(()),
+                }
+            }
+        }
+    };
+    // Drain: every spawned request holds a permit until its reply is written.
+    let _all = in_flight
+        .acquire_many(max_in_flight)
+        .await
+        .expect("semaphore never closed");
+    let mut w = writer.w.lock().await;
+    let closed = async {
+        w.flush().await?;
+        w.shutdown().await
+    }
+    .await;
+    result.and(closed)
+}
+
+/// Budget of request and reply payload held by one connection's requests, in KiB
+/// (64 MiB: two maximum-size requests, or 16384 requests of 4 KiB).
+const IN_FLIGHT_KIB: u32 = 64 * 1024;
+
+/// Wait for a request slot and `kib` KiB of payload budget.
+async fn admit(
+    slots: &Arc<Semaphore>,
+    bytes: &Arc<Semaphore>,
+    kib: u32,
+) -> (OwnedSemaphorePermit, OwnedSemaphorePermit) {
+    let slot = slots.clone().acquire_owned().await;
+    let budget = bytes
+        .clone()
+        .acquire_many_owned(kib.min(IN_FLIGHT_KIB))
+        .await;
+    (
+        slot.expect("semaphore never closed"),
+        budget.expect("semaphore never closed"),
+    )
+}
+
+/// Completes once the server asks connections to stop.
+async fn stopped(shutdown: &mut watch::Receiver<bool>) {
+    // An error means the server is gone, which also means stop.
+    let _ = shutdown.wait_for(|s| *s).await;
+}

@@ -1,0 +1,179 @@
+//! The NBD server: accept loop, connection cap and graceful shutdown.
+//!
+//! Layout (after mini-redis): this module accepts connections; `negotiate` runs the
+//! handshake; `connection` runs the transmission phase of one connection; `command`
+//! executes one request against an [`Export`]; [`export`] defines what is served.
+//!
+//! * **Connection cap.** A semaphore of `max_connections` permits; a permit is taken
+//!   *before* `accept`, so when the server is full new clients wait in the kernel's
+//!   backlog instead of being accepted and starved.
+//! * **Shutdown.** `serve` runs until the `shutdown` future completes. It then stops
+//!   accepting, tells every connection through a `watch` channel, and returns only after
+//!   each connection has answered every request it had already read (see
+//!   `connection`). Connections still negotiating are closed.
+//! * **Listeners.** TCP and Unix-domain sockets ([`Listener`]); both are split into owned
+//!   read and write halves so the reader and the reply writer run as separate tasks.
+//! * **Negotiation timeout.** A client that has not finished negotiating within
+//!   `handshake_timeout` is disconnected, so silent clients cannot hold slots forever.
+//! * Accept errors (such as running out of file descriptors) are logged and retried after
+//!   a short pause; they never end the server.
+
+mod command;
+mod connection;
+pub mod export;
+mod negotiate;
+
+use std::future::Future;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, UnixListener};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
+
+pub use export::{BoxFuture, Capabilities, Export, ExportMap, ExportProvider};
+
+/// Limits of a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ServerConfig {
+    /// Most connections served at once (default 256).
+    pub max_connections: usize,
+    /// Most requests executing at once per connection (default 128).
+    pub max_in_flight: usize,
+    /// Longest a client may take to finish negotiation before it is disconnected, so a
+    /// silent client cannot hold a connection slot forever (default 30 s).
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            max_connections: 256,
+            max_in_flight: 128,
+            handshake_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+/// A socket the server accepts NBD clients on.
+#[derive(Debug)]
+pub enum Listener {
+    /// TCP (the usual `nbd://host:port/name`).
+    Tcp(TcpListener),
+    /// Unix-domain socket (`nbd+unix:///name?socket=PATH`).
+    Unix(UnixListener),
+}
+
+impl From<TcpListener> for Listener {
+    fn from(l: TcpListener) -> Self {
+        Listener::Tcp(l)
+    }
+}
+
+impl From<UnixListener> for Listener {
+    fn from(l: UnixListener) -> Self {
+        Listener::Unix(l)
+    }
+}
+
+/// Serve `exports` on `listener` with default limits until `shutdown` completes, then
+/// drain in-flight requests and return.
+pub async fn serve(
+    listener: impl Into<Listener>,
+    exports: Arc<dyn ExportProvider>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    serve_with(listener, exports, ServerConfig::default(), shutdown).await
+}
+
+/// [`serve`] with explicit limits.
+pub async fn serve_with(
+    listener: impl Into<Listener>,
+    exports: Arc<dyn ExportProvider>,
+    config: ServerConfig,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let listener = listener.into();
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let mut conns = JoinSet::new();
+    tokio::pin!(shutdown);
+    loop {
+        tokio::select! {
+            biased;
+            _ = &mut shutdown => break,
+            Some(done) = conns.join_next(), if !conns.is_empty() => log_end(done),
+            accepted = accept(&listener, &limit) => match accepted {
+                Ok((permit, conn)) => {
+                    let exports = exports.clone();
+                    let stop = stop_rx.clone();
+                    conns.spawn(async move {
+                        let res = conn.run(exports, config, stop).await;
+                        drop(permit);
+                        res
+                    });
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "accept failed; retrying");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+        }
+    }
+    let _ = stop_tx.send(true);
+    while let Some(done) = conns.join_next().await {
+        log_end(done);
+    }
+    Ok(())
+}
+
+fn log_end(done: Result<io::Result<()>, tokio::task::JoinError>) {
+    match done {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!(error = %e, "connection ended with an error"),
+        Err(e) => tracing::error!(error = %e, "connection task failed"),
+    }
+}
+
+enum Accepted {
+    Tcp(tokio::net::TcpStream),
+    Unix(tokio::net::UnixStream),
+}
+
+impl Accepted {
+    async fn run(
+        self,
+        exports: Arc<dyn ExportProvider>,
+        config: ServerConfig,
+        stop: watch::Receiver<bool>,
+    ) -> io::Result<()> {
+        match self {
+            Accepted::Tcp(s) => {
+                s.set_nodelay(true)?;
+                let (r, w) = s.into_split();
+                connection::handle(r, w, exports, config, stop).await
+            }
+            Accepted::Unix(s) => {
+                let (r, w) = s.into_split();
+                connection::handle(r, w, exports, config, stop).await
+            }
+        }
+    }
+}
+
+async fn accept(
+    listener: &Listener,
+    limit: &Arc<Semaphore>,
+) -> io::Result<(OwnedSemaphorePermit, Accepted)> {
+    let permit = limit
+        .clone()
+        .acquire_owned()
+        .await
+        .expect("semaphore never closed");
+    let conn = match listener {
+        Listener::Tcp(l) => Accepted::Tcp(l.accept().await?.0),
+        Listener::Unix(l) => Accepted::Unix(l.accept().await?.0),
+    };
+    Ok((permit, conn))
+}

@@ -1,0 +1,134 @@
+//! The server's side of fixed newstyle negotiation, over a real stream.
+//!
+//! Drives the pure functions of [`crate::handshake`]: send the greeting (offering
+//! `FIXED_NEWSTYLE | NO_ZEROES`), read the client flags, then answer options until one
+//! ends negotiation:
+//!
+//! | option | answer |
+//! |---|---|
+//! | `EXPORT_NAME` | size, flags (and zeroes) then transmission; unknown name closes |
+//! | `GO` / `INFO` | `REP_INFO(EXPORT)`, `REP_INFO(BLOCK_SIZE)` if asked, `ACK`; `GO` then enters transmission; unknown name → `ERR_UNKNOWN` |
+//! | `LIST` | one `REP_SERVER` per export, `ACK` |
+//! | `ABORT` | `ACK`, close |
+//! | `STRUCTURED_REPLY`, anything else | `ERR_UNSUP` |
+//! | bad option body | `ERR_INVALID` |
+//!
+//! Bad client flags, bad option magic or oversize options close the connection, as the
+//! protocol allows; everything else keeps negotiating.
+
+use std::io;
+use std::sync::Arc;
+
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+
+use crate::framed::read_parsed;
+use crate::handshake::{self, ClientOption};
+use crate::server::export::{Export, ExportProvider};
+use crate::wire::{
+    info, opt, rep, CLIENT_FLAG_NO_ZEROES, HS_FLAG_FIXED_NEWSTYLE, HS_FLAG_NO_ZEROES, MAX_PAYLOAD,
+    PREFERRED_BLOCK,
+};
+
+const HANDSHAKE_FLAGS: u16 = HS_FLAG_FIXED_NEWSTYLE | HS_FLAG_NO_ZEROES;
+
+/// Run negotiation. `Ok(Some(export))` enters transmission on that export; `Ok(None)`
+/// means the client aborted or left.
+pub(crate) async fn negotiate<R, W>(
+    r: &mut R,
+    w: &mut W,
+    buf: &mut BytesMut,
+    exports: &dyn ExportProvider,
+) -> io::Result<Option<Arc<dyn Export>>>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let mut out = Vec::with_capacity(256);
+    handshake::encode_greeting(&mut out, HANDSHAKE_FLAGS);
+    w.write_all(&out).await?;
+    w.flush().await?;
+
+    let Some((client_flags, used)) = read_parsed(r, buf, |b| {
+        handshake::parse_client_flags(b, HANDSHAKE_FLAGS)
+    })
+    .await?
+    else {
+        return Ok(None);
+    };
+    buf.advance(used);
+    let no_zeroes = client_flags & CLIENT_FLAG_NO_ZEROES != 0;
+
+    loop {
+        let Some((req, used)) = read_parsed(r, buf, handshake::parse_option).await? else {
+            return Ok(None);
+        };
+        buf.advance(used);
+        out.clear();
+        let option = match req.decode() {
+            Ok(o) => o,
+            Err(e) => {
+                tracing::debug!(%e, "invalid option");
+                handshake::encode_option_reply(&mut out, req.code, rep::ERR_INVALID, &[]);
+                w.write_all(&out).await?;
+                w.flush().await?;
+                continue;
+            }
+        };
+        let mut enter = None;
+        match option {
+            ClientOption::ExportName(name) => {
+                let Some(export) = exports.lookup(&name) else {
+                    tracing::debug!(name, "NBD_OPT_EXPORT_NAME for unknown export");
+                    return Ok(None);
+                };
+                let flags = export.capabilities().transmission_flags();
+                handshake::encode_export_name_reply(&mut out, export.size(), flags, no_zeroes);
+                enter = Some(export);
+            }
+            ClientOption::Abort => {
+                handshake::encode_option_reply(&mut out, opt::ABORT, rep::ACK, &[]);
+                // The client may already have closed; a failed write changes nothing.
+                let _ = w.write_all(&out).await;
+                let _ = w.flush().await;
+                return Ok(None);
+            }
+            ClientOption::List => {
+                for name in exports.list() {
+                    let body = handshake::rep_server(&name);
+                    handshake::encode_option_reply(&mut out, opt::LIST, rep::SERVER, &body);
+                }
+                handshake::encode_option_reply(&mut out, opt::LIST, rep::ACK, &[]);
+            }
+            ClientOption::Info { go, name, requests } => {
+                let code = if go { opt::GO } else { opt::INFO };
+                match exports.lookup(&name) {
+                    None => {
+                        handshake::encode_option_reply(&mut out, code, rep::ERR_UNKNOWN, &[]);
+                    }
+                    Some(export) => {
+                        let flags = export.capabilities().transmission_flags();
+                        let body = handshake::info_export(export.size(), flags);
+                        handshake::encode_option_reply(&mut out, code, rep::INFO, &body);
+                        if requests.contains(&info::BLOCK_SIZE) {
+                            let body = handshake::info_block_size(1, PREFERRED_BLOCK, MAX_PAYLOAD);
+                            handshake::encode_option_reply(&mut out, code, rep::INFO, &body);
+                        }
+                        handshake::encode_option_reply(&mut out, code, rep::ACK, &[]);
+                        if go {
+                            enter = Some(export);
+                        }
+                    }
+                }
+            }
+            ClientOption::StructuredReply | ClientOption::Unknown(_) => {
+                handshake::encode_option_reply(&mut out, req.code, rep::ERR_UNSUP, &[]);
+            }
+        }
+        w.write_all(&out).await?;
+        w.flush().await?;
+        if enter.is_some() {
+            return Ok(enter);
+        }
+    }
+}
