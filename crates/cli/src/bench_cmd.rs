@@ -29,6 +29,8 @@ enum BenchWhat {
     Sim(SimBench),
     /// Curve methods: speed, error against the exact curve, bounded memory.
     Mrc(MrcBench),
+    /// Allocation: 5,000 tenants over 1 TB at 1 MB steps against plain water-filling; MLMS with its LP.
+    Alloc,
 }
 
 #[derive(Args, Debug)]
@@ -88,6 +90,37 @@ struct Line {
 pub fn run(a: BenchArgs) -> anyhow::Result<()> {
     match a.what {
         BenchWhat::Sim(b) => bench_sim(b),
+        BenchWhat::Alloc => {
+            let a = lachesis_alloc::bench::bench_alloc();
+            println!(
+                "utility, {} tenants x 1,000-point curves, {} steps (1 TB at 1 MB):",
+                a.tenants, a.capacity_steps
+            );
+            println!(
+                "  fast (hulls + threshold greedy + fix-up) {:.1} ms   plain Algorithm 3.1 {:.0} ms ({} steps timed, extrapolated)   ratio {:.0}x",
+                1e3 * a.fast_seconds,
+                1e3 * a.plain_seconds,
+                a.plain_steps,
+                a.plain_seconds / a.fast_seconds
+            );
+            println!(
+                "  fast with a heap greedy {:.1} ms; objective {:.5} of the hull bound {:.5}",
+                1e3 * a.fast_heap_seconds,
+                a.fast_value,
+                a.hull_value
+            );
+            let m = lachesis_alloc::bench::bench_mlms();
+            println!(
+                "MLMS, {} tenants x {} servers: {:.1} ms (candidates {}, fair speedup {:.3}, LP max deviation {:.0} blocks)",
+                m.tenants,
+                m.servers,
+                1e3 * m.seconds,
+                m.candidates,
+                m.fair_speedup,
+                m.max_deviation
+            );
+            Ok(())
+        }
         BenchWhat::Mrc(b) => crate::bench_mrc::run(b.requests, b.objects, &b.dir, !b.no_minisim),
     }
 }

@@ -1,5 +1,6 @@
 //! The `lachesis` binary: parses arguments and prints; every command is a library call.
 
+mod alloc_cmd;
 mod bench_cmd;
 mod bench_mrc;
 mod mrc_cmd;
@@ -24,6 +25,8 @@ struct Cli {
 enum Command {
     /// Simulate eviction policies on a trace at several cache sizes.
     Sim(sim_cmd::SimArgs),
+    /// Per-tenant cache sizes from hit-ratio curves: fair, utility, SLO or MLMS.
+    Alloc(alloc_cmd::AllocArgs),
     /// Hit-ratio curves: exact LRU, SHARDS, or scaled-down simulation of any policy.
     Mrc(mrc_cmd::MrcArgs),
     /// Summarise, convert and generate traces.
@@ -42,6 +45,7 @@ fn main() {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(a) => sim_cmd::run(a),
+        Command::Alloc(a) => alloc_cmd::run(a),
         Command::Mrc(a) => mrc_cmd::run(a),
         Command::Trace(a) => trace_cmd::run(a),
         Command::Bench(a) => bench_cmd::run(a),

@@ -144,7 +144,10 @@ pub fn run(a: MrcArgs) -> anyhow::Result<()> {
     }
     if a.json {
         for r in &reports {
-            println!("{}", serde_json::to_string(r)?);
+            let mut v = serde_json::to_value(r)?;
+            v["block_size"] = mode.block_size().into();
+            v["footprint"] = summary.footprint.into();
+            println!("{v}");
         }
         return Ok(());
     }

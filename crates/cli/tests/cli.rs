@@ -201,3 +201,126 @@ fn gen_then_info_round_trips() {
     let misses: Vec<u64> = s.iter().map(|r| r["misses"].as_u64().unwrap()).collect();
     assert_eq!(misses, vec![2000, 500]);
 }
+
+#[test]
+fn mrc_json_plot_and_exact_matches_sim() {
+    let d = tempfile::tempdir().unwrap();
+    let png = d.path().join("mrc.png");
+    let out = ok(&[
+        "mrc",
+        "--trace",
+        &shared("cloudPhysicsIO.oracleGeneral.bin"),
+        "--ignore-obj-size",
+        "--method",
+        "exact,shards,minisim",
+        "--policy",
+        "arc",
+        "--sizes",
+        "1000,5000",
+        "--json",
+        "--plot",
+        png.to_str().unwrap(),
+    ]);
+    let v = json_lines(&out);
+    assert_eq!(v.len(), 3);
+    for r in &v {
+        for f in ["method", "policy", "requests", "seconds", "points"] {
+            assert!(!r[f].is_null(), "missing {f}");
+        }
+        let sizes: Vec<u64> = r["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["cache_size"].as_u64().unwrap())
+            .collect();
+        assert_eq!(sizes, vec![0, 1000, 5000]);
+    }
+    // The exact curve is LRU's simulated miss ratio (94,823 and 91,527 misses of 113,872).
+    let exact = &v[0]["points"];
+    assert!((exact[1]["miss_ratio"].as_f64().unwrap() - 94_823.0 / 113_872.0).abs() < 1e-12);
+    assert!((exact[2]["miss_ratio"].as_f64().unwrap() - 91_527.0 / 113_872.0).abs() < 1e-12);
+    assert_eq!(v[2]["policy"], "arc");
+    let bytes = std::fs::read(&png).unwrap();
+    assert!(
+        bytes.starts_with(b"\x89PNG") && bytes.len() > 10_000,
+        "{} bytes",
+        bytes.len()
+    );
+    let o = lachesis(&["mrc", "--method", "shards", "--rate", "0"]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("rate"));
+}
+
+#[test]
+fn alloc_from_mrc_curves() {
+    let d = tempfile::tempdir().unwrap();
+    let mut curves = String::new();
+    for (name, spec) in [
+        ("hot", "zipf:alpha=1.0,objects=20000,requests=200000,seed=1"),
+        ("loop", "loop:objects=8000,requests=200000"),
+    ] {
+        let t = d.path().join(format!("{name}.bin")).display().to_string();
+        ok(&["trace", "gen", spec, "-o", &t]);
+        let out = ok(&[
+            "mrc", "--trace", &t, "--method", "exact", "--sizes", "40", "--json",
+        ]);
+        let mut v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        v["tenant"] = name.into();
+        curves.push_str(&format!("{v}\n"));
+    }
+    let f = write(d.path(), "curves.jsonl", &curves);
+    let out: serde_json::Value = serde_json::from_str(
+        ok(&[
+            "alloc",
+            "--curves",
+            &f,
+            "--capacity",
+            "12000",
+            "--objective",
+            "utility",
+            "--json",
+        ])
+        .trim(),
+    )
+    .unwrap();
+    let t = out["tenants"].as_array().unwrap();
+    let size = |n: &str| {
+        t.iter().find(|r| r["tenant"] == n).unwrap()["size"]
+            .as_u64()
+            .unwrap()
+    };
+    // The loop needs all of its 8,000 blocks to hit at all; utility gives them, the rest
+    // goes to the Zipf tenant.
+    assert_eq!(size("loop"), 8000);
+    assert_eq!(size("hot"), 4000);
+    assert!(out["seconds"].as_f64().is_some());
+    // Fair share splits by requests (equal here).
+    let fair: serde_json::Value = serde_json::from_str(
+        ok(&[
+            "alloc",
+            "--curves",
+            &f,
+            "--capacity",
+            "12000",
+            "--objective",
+            "fair",
+            "--json",
+        ])
+        .trim(),
+    )
+    .unwrap();
+    assert_eq!(fair["tenants"][0]["size"], 6000);
+    // Bad input: zero capacity, unknown objective.
+    assert!(!lachesis(&["alloc", "--curves", &f, "--capacity", "0"])
+        .status
+        .success());
+    let o = lachesis(&[
+        "alloc",
+        "--curves",
+        &f,
+        "--capacity",
+        "10",
+        "--objective",
+        "magic",
+    ]);
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--objective magic"));
+}

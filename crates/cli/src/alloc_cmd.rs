@@ -1,0 +1,219 @@
+//! `lachesis alloc`: per-tenant cache sizes from hit-ratio curves and objectives.
+//!
+//! Input curves are what `lachesis mrc --json` writes, with a `tenant` field added: one
+//! object, a JSON list of them, or JSON Lines. A tenant's utility weight is its `requests`
+//! unless `--weights` says otherwise. `--capacity` and `--step` are blocks, or bytes with a
+//! unit converted with the curves' `block_size`.
+
+use crate::sizes::parse_bytes;
+use anyhow::{bail, Context};
+use clap::Args;
+use lachesis_alloc::{allocate, AllocInput, Objective, SloFile, TenantInput, TenantSpec};
+use mrc::{CurvePoint, HitRatioCurve};
+use serde::Deserialize;
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+/// Arguments of `lachesis alloc`.
+#[derive(Args, Debug)]
+pub struct AllocArgs {
+    /// Curves file (`lachesis mrc --json` objects with a `tenant` field).
+    #[arg(long)]
+    curves: PathBuf,
+    /// Cache capacity: blocks, or bytes with a unit (`1TiB`, `512MiB`).
+    #[arg(long)]
+    capacity: Option<String>,
+    /// fair, utility, slo or mlms.
+    #[arg(long)]
+    objective: Option<String>,
+    /// Allocation step (epsilon): blocks or bytes with a unit.
+    #[arg(long)]
+    step: Option<String>,
+    /// SLO file (TOML): `[[tenants]]` with name, weight, slo, min, max, priority; `[mlms]`.
+    #[arg(long)]
+    slo: Option<PathBuf>,
+    /// Utility weights, `tenant=weight,...` (default: each curve's request count).
+    #[arg(long)]
+    weights: Option<String>,
+    /// Replace non-monotone curves by their monotone envelope instead of failing.
+    #[arg(long)]
+    repair_curves: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Deserialize)]
+struct CurveObject {
+    tenant: Option<String>,
+    #[serde(default)]
+    requests: Option<u64>,
+    #[serde(default)]
+    block_size: Option<u32>,
+    points: Vec<CurvePoint>,
+}
+
+fn read_curves(path: &PathBuf) -> anyhow::Result<Vec<CurveObject>> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let t = text.trim_start();
+    if t.starts_with('[') {
+        return serde_json::from_str(t)
+            .with_context(|| format!("{}: not a list of curve objects", path.display()));
+    }
+    let mut v = Vec::new();
+    let mut de = serde_json::Deserializer::from_str(t).into_iter::<CurveObject>();
+    for (i, c) in de.by_ref().enumerate() {
+        v.push(
+            c.with_context(|| format!("{}: curve object {} is malformed", path.display(), i + 1))?,
+        );
+    }
+    if v.is_empty() {
+        bail!("{}: no curve in the file", path.display());
+    }
+    Ok(v)
+}
+
+fn blocks(s: &str, block_size: Option<u32>, what: &str) -> anyhow::Result<u64> {
+    if let Ok(n) = s.trim().parse::<u64>() {
+        return Ok(n);
+    }
+    let bytes = parse_bytes(s).with_context(|| format!("--{what} {s}"))?;
+    let bs = block_size.with_context(|| {
+        format!("--{what} {s}: the curves carry no block_size to convert bytes with (they are object-mode curves); give blocks")
+    })?;
+    Ok(bytes / bs as u64)
+}
+
+/// Runs `lachesis alloc`.
+pub fn run(a: AllocArgs) -> anyhow::Result<()> {
+    let curves = read_curves(&a.curves)?;
+    let slo: SloFile = match &a.slo {
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            toml::from_str(&text)
+                .with_context(|| format!("{}: not a valid SLO file", p.display()))?
+        }
+        None => SloFile::default(),
+    };
+    let block_size = curves.iter().find_map(|c| c.block_size);
+    let capacity = match (&a.capacity, slo.capacity) {
+        (Some(c), _) => blocks(c, block_size, "capacity")?,
+        (None, Some(c)) => c,
+        (None, None) => bail!("--capacity is required (or `capacity` in the SLO file)"),
+    };
+    let step = match (&a.step, slo.step) {
+        (Some(s), _) => blocks(s, block_size, "step")?,
+        (None, Some(s)) => s,
+        (None, None) => 1,
+    };
+    if step == 0 {
+        bail!("--step must be at least one block");
+    }
+    let objective = match a.objective.as_deref() {
+        Some("fair") => Objective::Fair,
+        Some("utility") => Objective::Utility,
+        Some("slo") => Objective::Slo,
+        Some("mlms") => Objective::Mlms,
+        Some(o) => bail!("--objective {o}: use fair, utility, slo or mlms"),
+        None => slo.objective.unwrap_or(Objective::Utility),
+    };
+    let mut weights: HashMap<String, f64> = HashMap::new();
+    if let Some(w) = &a.weights {
+        for kv in w.split(',').filter(|s| !s.trim().is_empty()) {
+            let (k, v) = kv
+                .split_once('=')
+                .with_context(|| format!("--weights: `{kv}` is not tenant=weight"))?;
+            let x: f64 = v
+                .trim()
+                .parse()
+                .ok()
+                .filter(|x: &f64| x.is_finite() && *x >= 0.0)
+                .with_context(|| format!("--weights: `{v}` is not a weight"))?;
+            weights.insert(k.trim().to_string(), x);
+        }
+    }
+    let mut tenants = Vec::new();
+    for (i, c) in curves.into_iter().enumerate() {
+        let name = c
+            .tenant
+            .clone()
+            .unwrap_or_else(|| format!("tenant{}", i + 1));
+        let curve =
+            HitRatioCurve::new(c.points).with_context(|| format!("curve of tenant `{name}`"))?;
+        let mut spec = slo
+            .tenants
+            .iter()
+            .find(|t| t.name == name)
+            .cloned()
+            .unwrap_or(TenantSpec {
+                name: name.clone(),
+                weight: 1.0,
+                slo: None,
+                min: None,
+                max: None,
+                priority: None,
+            });
+        spec.weight = match weights.get(&name) {
+            Some(&w) => w,
+            None if slo.tenants.iter().any(|t| t.name == name) => spec.weight,
+            None => c.requests.map_or(1.0, |r| r as f64),
+        };
+        tenants.push(TenantInput { spec, curve });
+    }
+    for t in &slo.tenants {
+        if !tenants.iter().any(|x| x.spec.name == t.name) {
+            bail!(
+                "SLO file names tenant `{}`, which has no curve in {}",
+                t.name,
+                a.curves.display()
+            );
+        }
+    }
+    let input = AllocInput {
+        tenants,
+        capacity,
+        step,
+        objective,
+        repair_curves: a.repair_curves,
+        mlms: slo.mlms.clone(),
+    };
+    let start = Instant::now();
+    let mut out = allocate(&input)?;
+    out.seconds = Some(start.elapsed().as_secs_f64());
+    if a.json {
+        println!("{}", serde_json::to_string(&out)?);
+        return Ok(());
+    }
+    println!(
+        "objective {:?}, capacity {} blocks, step {}, {} tenants, {:.3} ms",
+        out.objective,
+        out.capacity,
+        step,
+        out.tenants.len(),
+        1e3 * out.seconds.unwrap_or(0.0)
+    );
+    println!(
+        "{:<16} {:>12} {:>10} {:>10} {:>8}  reason",
+        "tenant", "size", "hit ratio", "latency", "SLO"
+    );
+    for t in &out.tenants {
+        println!(
+            "{:<16} {:>12} {:>10.4} {:>10} {:>8}  {}",
+            t.tenant,
+            t.size,
+            t.predicted_hit_ratio,
+            t.predicted_latency
+                .map_or("-".into(), |l| format!("{l:.3}")),
+            match t.slo_met {
+                Some(true) => "met",
+                Some(false) => "NOT MET",
+                None => "-",
+            },
+            t.reason.as_deref().unwrap_or("")
+        );
+    }
+    Ok(())
+}
