@@ -6,7 +6,7 @@ use crate::sizes::{parse_sizes, SizeSpec};
 use crate::source::{Source, SourceArgs};
 use anyhow::{bail, Context};
 use clap::Args;
-use mrc::{build_curve, spread_sizes, CurveReport, Method};
+use mrc::{build_curve_weighted, spread_sizes, CurveReport, Method, Weighting};
 use rayon::prelude::*;
 use std::path::PathBuf;
 use trace::KeyMode;
@@ -38,6 +38,9 @@ pub struct MrcArgs {
     /// Object mode (libCacheSim's `--ignore-obj-size`).
     #[arg(long)]
     ignore_obj_size: bool,
+    /// What the miss ratio counts: `requests` (each lookup) or `bytes` (the byte miss ratio).
+    #[arg(long, default_value = "requests")]
+    weight: String,
     /// Write a PNG chart of all methods' curves here.
     #[arg(long)]
     plot: Option<PathBuf>,
@@ -88,6 +91,11 @@ pub fn run(a: MrcArgs) -> anyhow::Result<()> {
         }
     };
     let methods = methods(&a)?;
+    let weighting = match a.weight.as_str() {
+        "requests" => Weighting::Requests,
+        "bytes" => Weighting::Bytes,
+        w => bail!("--weight {w}: use requests or bytes"),
+    };
     let summary = source.summary(mode)?;
     if summary.footprint == 0 {
         bail!(
@@ -113,7 +121,7 @@ pub fn run(a: MrcArgs) -> anyhow::Result<()> {
         .par_iter()
         .map(|m| {
             let (reqs, _) = source.open()?;
-            Ok(build_curve(m, mode, &sizes, reqs)?)
+            Ok(build_curve_weighted(m, mode, weighting, &sizes, reqs)?)
         })
         .collect();
     let reports: Vec<CurveReport> = reports.into_iter().collect::<anyhow::Result<_>>()?;

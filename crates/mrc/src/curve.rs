@@ -31,6 +31,14 @@ pub enum CurveError {
         /// Its size.
         size: u64,
     },
+    /// A CSV line that is not `cache_size,miss_ratio`.
+    #[error("line {line}: {message}")]
+    Csv {
+        /// 1-based line number.
+        line: usize,
+        /// What is wrong.
+        message: String,
+    },
     /// A miss ratio outside `[0, 1]` or not finite.
     #[error("point {index}: miss_ratio {value} is not in [0, 1]")]
     BadRatio {
@@ -157,6 +165,63 @@ impl HitRatioCurve {
         HitRatioCurve { points: hull }
     }
 
+    /// The curve as CSV with the header `cache_size,miss_ratio`.
+    pub fn to_csv(&self) -> String {
+        let mut s = String::from("cache_size,miss_ratio\n");
+        for p in &self.points {
+            s.push_str(&format!("{},{}\n", p.cache_size, p.miss_ratio));
+        }
+        s
+    }
+
+    /// Parses CSV as [`HitRatioCurve::to_csv`] writes it (the header is optional).
+    pub fn from_csv(text: &str) -> Result<Self, CurveError> {
+        let mut pts = Vec::new();
+        for (i, line) in text.lines().enumerate() {
+            let l = line.trim();
+            if l.is_empty() || (i == 0 && l.starts_with("cache_size")) {
+                continue;
+            }
+            let bad = |m: &str| CurveError::Csv {
+                line: i + 1,
+                message: m.to_string(),
+            };
+            let (a, b) = l
+                .split_once(',')
+                .ok_or_else(|| bad("expected cache_size,miss_ratio"))?;
+            let cache_size = a
+                .trim()
+                .parse()
+                .map_err(|_| bad("cache_size is not a non-negative integer"))?;
+            let miss_ratio = b
+                .trim()
+                .parse()
+                .map_err(|_| bad("miss_ratio is not a number"))?;
+            pts.push(CurvePoint {
+                cache_size,
+                miss_ratio,
+            });
+        }
+        Self::new(pts)
+    }
+
+    /// The curve at the given sizes (interpolated), starting at 0.
+    pub fn resample(&self, sizes: &[u64]) -> HitRatioCurve {
+        let mut s: Vec<u64> = sizes.to_vec();
+        s.push(0);
+        s.sort_unstable();
+        s.dedup();
+        HitRatioCurve {
+            points: s
+                .into_iter()
+                .map(|c| CurvePoint {
+                    cache_size: c,
+                    miss_ratio: self.miss_ratio(c as f64),
+                })
+                .collect(),
+        }
+    }
+
     /// Whether the miss ratio never rises with size.
     pub fn is_monotone(&self) -> bool {
         self.points
@@ -190,6 +255,16 @@ mod tests {
         let sizes: Vec<u64> = h.points().iter().map(|p| p.cache_size).collect();
         assert_eq!(sizes, vec![0, 20, 30]);
         assert!((h.miss_ratio(10.0) - 0.6).abs() < 1e-12);
+    }
+
+    #[test]
+    fn csv_round_trip_and_errors() {
+        let k = c(&[(0, 1.0), (10, 0.5), (20, 0.25)]);
+        assert_eq!(HitRatioCurve::from_csv(&k.to_csv()).unwrap(), k);
+        let e = HitRatioCurve::from_csv("cache_size,miss_ratio\n0,1\n5,x\n").unwrap_err();
+        assert_eq!(e.to_string(), "line 3: miss_ratio is not a number");
+        assert_eq!(k.resample(&[15]).points().len(), 2);
+        assert!((k.resample(&[15]).miss_ratio(15.0) - 0.375).abs() < 1e-12);
     }
 
     #[test]

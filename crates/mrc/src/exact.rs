@@ -41,8 +41,15 @@ impl ExactStack {
     /// Distance `d` means the access hits in any LRU cache of more than `d` blocks.
     #[inline]
     pub fn access(&mut self, key: u64) -> Option<u64> {
+        self.access_weighted(key, 1.0)
+    }
+
+    /// Like [`ExactStack::access`], the access counting `weight` (its bytes, for a
+    /// byte-weighted curve).
+    #[inline]
+    pub fn access_weighted(&mut self, key: u64, weight: f64) -> Option<u64> {
         let d = self.distance(key);
-        self.histogram.record(d, 1.0);
+        self.histogram.record(d, weight);
         d
     }
 

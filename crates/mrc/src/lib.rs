@@ -95,6 +95,8 @@ pub enum MrcError {
 pub struct CurveReport {
     /// Method name.
     pub method: String,
+    /// What the miss ratio counts.
+    pub weighting: Weighting,
     /// Policy the curve is for.
     pub policy: String,
     /// Requests read.
@@ -116,7 +118,19 @@ impl CurveReport {
     }
 }
 
-/// Builds the curve of `requests` under `mode` with `method` at `sizes` (blocks).
+/// What a curve's miss ratio counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Weighting {
+    /// Each lookup counts one (the request miss ratio).
+    #[default]
+    Requests,
+    /// Each lookup counts its bytes (the byte miss ratio: what the backend must serve).
+    Bytes,
+}
+
+/// Builds the request-weighted curve of `requests` under `mode` with `method` at `sizes`
+/// (blocks).
 pub fn build_curve<I>(
     method: &Method,
     mode: KeyMode,
@@ -126,17 +140,35 @@ pub fn build_curve<I>(
 where
     I: IntoIterator<Item = Result<Request, TraceError>>,
 {
+    build_curve_weighted(method, mode, Weighting::Requests, sizes, requests)
+}
+
+/// Builds the curve with each lookup weighted as `weighting` says.
+pub fn build_curve_weighted<I>(
+    method: &Method,
+    mode: KeyMode,
+    weighting: Weighting,
+    sizes: &[u64],
+    requests: I,
+) -> Result<CurveReport, MrcError>
+where
+    I: IntoIterator<Item = Result<Request, TraceError>>,
+{
     method.validate()?;
     let start = Instant::now();
     let (mut n_req, mut n_acc) = (0u64, 0u64);
-    let feed = |f: &mut dyn FnMut(u64)| -> Result<(), MrcError> {
+    let feed = |f: &mut dyn FnMut(u64, f64)| -> Result<(), MrcError> {
         for r in requests {
             let r = r?;
             n_req += 1;
             if matches!(r.op, Op::Read | Op::Write) {
+                let w = match weighting {
+                    Weighting::Requests => 1.0,
+                    Weighting::Bytes => r.bytes_per_key(mode) as f64,
+                };
                 r.for_each_key(mode, |k| {
                     n_acc += 1;
-                    f(k)
+                    f(k, w)
                 });
             }
         }
@@ -145,28 +177,28 @@ where
     let (hist, minis, memory) = match method {
         Method::Exact => {
             let mut s = exact::ExactStack::new();
-            feed(&mut |k| {
-                s.access(k);
+            feed(&mut |k, w| {
+                s.access_weighted(k, w);
             })?;
             let m = s.memory_bytes();
             (Some(s.histogram), None, m)
         }
         Method::ShardsRate(r) => {
             let mut s = shards::ShardsFixedRate::new(*r);
-            feed(&mut |k| s.access(k))?;
+            feed(&mut |k, w| s.access_weighted(k, w))?;
             (Some(s.histogram()), None, s.memory_bytes())
         }
         Method::ShardsSize(n) => {
             let mut s = shards::ShardsFixedSize::new(*n);
-            feed(&mut |k| {
-                s.access(k);
+            feed(&mut |k, w| {
+                s.access_weighted(k, w);
             })?;
             (Some(s.histogram()), None, s.memory_bytes())
         }
         Method::MiniSim { policy, rate } => {
             let mut m = minisim::MiniSim::new(policy, *rate, sizes)
                 .map_err(|e| MrcError::BadParameter(e.to_string()))?;
-            feed(&mut |k| m.access(k))?;
+            feed(&mut |k, w| m.access_weighted(k, w))?;
             (None, Some(m.miss_ratios()), 0)
         }
     };
@@ -188,6 +220,7 @@ where
     };
     Ok(CurveReport {
         method: method.name().into(),
+        weighting,
         policy: method.policy(),
         requests: n_req,
         accesses: n_acc,

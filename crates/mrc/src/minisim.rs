@@ -17,9 +17,10 @@ pub struct MiniSim {
     rate: f64,
     sizes: Vec<u64>,
     caches: Vec<BlockCache>,
-    misses: Vec<u64>,
+    misses: Vec<f64>,
     sampled: u64,
     accesses: u64,
+    weight: f64,
 }
 
 impl MiniSim {
@@ -40,24 +41,32 @@ impl MiniSim {
             threshold,
             rate,
             sizes: sizes.to_vec(),
-            misses: vec![0; sizes.len()],
+            misses: vec![0.0; sizes.len()],
             caches,
             sampled: 0,
             accesses: 0,
+            weight: 0.0,
         })
     }
 
     /// Records one access.
     #[inline]
     pub fn access(&mut self, key: u64) {
+        self.access_weighted(key, 1.0)
+    }
+
+    /// Records one access counting `weight` (bytes, for byte-weighted curves).
+    #[inline]
+    pub fn access_weighted(&mut self, key: u64, weight: f64) {
         self.accesses += 1;
+        self.weight += weight;
         if sample_hash(key) >= self.threshold {
             return;
         }
         self.sampled += 1;
         for (c, m) in self.caches.iter_mut().zip(self.misses.iter_mut()) {
             if !c.access(key, |_, _| {}).is_hit() {
-                *m += 1;
+                *m += weight;
             }
         }
     }
@@ -69,7 +78,7 @@ impl MiniSim {
     /// from the few hottest keys falling in or out of the sample, and those accesses are
     /// hits, so this removes most of the bias a small sample of a skewed trace has.
     pub fn miss_ratios(&self) -> Vec<(u64, f64)> {
-        let expected = self.accesses as f64 * self.rate;
+        let expected = self.weight * self.rate;
         self.sizes
             .iter()
             .zip(&self.misses)
@@ -77,7 +86,7 @@ impl MiniSim {
                 let r = if self.sampled == 0 || expected <= 0.0 {
                     0.0
                 } else {
-                    (m as f64 / expected).clamp(0.0, 1.0)
+                    (m / expected).clamp(0.0, 1.0)
                 };
                 (s, r)
             })

@@ -38,6 +38,7 @@ pub struct ShardsFixedRate {
     stack: ExactStack,
     hist: DistanceHistogram,
     accesses: u64,
+    weight: f64,
 }
 
 impl ShardsFixedRate {
@@ -50,25 +51,34 @@ impl ShardsFixedRate {
             stack: ExactStack::new(),
             hist: DistanceHistogram::default(),
             accesses: 0,
+            weight: 0.0,
         }
     }
 
     /// Records one access.
     #[inline]
     pub fn access(&mut self, key: u64) {
+        self.access_weighted(key, 1.0)
+    }
+
+    /// Records one access counting `weight` (bytes, for byte-weighted curves).
+    #[inline]
+    pub fn access_weighted(&mut self, key: u64, weight: f64) {
         self.accesses += 1;
+        self.weight += weight;
         if sample_hash(key) >= self.threshold {
             return;
         }
         let d = self.stack.distance(key);
         let inv = 1.0 / self.rate;
-        self.hist.record(d.map(|d| (d as f64 * inv) as u64), inv);
+        self.hist
+            .record(d.map(|d| (d as f64 * inv) as u64), weight * inv);
     }
 
     /// The corrected histogram of the accesses so far.
     pub fn histogram(&self) -> DistanceHistogram {
         let mut h = self.hist.clone();
-        h.adjust_first(self.accesses as f64 - h.total());
+        h.adjust_first(self.weight - h.total());
         h
     }
 
@@ -96,6 +106,7 @@ pub struct ShardsFixedSize {
     stack: ExactStack,
     hist: DistanceHistogram,
     accesses: u64,
+    weight: f64,
 }
 
 impl ShardsFixedSize {
@@ -108,6 +119,7 @@ impl ShardsFixedSize {
             stack: ExactStack::new(),
             hist: DistanceHistogram::default(),
             accesses: 0,
+            weight: 0.0,
         }
     }
 
@@ -120,7 +132,14 @@ impl ShardsFixedSize {
     /// profilers that keep more than one histogram).
     #[inline]
     pub fn access(&mut self, key: u64) -> Option<(Option<u64>, f64)> {
+        self.access_weighted(key, 1.0)
+    }
+
+    /// Records one access counting `weight` (bytes, for byte-weighted curves).
+    #[inline]
+    pub fn access_weighted(&mut self, key: u64, weight: f64) -> Option<(Option<u64>, f64)> {
         self.accesses += 1;
+        self.weight += weight;
         let h = sample_hash(key);
         if h >= self.threshold {
             return None;
@@ -139,14 +158,14 @@ impl ShardsFixedSize {
         let d = self.stack.distance(key);
         let inv = 1.0 / self.rate();
         let scaled = d.map(|d| (d as f64 * inv) as u64);
-        self.hist.record(scaled, inv);
-        Some((scaled, inv))
+        self.hist.record(scaled, weight * inv);
+        Some((scaled, weight * inv))
     }
 
     /// The corrected histogram of the accesses so far.
     pub fn histogram(&self) -> DistanceHistogram {
         let mut h = self.hist.clone();
-        h.adjust_first(self.accesses as f64 - h.total());
+        h.adjust_first(self.weight - h.total());
         h
     }
 

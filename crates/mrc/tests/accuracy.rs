@@ -176,3 +176,36 @@ fn bad_input_is_an_error_or_a_defined_curve() {
     let e = curve(&Method::Exact, KeyMode::Object, &[10, 1_000_000], &reqs);
     assert!((e.miss_ratio(1e6) - 0.1).abs() < 1e-12);
 }
+
+#[test]
+fn byte_weighted_exact_equals_lru_byte_miss_ratio() {
+    let reqs = shared_trace();
+    let sizes = [100, 1000, 10000];
+    let c = mrc::build_curve_weighted(
+        &Method::Exact,
+        KeyMode::Object,
+        mrc::Weighting::Bytes,
+        &sizes,
+        reqs.iter().copied().map(Ok),
+    )
+    .unwrap()
+    .curve();
+    for s in sizes {
+        let want = simulate(
+            "lru",
+            s as usize,
+            KeyMode::Object,
+            reqs.iter().copied().map(Ok),
+            &|_| {},
+        )
+        .unwrap()
+        .byte_miss_ratio();
+        assert!(
+            (c.miss_ratio(s as f64) - want).abs() < 1e-9,
+            "{s}: {} vs {want}",
+            c.miss_ratio(s as f64)
+        );
+        // Requests of different sizes: the byte curve is not the request curve.
+        assert!((want - sim_miss("lru", s, KeyMode::Object, &reqs)).abs() > 1e-4);
+    }
+}
