@@ -13,8 +13,9 @@
 //! `seed` (default 1), `alpha` (Zipf skew, default 0.9), `block` (bytes per object, default
 //! 4096), `len` (bytes per request, default `block`), `read` (share of reads, default 1),
 //! `start` (first object number, default 0).
-//! * `zipf`: rank r drawn with probability proportional to r^-alpha (rejection-inversion,
-//!   O(1) per sample), ranks spread over the objects by a fixed permutation;
+//! * `zipf`: rank r drawn with probability proportional to r^-alpha ([`ZipfSampler`],
+//!   rejection-inversion, O(1) per sample), ranks spread over the objects by a fixed
+//!   permutation (rank × a unit modulo `objects`), so hot blocks are not all adjacent;
 //! * `uniform`: every object equally likely;
 //! * `scan`: sequential, never revisiting: passes over `objects` blocks, each pass in a
 //!   fresh region;
@@ -29,7 +30,8 @@
 use crate::{Op, Request, TraceError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Zipf};
+mod zipf;
+pub use zipf::ZipfSampler;
 
 /// The kind of a leaf generator.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -468,7 +470,7 @@ struct LeafGen {
     l: Leaf,
     left: u64,
     rng: StdRng,
-    zipf: Option<Zipf<f64>>,
+    zipf: Option<ZipfSampler>,
     mult: u64,
     next_seq: u64,
     base: u64,
@@ -509,7 +511,7 @@ impl Node {
                     left: l.requests,
                     rng: StdRng::seed_from_u64(l.seed ^ salt.wrapping_mul(0x2545_F491_4F6C_DD1D)),
                     zipf: (l.kind == Kind::Zipf)
-                        .then(|| Zipf::new(l.objects.max(1), l.alpha).ok())
+                        .then(|| ZipfSampler::new(l.objects.max(1), l.alpha))
                         .flatten(),
                     mult: mult.max(1),
                     next_seq: 0,
@@ -617,8 +619,12 @@ impl LeafGen {
         let l = &self.l;
         let obj = match l.kind {
             Kind::Zipf => {
-                let rank = self.zipf.as_ref().map_or(1.0, |z| z.sample(&mut self.rng)) as u64 - 1;
-                ((rank as u128 * self.mult as u128) % l.objects as u128) as u64
+                let rank = self.zipf.as_ref().map_or(1, |z| z.sample(&mut self.rng)) - 1;
+                // rank -> object by a fixed permutation (multiplication by a unit mod n).
+                match rank.checked_mul(self.mult) {
+                    Some(p) => p % l.objects,
+                    None => ((rank as u128 * self.mult as u128) % l.objects as u128) as u64,
+                }
             }
             Kind::Uniform => self.rng.gen_range(0..l.objects),
             Kind::Scan => {
