@@ -106,7 +106,7 @@ const ZSTD_MAGIC: [u8; 4] = [0x28, 0xB5, 0x2F, 0xFD];
 pub(crate) fn raw_input(path: &Path) -> Result<Box<dyn Read + Send>, TraceError> {
     let io = |source| TraceError::Io {
         file: path.to_path_buf(),
-        source,
+        error: source,
     };
     let mut f = std::fs::File::open(path).map_err(io)?;
     let mut magic = [0u8; 4];
@@ -140,7 +140,7 @@ pub fn detect(path: &Path) -> Result<Format, TraceError> {
     }
     let io = |source| TraceError::Io {
         file: path.to_path_buf(),
-        source,
+        error: source,
     };
     let mut head = Vec::with_capacity(4096);
     raw_input(path)?

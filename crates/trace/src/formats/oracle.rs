@@ -94,7 +94,7 @@ impl OracleReader {
                 Err(source) => {
                     return Err(TraceError::Io {
                         file: self.path.clone(),
-                        source,
+                        error: source,
                     })
                 }
             }
@@ -216,7 +216,7 @@ impl OracleWriter {
     pub fn create(path: &Path) -> Result<Self, TraceError> {
         let io = |source| TraceError::Io {
             file: path.to_path_buf(),
-            source,
+            error: source,
         };
         let file = std::fs::File::create(path).map_err(io)?;
         let sink = if is_zstd(path) {
@@ -235,7 +235,7 @@ impl OracleWriter {
     fn io(&self, source: std::io::Error) -> TraceError {
         TraceError::Io {
             file: self.path.clone(),
-            source,
+            error: source,
         }
     }
 
@@ -266,7 +266,7 @@ impl OracleWriter {
     pub fn finish(self) -> Result<u64, TraceError> {
         let io = |source| TraceError::Io {
             file: self.path.clone(),
-            source,
+            error: source,
         };
         match self.sink {
             Sink::Plain(w) => {
