@@ -759,4 +759,53 @@ mod tests {
             assert!(e.contains(needle), "{spec}: {e}");
         }
     }
+
+    #[test]
+    fn builder_equals_spec() {
+        let b = Workload::zipf(1_000_000, 0.9)
+            .with_requests(10_000_000)
+            .with_seed(42);
+        assert_eq!(
+            b,
+            parse("zipf:alpha=0.9,objects=1000000,requests=10000000,seed=42").unwrap()
+        );
+        let m = Workload::mix(vec![
+            (Workload::looping(2).with_requests(10), 3.0),
+            (Workload::scan().with_requests(5), 1.0),
+        ])
+        .with_block(512);
+        assert_eq!(
+            m,
+            parse("mix(loop:objects=2,requests=10,block=512@3;scan:requests=5,block=512)").unwrap()
+        );
+        assert!(Workload::zipf(0, 1.0).check().is_err());
+        // An unchecked bad builder value degrades instead of panicking.
+        assert_eq!(Workload::uniform(0).with_requests(3).iter().count(), 3);
+    }
+
+    #[test]
+    fn read_ratio_and_alignment() {
+        let v: Vec<Request> =
+            parse("uniform:objects=100,requests=20000,read=0.25,block=8192,seed=5")
+                .unwrap()
+                .iter()
+                .collect();
+        let reads = v.iter().filter(|r| r.op == Op::Read).count();
+        assert!((4500..5500).contains(&reads), "{reads}");
+        assert!(v.iter().all(|r| r.offset % 8192 == 0 && r.len == 8192));
+        assert!(v.iter().all(|r| r.offset / 8192 < 100));
+    }
+
+    #[test]
+    fn tenants_interleave_at_their_rates() {
+        let v: Vec<Request> = parse("tenants(uniform:requests=30000@3;uniform:requests=30000@1)")
+            .unwrap()
+            .iter()
+            .collect();
+        // While both run, tenant 0 issues three requests for each of tenant 1's.
+        let first = &v[..20_000];
+        let t0 = first.iter().filter(|r| r.tenant == 0).count();
+        assert!((14_600..15_400).contains(&t0), "{t0}");
+        assert_eq!(v.len(), 60_000);
+    }
 }
