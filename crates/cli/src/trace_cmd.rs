@@ -1,7 +1,6 @@
 //! `lachesis trace`: summarise, convert and generate traces.
 
-use crate::source::{write_synthetic, Source, SourceArgs};
-use anyhow::Context;
+use crate::source::{Source, SourceArgs};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 
@@ -18,7 +17,12 @@ enum TraceWhat {
     Info {
         /// The trace file.
         file: PathBuf,
-        /// Trace format (detected when omitted).
+        /// Trace format (detected when omitted): oracle, cloudphysics, msr, spc,
+        /// blkparse[:Q|C|D], or csv:MAPPING where MAPPING is comma-separated key=value:
+        /// columns offset=N (required), len=N, time=N, op=N, volume=N, tenant=N (0-based);
+        /// offset_unit=BYTES, len_unit=BYTES, len_default=BYTES, time_unit=s|ms|us|ns,
+        /// header=0|1, delim=,|tab|space|semicolon. Example:
+        /// csv:time=0,op=1,offset=2,len=3,offset_unit=512,time_unit=s,header=1
         #[arg(long)]
         format: Option<String>,
         /// Block size for block counts and footprint.
@@ -35,13 +39,22 @@ enum TraceWhat {
     Convert {
         /// The trace file.
         file: PathBuf,
-        /// Trace format (detected when omitted).
+        /// Trace format (detected when omitted): oracle, cloudphysics, msr, spc,
+        /// blkparse[:Q|C|D], or csv:MAPPING where MAPPING is comma-separated key=value:
+        /// columns offset=N (required), len=N, time=N, op=N, volume=N, tenant=N (0-based);
+        /// offset_unit=BYTES, len_unit=BYTES, len_default=BYTES, time_unit=s|ms|us|ns,
+        /// header=0|1, delim=,|tab|space|semicolon. Example:
+        /// csv:time=0,op=1,offset=2,len=3,offset_unit=512,time_unit=s,header=1
         #[arg(long)]
         format: Option<String>,
         /// Count and skip malformed records.
         #[arg(long)]
         skip_bad: bool,
-        /// Output file.
+        /// Fill next_access_vtime as libCacheSim's traceConv does (holds the trace in
+        /// memory); without it every record has -1.
+        #[arg(long)]
+        next_access: bool,
+        /// Output file (`.zst` at the end compresses).
         #[arg(short, long)]
         output: PathBuf,
     },
@@ -51,10 +64,12 @@ enum TraceWhat {
     /// `mix(zipf:objects=50000@0.7;scan:requests=300000@0.3)`,
     /// `phases(zipf:seed=1;loop:objects=20000)`, `tenants(zipf@2;uniform@1)`.
     /// Leaf keys: objects, requests, seed, alpha, block, len, read, start.
+    /// Grammar: WORKLOAD := KIND[:key=value,...] | mix(PART;...) | phases(PART;...) |
+    /// tenants(PART;...); PART := WORKLOAD[@weight]; KIND := zipf|uniform|scan|loop.
     Gen {
         /// The workload spec.
         spec: String,
-        /// Output file.
+        /// Output file (oracleGeneral; `.zst` at the end compresses).
         #[arg(short, long)]
         output: PathBuf,
     },
@@ -109,10 +124,7 @@ pub fn run(a: TraceArgs) -> anyhow::Result<()> {
                 human_bytes(i.data_bytes),
                 i.mean_request_bytes
             );
-            println!(
-                "time span      {:.3} s (in the trace's time unit, taken as microseconds)",
-                i.time_span_us as f64 / 1e6
-            );
+            println!("time span      {:.3} s", i.time_span_us as f64 / 1e6);
             println!(
                 "sequentiality  {:.1}% of requests continue the previous one",
                 100.0 * i.sequentiality
@@ -127,34 +139,69 @@ pub fn run(a: TraceArgs) -> anyhow::Result<()> {
             file,
             format,
             skip_bad,
+            next_access,
             output,
         } => {
             let src = Source::from_args(&SourceArgs {
-                trace: Some(file),
+                trace: Some(file.clone()),
                 format,
                 skip_bad,
                 synthetic: None,
             })?;
             let (reqs, skipped) = src.open()?;
-            let n = trace::oracle::write_results(&output, reqs)?;
+            let n = if next_access {
+                trace::oracle::write_with_next_access(&output, reqs)?
+            } else {
+                let mut w = trace::oracle::OracleWriter::create(&output)?;
+                let bar = spinner();
+                for r in reqs {
+                    w.push(&r?, -1)?;
+                    if w.written() % BATCH == 0 {
+                        bar.inc(BATCH);
+                    }
+                }
+                bar.finish_and_clear();
+                w.finish()?
+            };
             println!(
-                "wrote {n} records to {} ({} skipped)",
+                "wrote {n} records to {} ({} bad records skipped)",
                 output.display(),
                 skipped.get()
             );
             Ok(())
         }
         TraceWhat::Gen { spec, output } => {
-            write_synthetic(&spec, &output)
-                .with_context(|| format!("writing {}", output.display()))?;
-            println!(
-                "wrote {} requests to {}",
-                trace::synth::parse(&spec)?.requests(),
-                output.display()
-            );
+            let w = trace::synth::parse(&spec)?;
+            let total = w.requests();
+            let bar = crate::progress::bar(total, "gen");
+            let mut out = trace::oracle::OracleWriter::create(&output)?;
+            for r in w.iter() {
+                out.push(&r, -1)?;
+                if out.written() % BATCH == 0 {
+                    bar.inc(BATCH);
+                }
+            }
+            bar.finish_and_clear();
+            let n = out.finish()?;
+            println!("wrote {n} requests to {}", output.display());
             Ok(())
         }
     }
+}
+
+/// Records between progress-bar updates (an update per record would cost more than the
+/// record).
+const BATCH: u64 = 1 << 16;
+
+/// A record counter on stderr for conversions (whose length is unknown in advance);
+/// hidden when stderr is not a terminal.
+fn spinner() -> indicatif::ProgressBar {
+    let b = indicatif::ProgressBar::new_spinner();
+    b.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} convert {human_pos} records {per_sec}")
+            .expect("static template"),
+    );
+    b
 }
 
 /// Bytes with a binary unit.

@@ -24,14 +24,14 @@ impl std::fmt::Display for Position {
 /// An error reading, parsing or writing a trace.
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
-    /// The file could not be opened, read or written.
-    #[error("{file}: {source}")]
+    /// The file could not be opened, read or written. The I/O error is part of the message
+    /// (not a `source()`), so a report printing the error chain shows it once.
+    #[error("{file}: {error}")]
     Io {
         /// The trace file.
         file: PathBuf,
         /// The underlying error.
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// A record could not be parsed.
     #[error("{file}: {position}: {message}")]

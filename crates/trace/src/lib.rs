@@ -10,6 +10,13 @@
 //! `Result<Request, TraceError>` over a buffered file. A bad record is an error naming the
 //! file and the line (text) or byte offset (binary); [`SkipBad`] turns such errors into a
 //! count instead.
+//!
+//! Formats and detection are listed in [`formats`]; the generic CSV mapping grammar in
+//! [`formats::csv`]; the synthetic workload grammar and builder in [`synth`]. Times are
+//! microseconds in [`Request`]; the oracleGeneral and CloudPhysics readers take their
+//! `time` field as seconds (see [`oracle`]). Measured on the 2-core dev machine (release):
+//! the oracle reader decodes 215–300 M records/s from a page-cached plain file and ~50 M/s
+//! from `.zst`; the Zipf generator draws 10 M requests in 0.3–0.7 s.
 
 pub mod error;
 pub mod formats;

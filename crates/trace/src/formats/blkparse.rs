@@ -6,7 +6,9 @@
 //! One action kind is read (default `Q`, the request as issued; `C` completion or `D`
 //! dispatch are the other useful ones); lines of other actions, `m` messages and the
 //! per-CPU summaries are skipped, not errors. RWBS: `D` discard → trim, `W` → write, `R` →
-//! read, a bare `F…` (`FN`, `FWS` without a range) → flush; flags `S M A F E` are ignored.
+//! read (both need a `sector + count` range), an `F…` event without a range (`FN`, `FWS`,
+//! `FWFS`) or a zero-length write with `F` → flush; a bare `N` (no data) is skipped; the
+//! flags `S M A F E` are otherwise ignored (`FWFS 800 + 8` is a write with preflush/FUA).
 //! Each device (`8,0`) becomes a volume, ids in first-seen order.
 
 use super::text::{float, len32, uint, LineParser, NameIds};
@@ -50,16 +52,22 @@ impl LineParser for Blkparse {
         let has_range = t.len() >= 10 && t[8] == "+";
         let op = if rwbs.contains('D') {
             Op::Trim
-        } else if rwbs.contains('W') && has_range {
+        } else if has_range && rwbs.contains('W') {
             Op::Write
-        } else if rwbs.contains('R') {
+        } else if has_range && rwbs.contains('R') {
             Op::Read
-        } else if rwbs.contains('F') || rwbs == "N" || rwbs.contains('W') {
+        } else if rwbs.contains('F') {
+            // `FN`, `FWS`, `FWFS` without a range: a cache flush (preflush) request.
             Op::Flush
+        } else if rwbs == "N" {
+            // No data and no flush (e.g. a pass-through command): not block I/O.
+            return Ok(None);
+        } else if rwbs.contains('R') || rwbs.contains('W') {
+            return Err(format!("event `{rwbs}` has no `sector + count` range"));
         } else {
             return Err(format!("field `rwbs`: unknown op `{rwbs}`"));
         };
-        let (offset, len) = if has_range {
+        let (offset, len) = if has_range && op != Op::Flush {
             let sector = uint(t[7], "sector")?;
             let count = uint(t[9], "count")?;
             (
@@ -70,6 +78,12 @@ impl LineParser for Blkparse {
             )
         } else {
             (0, 0)
+        };
+        // A zero-length write carrying a flush flag is a flush.
+        let op = if op == Op::Write && len == 0 && rwbs.contains('F') {
+            Op::Flush
+        } else {
+            op
         };
         Ok(Some(Request {
             time_us: (secs * 1e6).round() as u64,
@@ -114,6 +128,25 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(f.op, Op::Flush);
+        for flush in ["FN", "FWFS", "FWS"] {
+            let line = format!("  8,0    1        9     2.0   99  Q {flush} [kworker]");
+            assert_eq!(p.parse(&line).unwrap().unwrap().op, Op::Flush, "{flush}");
+        }
+        let fua = p
+            .parse("  8,0    1        9     2.0   99  Q FWFS 800 + 8 [jbd2]")
+            .unwrap()
+            .unwrap();
+        assert_eq!((fua.op, fua.offset, fua.len), (Op::Write, 800 * 512, 4096));
+        let empty = p
+            .parse("  8,0    1        9     2.0   99  Q FWS 0 + 0 [jbd2]")
+            .unwrap()
+            .unwrap();
+        assert_eq!(empty.op, Op::Flush);
+        assert_eq!(
+            p.parse("  8,0    0        0     0.000000000     0  m   N cfq697 insert_request")
+                .unwrap(),
+            None
+        );
         assert!(p
             .parse("  8,0    1        9     2.0   99  Q  RA x + 8 [a]")
             .unwrap_err()

@@ -1,5 +1,12 @@
 //! CloudPhysics vscsi CSV (`version,time,op,size,lbn`), as in libCacheSim's sample data:
-//! `op` is a SCSI opcode in hex, `size` bytes, `lbn` a 512-byte sector, `time` microseconds.
+//! `op` is a SCSI opcode in hex, `size` bytes, `lbn` a 512-byte sector.
+//!
+//! `time` is taken as **seconds** (`time_us = time * 10^6`), although the shared README
+//! calls it microseconds: the raw vscsi timestamps are microseconds, but libCacheSim's
+//! vscsi reader divides them by 10^6 before its conversions, and the sample shows it: its
+//! 113,872 requests span 7,200 units, two hours at 16 requests a second (as microseconds it
+//! would be 7.2 ms at 16 million IOPS). The oracleGeneral copy of the sample carries the
+//! same numbers, which libCacheSim reads as seconds, so the two readers agree on time.
 //!
 //! Opcodes: READ(6/10/12/16) `08 28 a8 88` → read; WRITE(6/10/12/16) `0a 2a aa 8a` →
 //! write; UNMAP `42` → trim; SYNCHRONIZE CACHE(10/16) `35 91` → flush. Anything else is an
@@ -39,7 +46,9 @@ impl LineParser for CloudPhysics {
         let size = uint(next("size")?, "size")?;
         let lbn = uint(next("lbn")?, "lbn")?;
         Ok(Some(Request {
-            time_us: time,
+            time_us: time
+                .checked_mul(1_000_000)
+                .ok_or_else(|| format!("field `time`: {time} s is too large"))?,
             tenant: 0,
             volume: 0,
             op,
@@ -62,7 +71,7 @@ mod tests {
         let r = p.parse("1,1000,28,4096,80").unwrap().unwrap();
         assert_eq!(
             (r.op, r.offset, r.len, r.time_us),
-            (Op::Read, 80 * 512, 4096, 1000)
+            (Op::Read, 80 * 512, 4096, 1_000_000_000)
         );
         assert_eq!(r.object_key(), 80);
         assert_eq!(p.parse("1,1,2a,512,0").unwrap().unwrap().op, Op::Write);

@@ -8,11 +8,16 @@
 //! * `len_unit=B` bytes per length unit (default 1);
 //! * `time_unit=s|ms|us|ns` (default `us`);
 //! * `header=0|1` whether the first line is a header (default 0);
-//! * `delim=X` one character, or `tab`, `space`, `semicolon` (default `,`; `delim=,` can't
-//!   be written inside the list, it is the default).
+//! * `len_default=B` the length when there is no `len` column (default 4096);
+//! * `delim=X` one character, or `tab`, `space` (any run of blanks), `semicolon`, `comma`
+//!   (default `,`; a bare `delim=,` is also understood, the empty item after it is
+//!   swallowed).
 //!
-//! Op values: `r`, `read`, `R`, `Read`, `0` → read; `w`, `write`, `1` → write; `t`, `trim`,
-//! `discard` → trim; `f`, `flush` → flush (case-insensitive).
+//! Example: `csv:time=0,op=1,offset=2,len=3,volume=4,offset_unit=512,time_unit=us,header=1,delim=,`
+//!
+//! Op values (case-insensitive): `r`, `read`, `rs`, `0` → read; `w`, `write`, `ws`, `1` →
+//! write; `t`, `trim`, `d`, `discard`, `unmap` → trim; `f`, `flush`, `sync` → flush.
+//! Numbers are decimal; `time` may be fractional.
 
 use super::text::{float, len32, uint, LineParser};
 use crate::{Op, Request, TraceError};
@@ -52,7 +57,22 @@ impl std::str::FromStr for CsvMapping {
             header: false,
             delim: ',',
         };
-        for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+        let mut i = 0;
+        while i < parts.len() {
+            let part = parts[i];
+            i += 1;
+            if part == "delim=" {
+                // `delim=,`: the comma split the item; swallow the empty one it left.
+                m.delim = ',';
+                if parts.get(i) == Some(&"") {
+                    i += 1;
+                }
+                continue;
+            }
+            if part.is_empty() {
+                continue;
+            }
             let (k, v) = part
                 .split_once('=')
                 .ok_or_else(|| bad(format!("`{part}` is not key=value")))?;
@@ -93,6 +113,7 @@ impl std::str::FromStr for CsvMapping {
                         "tab" => '\t',
                         "space" => ' ',
                         "semicolon" => ';',
+                        "comma" => ',',
                         _ if v.chars().count() == 1 => v.chars().next().unwrap_or(','),
                         _ => return Err(bad(format!("delim `{v}` is not one character"))),
                     }
@@ -126,10 +147,10 @@ impl GenericCsv {
 
 fn parse_op(v: &str) -> Result<Op, String> {
     match v.trim().to_ascii_lowercase().as_str() {
-        "r" | "read" | "0" => Ok(Op::Read),
-        "w" | "write" | "1" => Ok(Op::Write),
-        "t" | "trim" | "discard" => Ok(Op::Trim),
-        "f" | "flush" => Ok(Op::Flush),
+        "r" | "read" | "rs" | "0" => Ok(Op::Read),
+        "w" | "write" | "ws" | "1" => Ok(Op::Write),
+        "t" | "trim" | "d" | "discard" | "unmap" => Ok(Op::Trim),
+        "f" | "flush" | "sync" => Ok(Op::Flush),
         o => Err(format!("field `op`: unknown op `{o}`")),
     }
 }
@@ -222,6 +243,21 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("bogus"));
+        let comma: CsvMapping =
+            "time=0,op=1,offset=2,len=3,volume=4,offset_unit=512,time_unit=us,header=1,delim=,"
+                .parse()
+                .unwrap();
+        assert_eq!(comma.delim, ',');
+        assert!(comma.header);
+        let mut p = GenericCsv::new(comma);
+        assert_eq!(p.parse("time,op,lba,len,vol").unwrap(), None);
+        let r = p.parse("7,Read,3,1024,2").unwrap().unwrap();
+        assert_eq!(
+            (r.time_us, r.op, r.offset, r.len, r.volume),
+            (7, Op::Read, 1536, 1024, 2)
+        );
+        let semi: CsvMapping = "delim=,,offset=1,delim=semicolon".parse().unwrap();
+        assert_eq!((semi.delim, semi.offset), (';', 1));
         let tab: CsvMapping = "offset=0,delim=tab".parse().unwrap();
         let mut p = GenericCsv::new(tab);
         assert_eq!(p.parse("4096\t1").unwrap().unwrap().offset, 4096);

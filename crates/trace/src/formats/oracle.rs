@@ -1,30 +1,51 @@
 //! libCacheSim's `oracleGeneral` binary format: little-endian records of 24 bytes,
 //! `u32 time, u64 obj_id, u32 obj_size, i64 next_access_vtime` (`-1` when unknown), plain
-//! or zstd-compressed (`.zst`).
+//! or zstd-compressed (recognised by a `.zst` name or by the zstd magic number).
 //!
-//! Mapping to [`Request`]: `obj_id` is the starting sector (LBN) in block traces, so
-//! `offset = obj_id * 512` and [`Request::object_key`] gives back exactly `obj_id`;
-//! `len = obj_size`; every record is a read (the format has no op). `time` carries no unit
-//! in the format (libCacheSim's CDN traces use seconds, its block samples microseconds): it
-//! is kept as is in `time_us`, and the writer writes `time_us` back (saturating at `u32`).
-//! Ids at or above 2^55 cannot be scaled to a byte offset and are an error.
+//! Mapping to [`Request`]:
+//! * `obj_id` is the starting sector (LBN) in block traces, so `offset = obj_id * 512` and
+//!   [`Request::object_key`] gives back exactly `obj_id` (tenant 0, volume 0).
+//! * Ids at or above 2^52 are what our own writer produces for requests of other volumes or
+//!   tenants (the volume salt lives in the top 12 bits of a key). Such an id is split: its
+//!   low 52 bits are the sector, and its top 12 bits select the volume whose salt they are,
+//!   so `object_key()` still returns exactly `obj_id` and all requests of one original
+//!   volume land in one volume again (block mode keeps working). The tenant is not
+//!   recoverable; every record reads back as tenant 0.
+//! * `len = obj_size`; every record is a read (the format has no op).
+//! * `time` is in seconds in libCacheSim's traces (its vscsi reader divides the
+//!   microsecond timestamps by 10^6 before conversion; the shared CloudPhysics sample spans
+//!   7,200 units, two hours), so `time_us = time * 10^6`; the writer writes
+//!   `time_us / 10^6`, saturating at `u32::MAX`.
 //!
 //! The reader decodes records straight out of a 1 MiB buffer: no per-record system call or
 //! allocation, since it feeds simulators running at tens of millions of requests a second.
+//!
+//! The writer fills `next_access_vtime` with `-1` ([`write`], streaming) or, with
+//! [`write_with_next_access`], with libCacheSim's value: the 1-based position of the next
+//! request for the same `obj_id` (what `traceConv` computes). That needs the future, so it
+//! holds the whole trace in memory (24 bytes a request plus a hash map of objects).
 
 use crate::{Op, Position, Request, TraceError, SECTOR};
-use std::io::{Read, Write};
+use rustc_hash::FxHashMap;
+use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 /// Bytes per record.
 pub const RECORD: usize = 24;
+/// Bytes read from the file at a time.
 const CHUNK: usize = 1 << 20;
+/// Ids below this are plain sector numbers of volume 0.
+const LOW_BITS: u32 = 52;
+const LOW_MASK: u64 = (1 << LOW_BITS) - 1;
+/// Microseconds per `time` unit (a second).
+const TIME_UNIT_US: u64 = 1_000_000;
 
 /// Streaming reader of an oracleGeneral trace.
 pub struct OracleReader {
     input: Box<dyn Read + Send>,
     path: PathBuf,
-    buf: Vec<u8>,
+    buf: Box<[u8]>,
     pos: usize,
     end: usize,
     consumed: u64,
@@ -33,12 +54,12 @@ pub struct OracleReader {
 }
 
 impl OracleReader {
-    /// Reads records from `input`, naming `path` in errors.
+    /// Reads records from `input` (already decompressed), naming `path` in errors.
     pub fn new(input: Box<dyn Read + Send>, path: PathBuf) -> Self {
         OracleReader {
             input,
             path,
-            buf: vec![0; CHUNK],
+            buf: vec![0; CHUNK].into_boxed_slice(),
             pos: 0,
             end: 0,
             consumed: 0,
@@ -47,13 +68,25 @@ impl OracleReader {
         }
     }
 
+    /// Opens `path`, decompressing it when it is zstd.
+    pub fn open(path: &Path) -> Result<Self, TraceError> {
+        Ok(OracleReader::new(
+            super::raw_input(path)?,
+            path.to_path_buf(),
+        ))
+    }
+
+    /// Moves the unread tail to the front and reads until a whole record is buffered or
+    /// the input ends.
+    #[cold]
     fn refill(&mut self) -> Result<(), TraceError> {
         let left = self.end - self.pos;
         self.buf.copy_within(self.pos..self.end, 0);
         self.consumed += self.pos as u64;
         self.pos = 0;
         self.end = left;
-        while self.end < RECORD && !self.eof {
+        // Fill most of the buffer so the next refill is a megabyte away.
+        while self.end < CHUNK / 2 && !self.eof {
             match self.input.read(&mut self.buf[self.end..]) {
                 Ok(0) => self.eof = true,
                 Ok(n) => self.end += n,
@@ -61,12 +94,86 @@ impl OracleReader {
                 Err(source) => {
                     return Err(TraceError::Io {
                         file: self.path.clone(),
-                        source,
+                        error: source,
                     })
                 }
             }
         }
         Ok(())
+    }
+
+    #[cold]
+    fn slow_next(&mut self) -> Option<Result<Request, TraceError>> {
+        if self.failed {
+            return None;
+        }
+        if let Err(e) = self.refill() {
+            self.failed = true;
+            self.end = self.pos;
+            return Some(Err(e));
+        }
+        if self.end == 0 {
+            return None;
+        }
+        if self.end < RECORD {
+            self.failed = true;
+            return Some(Err(TraceError::parse(
+                self.path.clone(),
+                Position::Byte(self.consumed),
+                format!(
+                    "truncated record: {} of {RECORD} bytes at the end of the file",
+                    self.end
+                ),
+            )));
+        }
+        self.next()
+    }
+}
+
+/// The volume whose salt is `top << 52` (see the module doc), found once by search.
+#[cold]
+fn volume_of_salt(top: u64) -> u32 {
+    static TABLE: OnceLock<Vec<u32>> = OnceLock::new();
+    let t = TABLE.get_or_init(|| {
+        let mut t = vec![0u32; 1 << (64 - LOW_BITS)];
+        let mut missing = t.len() - 1;
+        let mut v = 1u32;
+        while missing > 0 && v < 1 << 24 {
+            let salt = Request {
+                volume: v,
+                ..Request::read(0, 0)
+            }
+            .object_key()
+                >> LOW_BITS;
+            if salt != 0 && t[salt as usize] == 0 {
+                t[salt as usize] = v;
+                missing -= 1;
+            }
+            v += 1;
+        }
+        t
+    });
+    t[top as usize]
+}
+
+/// Decodes one record (exactly [`RECORD`] bytes).
+#[inline(always)]
+pub fn decode(r: &[u8; RECORD]) -> Request {
+    let time = u32::from_le_bytes([r[0], r[1], r[2], r[3]]);
+    let id = u64::from_le_bytes([r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11]]);
+    let len = u32::from_le_bytes([r[12], r[13], r[14], r[15]]);
+    let (volume, sector) = if id >> LOW_BITS == 0 {
+        (0, id)
+    } else {
+        (volume_of_salt(id >> LOW_BITS), id & LOW_MASK)
+    };
+    Request {
+        time_us: time as u64 * TIME_UNIT_US,
+        tenant: 0,
+        volume,
+        op: Op::Read,
+        offset: sector * SECTOR,
+        len,
     }
 }
 
@@ -75,53 +182,106 @@ impl Iterator for OracleReader {
 
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
-        if self.failed {
-            return None;
-        }
-        if self.end - self.pos < RECORD {
-            if let Err(e) = self.refill() {
-                self.failed = true;
-                return Some(Err(e));
+        match self.buf.get(self.pos..self.pos + RECORD) {
+            Some(r) if self.pos + RECORD <= self.end => {
+                self.pos += RECORD;
+                Some(Ok(decode(r.try_into().expect("RECORD bytes"))))
             }
-            if self.end == 0 {
-                return None;
-            }
-            if self.end < RECORD {
-                self.failed = true;
-                return Some(Err(TraceError::parse(
-                    self.path.clone(),
-                    Position::Byte(self.consumed),
-                    format!("truncated record: {} of {RECORD} bytes", self.end),
-                )));
-            }
+            _ => self.slow_next(),
         }
-        let r = &self.buf[self.pos..self.pos + RECORD];
-        let time = u32::from_le_bytes([r[0], r[1], r[2], r[3]]);
-        let id = u64::from_le_bytes([r[4], r[5], r[6], r[7], r[8], r[9], r[10], r[11]]);
-        let size = u32::from_le_bytes([r[12], r[13], r[14], r[15]]);
-        let at = self.consumed + self.pos as u64;
-        self.pos += RECORD;
-        if id >= 1 << 55 {
-            return Some(Err(TraceError::parse(
-                self.path.clone(),
-                Position::Byte(at),
-                format!("field `obj_id`: {id} is too large to be a sector number"),
-            )));
-        }
-        Some(Ok(Request {
-            time_us: time as u64,
-            tenant: 0,
-            volume: 0,
-            op: Op::Read,
-            offset: id * SECTOR,
-            len: size,
-        }))
     }
 }
 
-/// Whether `path` names a zstd-compressed file.
+/// Whether `path` names a zstd-compressed file (by its extension; [`crate::open`] also
+/// checks the magic number).
 pub fn is_zstd(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "zst")
+}
+
+enum Sink {
+    Plain(BufWriter<std::fs::File>),
+    Zstd(BufWriter<zstd::Encoder<'static, std::fs::File>>),
+}
+
+/// Streaming writer of an oracleGeneral file (zstd-compressed if the name ends in `.zst`).
+/// Call [`OracleWriter::finish`] to flush; errors name the file.
+pub struct OracleWriter {
+    sink: Sink,
+    path: PathBuf,
+    written: u64,
+}
+
+impl OracleWriter {
+    /// Creates (truncates) `path`.
+    pub fn create(path: &Path) -> Result<Self, TraceError> {
+        let io = |source| TraceError::Io {
+            file: path.to_path_buf(),
+            error: source,
+        };
+        let file = std::fs::File::create(path).map_err(io)?;
+        let sink = if is_zstd(path) {
+            let enc = zstd::Encoder::new(file, 3).map_err(io)?;
+            Sink::Zstd(BufWriter::with_capacity(CHUNK, enc))
+        } else {
+            Sink::Plain(BufWriter::with_capacity(CHUNK, file))
+        };
+        Ok(OracleWriter {
+            sink,
+            path: path.to_path_buf(),
+            written: 0,
+        })
+    }
+
+    fn io(&self, source: std::io::Error) -> TraceError {
+        TraceError::Io {
+            file: self.path.clone(),
+            error: source,
+        }
+    }
+
+    /// Appends `r` with the given `next_access_vtime` (`-1` when unknown).
+    #[inline]
+    pub fn push(&mut self, r: &Request, next_access_vtime: i64) -> Result<(), TraceError> {
+        let mut rec = [0u8; RECORD];
+        let time = u32::try_from(r.time_us / TIME_UNIT_US).unwrap_or(u32::MAX);
+        rec[0..4].copy_from_slice(&time.to_le_bytes());
+        rec[4..12].copy_from_slice(&r.object_key().to_le_bytes());
+        rec[12..16].copy_from_slice(&r.len.to_le_bytes());
+        rec[16..24].copy_from_slice(&next_access_vtime.to_le_bytes());
+        let res = match &mut self.sink {
+            Sink::Plain(w) => w.write_all(&rec),
+            Sink::Zstd(w) => w.write_all(&rec),
+        };
+        res.map_err(|e| self.io(e))?;
+        self.written += 1;
+        Ok(())
+    }
+
+    /// Records written so far.
+    pub fn written(&self) -> u64 {
+        self.written
+    }
+
+    /// Flushes everything (ending the zstd frame) and returns the record count.
+    pub fn finish(self) -> Result<u64, TraceError> {
+        let io = |source| TraceError::Io {
+            file: self.path.clone(),
+            error: source,
+        };
+        match self.sink {
+            Sink::Plain(w) => {
+                w.into_inner()
+                    .map_err(|e| io(e.into_error()))?
+                    .sync_data()
+                    .ok();
+            }
+            Sink::Zstd(w) => {
+                let enc = w.into_inner().map_err(|e| io(e.into_error()))?;
+                enc.finish().map_err(io)?;
+            }
+        }
+        Ok(self.written)
+    }
 }
 
 /// Writes `requests` to `path` in oracleGeneral format (zstd-compressed if the name ends
@@ -138,35 +298,46 @@ pub fn write_results<I>(path: &Path, requests: I) -> Result<u64, TraceError>
 where
     I: IntoIterator<Item = Result<Request, TraceError>>,
 {
-    let io = |source| TraceError::Io {
-        file: path.to_path_buf(),
-        source,
-    };
-    let file = std::fs::File::create(path).map_err(io)?;
-    let mut out: Box<dyn Write> = if is_zstd(path) {
-        Box::new(zstd::Encoder::new(file, 3).map_err(io)?.auto_finish())
-    } else {
-        Box::new(std::io::BufWriter::with_capacity(CHUNK, file))
-    };
-    let mut n = 0u64;
-    let mut rec = [0u8; RECORD];
+    let mut w = OracleWriter::create(path)?;
     for r in requests {
-        let r = r?;
-        let time = u32::try_from(r.time_us).unwrap_or(u32::MAX);
-        rec[0..4].copy_from_slice(&time.to_le_bytes());
-        rec[4..12].copy_from_slice(&r.object_key().to_le_bytes());
-        rec[12..16].copy_from_slice(&r.len.to_le_bytes());
-        rec[16..24].copy_from_slice(&(-1i64).to_le_bytes());
-        out.write_all(&rec).map_err(io)?;
-        n += 1;
+        w.push(&r?, -1)?;
     }
-    out.flush().map_err(io)?;
-    Ok(n)
+    w.finish()
+}
+
+/// Like [`write_results`], but fills `next_access_vtime` as libCacheSim's `traceConv`
+/// does: the 1-based position of the next request with the same `obj_id`, `-1` if there
+/// is none. Holds the whole trace in memory (two passes).
+pub fn write_with_next_access<I>(path: &Path, requests: I) -> Result<u64, TraceError>
+where
+    I: IntoIterator<Item = Result<Request, TraceError>>,
+{
+    let all: Vec<Request> = requests.into_iter().collect::<Result<_, _>>()?;
+    let next = next_access_vtimes(&all);
+    let mut w = OracleWriter::create(path)?;
+    for (r, n) in all.iter().zip(next) {
+        w.push(r, n)?;
+    }
+    w.finish()
+}
+
+/// For each request, the 1-based position of the next request with the same object key,
+/// or `-1`.
+pub fn next_access_vtimes(requests: &[Request]) -> Vec<i64> {
+    let mut next = vec![-1i64; requests.len()];
+    let mut seen: FxHashMap<u64, i64> = FxHashMap::default();
+    for (i, r) in requests.iter().enumerate().rev() {
+        if let Some(n) = seen.insert(r.object_key(), i as i64 + 1) {
+            next[i] = n;
+        }
+    }
+    next
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::SkipBad;
 
     fn read_all(path: &Path) -> Vec<Result<Request, TraceError>> {
         crate::open(path, None).unwrap().collect()
@@ -177,7 +348,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let reqs: Vec<Request> = (0..100_000u64)
             .map(|i| Request {
-                time_us: i * 1_000,
+                time_us: i / 1000 * 1_000_000,
                 ..Request::read(i * 7 * 512, 4096)
             })
             .collect();
@@ -187,10 +358,71 @@ mod tests {
             let back: Vec<Request> = read_all(&p).into_iter().map(Result::unwrap).collect();
             assert_eq!(back, reqs, "{name}");
         }
+        // A compressed file under a plain name is recognised by its magic number.
+        let z = dir.path().join("t.oracleGeneral.bin.zst");
+        let hidden = dir.path().join("hidden.oracleGeneral.bin");
+        std::fs::copy(&z, &hidden).unwrap();
+        assert_eq!(read_all(&hidden).len(), 100_000);
+        assert!(std::fs::metadata(&z).unwrap().len() < 100_000 * RECORD as u64 / 4);
     }
 
     #[test]
-    fn truncated_record_names_the_byte_offset() {
+    fn time_is_seconds_and_sub_second_is_dropped_on_write() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("t.bin");
+        let r = Request {
+            time_us: 7_999_999,
+            ..Request::read(512, 512)
+        };
+        write(&p, [r]).unwrap();
+        let bytes = std::fs::read(&p).unwrap();
+        assert_eq!(&bytes[0..4], &7u32.to_le_bytes());
+        assert_eq!(read_all(&p)[0].as_ref().unwrap().time_us, 7_000_000);
+    }
+
+    #[test]
+    fn other_volumes_keep_their_keys() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("v.bin");
+        let reqs: Vec<Request> = (0..3000u32)
+            .map(|i| Request {
+                tenant: i % 3,
+                volume: i % 5,
+                ..Request::read(i as u64 * 4096, 4096)
+            })
+            .collect();
+        write(&p, reqs.iter().copied()).unwrap();
+        let back: Vec<Request> = read_all(&p).into_iter().map(Result::unwrap).collect();
+        for (a, b) in reqs.iter().zip(&back) {
+            assert_eq!(a.object_key(), b.object_key());
+            assert_eq!(a.offset, b.offset);
+            let (mut ka, mut kb) = (vec![], vec![]);
+            let m = crate::KeyMode::Block { block_size: 4096 };
+            a.for_each_key(m, |k| ka.push(k));
+            b.for_each_key(m, |k| kb.push(k));
+            assert_eq!(ka, kb);
+        }
+        // Every one of the 4095 non-zero salts has a volume.
+        assert!((1..4096).all(|t| volume_of_salt(t) != 0));
+    }
+
+    #[test]
+    fn next_access_is_libcachesim_vtime() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("n.bin");
+        let ids = [5u64, 6, 5, 7, 6, 5];
+        let reqs = ids.iter().map(|&i| Ok(Request::read(i * 512, 512)));
+        assert_eq!(write_with_next_access(&p, reqs).unwrap(), 6);
+        let bytes = std::fs::read(&p).unwrap();
+        let next: Vec<i64> = bytes
+            .chunks(RECORD)
+            .map(|r| i64::from_le_bytes(r[16..24].try_into().unwrap()))
+            .collect();
+        assert_eq!(next, vec![3, 5, 6, -1, -1, -1]);
+    }
+
+    #[test]
+    fn truncated_record_names_the_byte_offset_and_can_be_skipped() {
         let dir = tempfile::tempdir().unwrap();
         let p = dir.path().join("bad.oracleGeneral.bin");
         write(&p, (0..3).map(|i| Request::read(i * 512, 512))).unwrap();
@@ -206,5 +438,23 @@ mod tests {
                 && msg.contains("truncated"),
             "{msg}"
         );
+        let mut s = SkipBad::new(crate::open(&p, None).unwrap());
+        assert_eq!(s.by_ref().filter(Result::is_ok).count(), 2);
+        assert_eq!(s.skipped(), 1);
+    }
+
+    #[test]
+    fn records_straddling_chunks_decode() {
+        // More than one buffer of records, so refills move partial records.
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("big.bin");
+        let n = 3 * CHUNK as u64 / RECORD as u64 + 7;
+        write(&p, (0..n).map(|i| Request::read(i * 512, 512))).unwrap();
+        let mut count = 0;
+        for (i, r) in OracleReader::open(&p).unwrap().enumerate() {
+            assert_eq!(r.unwrap().offset, i as u64 * 512);
+            count += 1;
+        }
+        assert_eq!(count, n);
     }
 }

@@ -76,7 +76,7 @@ impl<P: LineParser> Iterator for TextReader<P> {
                     };
                     return Some(Err(TraceError::Io {
                         file: self.path.clone(),
-                        source,
+                        error: source,
                     }));
                 }
             }

@@ -13,8 +13,9 @@
 //! `seed` (default 1), `alpha` (Zipf skew, default 0.9), `block` (bytes per object, default
 //! 4096), `len` (bytes per request, default `block`), `read` (share of reads, default 1),
 //! `start` (first object number, default 0).
-//! * `zipf`: rank r drawn with probability proportional to r^-alpha (rejection-inversion,
-//!   O(1) per sample), ranks spread over the objects by a fixed permutation;
+//! * `zipf`: rank r drawn with probability proportional to r^-alpha ([`ZipfSampler`],
+//!   rejection-inversion, O(1) per sample), ranks spread over the objects by a fixed
+//!   permutation (rank × a unit modulo `objects`), so hot blocks are not all adjacent;
 //! * `uniform`: every object equally likely;
 //! * `scan`: sequential, never revisiting: passes over `objects` blocks, each pass in a
 //!   fresh region;
@@ -29,7 +30,8 @@
 use crate::{Op, Request, TraceError};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use rand_distr::{Distribution, Zipf};
+mod zipf;
+pub use zipf::ZipfSampler;
 
 /// The kind of a leaf generator.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -257,18 +259,7 @@ fn leaf(kind: Kind, params: &str) -> Result<Workload, String> {
             other => return Err(format!("unknown key `{other}`")),
         }
     }
-    if l.objects == 0 {
-        return Err("`objects` must be positive".into());
-    }
-    if l.block == 0 {
-        return Err("`block` must be positive".into());
-    }
-    if !(0.0..=1.0).contains(&l.read) {
-        return Err("`read` must be in [0, 1]".into());
-    }
-    if kind == Kind::Zipf && l.alpha <= 0.0 {
-        return Err("`alpha` must be positive".into());
-    }
+    l.check()?;
     if l.len == 0 {
         l.len = l.block;
     }
@@ -279,7 +270,162 @@ fn leaf(kind: Kind, params: &str) -> Result<Workload, String> {
 /// realistic object count).
 const REGION: u64 = 1 << 36;
 
+impl Leaf {
+    /// A leaf of `kind` with the documented defaults.
+    pub fn new(kind: Kind) -> Leaf {
+        Leaf {
+            kind,
+            objects: 100_000,
+            requests: 1_000_000,
+            seed: 1,
+            alpha: 0.9,
+            block: 4096,
+            len: 4096,
+            read: 1.0,
+            start: 0,
+        }
+    }
+
+    /// Checks the parameters, naming the bad one.
+    pub fn check(&self) -> Result<(), String> {
+        if self.objects == 0 {
+            return Err("`objects` must be positive".into());
+        }
+        if self.block == 0 {
+            return Err("`block` must be positive".into());
+        }
+        if !(0.0..=1.0).contains(&self.read) {
+            return Err("`read` must be in [0, 1]".into());
+        }
+        if self.kind == Kind::Zipf && !(self.alpha > 0.0 && self.alpha.is_finite()) {
+            return Err("`alpha` must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// The builder API: constructors for leaves and combinators, and `with_*` setters that
+/// apply to every leaf of the tree they are called on. The result is the same value the
+/// spec parser gives, e.g.
+/// `Workload::zipf(1_000_000, 0.9).with_requests(10_000_000).with_seed(42)` is
+/// `zipf:alpha=0.9,objects=1000000,requests=10000000,seed=42`.
 impl Workload {
+    /// Zipf(`alpha`) popularity over `objects` blocks.
+    pub fn zipf(objects: u64, alpha: f64) -> Workload {
+        Workload::Leaf(Leaf {
+            objects,
+            alpha,
+            ..Leaf::new(Kind::Zipf)
+        })
+    }
+
+    /// Uniform popularity over `objects` blocks.
+    pub fn uniform(objects: u64) -> Workload {
+        Workload::Leaf(Leaf {
+            objects,
+            ..Leaf::new(Kind::Uniform)
+        })
+    }
+
+    /// A sequential scan that never revisits a block.
+    pub fn scan() -> Workload {
+        Workload::Leaf(Leaf::new(Kind::Scan))
+    }
+
+    /// A cyclic sequential loop over `objects` blocks.
+    pub fn looping(objects: u64) -> Workload {
+        Workload::Leaf(Leaf {
+            objects,
+            ..Leaf::new(Kind::Loop)
+        })
+    }
+
+    /// Per-request random choice among `parts` by weight (disjoint regions).
+    pub fn mix(parts: Vec<(Workload, f64)>) -> Workload {
+        Workload::Mix(parts)
+    }
+
+    /// `parts` one after another.
+    pub fn phases(parts: Vec<Workload>) -> Workload {
+        Workload::Phases(parts)
+    }
+
+    /// `parts` interleaved at the given rates, part i as tenant i.
+    pub fn tenants(parts: Vec<(Workload, f64)>) -> Workload {
+        Workload::Tenants(parts)
+    }
+
+    fn each_leaf(mut self, f: &impl Fn(&mut Leaf)) -> Workload {
+        match &mut self {
+            Workload::Leaf(l) => f(l),
+            Workload::Mix(p) | Workload::Tenants(p) => {
+                for (w, _) in p.iter_mut() {
+                    *w = std::mem::replace(w, Workload::scan()).each_leaf(f);
+                }
+            }
+            Workload::Phases(p) => {
+                for w in p.iter_mut() {
+                    *w = std::mem::replace(w, Workload::scan()).each_leaf(f);
+                }
+            }
+        }
+        self
+    }
+
+    /// Sets the request count of every leaf.
+    pub fn with_requests(self, n: u64) -> Workload {
+        self.each_leaf(&|l| l.requests = n)
+    }
+
+    /// Sets the seed of every leaf (parts of a combinator still differ: their seeds are
+    /// salted by position).
+    pub fn with_seed(self, seed: u64) -> Workload {
+        self.each_leaf(&|l| l.seed = seed)
+    }
+
+    /// Sets the block size of every leaf, and the request length to it.
+    pub fn with_block(self, block: u32) -> Workload {
+        self.each_leaf(&|l| {
+            l.block = block;
+            l.len = block;
+        })
+    }
+
+    /// Sets the request length of every leaf.
+    pub fn with_len(self, len: u32) -> Workload {
+        self.each_leaf(&|l| l.len = len)
+    }
+
+    /// Sets the share of reads of every leaf.
+    pub fn with_read_ratio(self, read: f64) -> Workload {
+        self.each_leaf(&|l| l.read = read)
+    }
+
+    /// Sets the first object number of every leaf.
+    pub fn with_start(self, start: u64) -> Workload {
+        self.each_leaf(&|l| l.start = start)
+    }
+
+    /// Checks every leaf (the parser does this; builders may not).
+    pub fn check(&self) -> Result<(), TraceError> {
+        match self {
+            Workload::Leaf(l) => l.check().map_err(usage),
+            Workload::Mix(p) | Workload::Tenants(p) => {
+                if p.is_empty() {
+                    return Err(usage("a combinator needs at least one part".into()));
+                }
+                for (w, wt) in p {
+                    if !(*wt > 0.0 && wt.is_finite()) {
+                        return Err(usage(format!("weight {wt} is not a positive number")));
+                    }
+                    w.check()?;
+                }
+                Ok(())
+            }
+            Workload::Phases(p) => p.iter().try_for_each(Workload::check),
+        }
+    }
+
     /// Total requests the workload generates.
     pub fn requests(&self) -> u64 {
         match self {
@@ -324,7 +470,7 @@ struct LeafGen {
     l: Leaf,
     left: u64,
     rng: StdRng,
-    zipf: Option<Zipf<f64>>,
+    zipf: Option<ZipfSampler>,
     mult: u64,
     next_seq: u64,
     base: u64,
@@ -357,11 +503,16 @@ impl Node {
                     mult += 1;
                 }
                 Node::Leaf(Box::new(LeafGen {
-                    l: l.clone(),
+                    // Unchecked builder values degrade instead of panicking.
+                    l: Leaf {
+                        objects: l.objects.max(1),
+                        ..l.clone()
+                    },
                     left: l.requests,
                     rng: StdRng::seed_from_u64(l.seed ^ salt.wrapping_mul(0x2545_F491_4F6C_DD1D)),
                     zipf: (l.kind == Kind::Zipf)
-                        .then(|| Zipf::new(l.objects, l.alpha).expect("checked alpha > 0")),
+                        .then(|| ZipfSampler::new(l.objects.max(1), l.alpha))
+                        .flatten(),
                     mult: mult.max(1),
                     next_seq: 0,
                     base,
@@ -468,8 +619,12 @@ impl LeafGen {
         let l = &self.l;
         let obj = match l.kind {
             Kind::Zipf => {
-                let rank = self.zipf.as_ref().map_or(1.0, |z| z.sample(&mut self.rng)) as u64 - 1;
-                ((rank as u128 * self.mult as u128) % l.objects as u128) as u64
+                let rank = self.zipf.as_ref().map_or(1, |z| z.sample(&mut self.rng)) - 1;
+                // rank -> object by a fixed permutation (multiplication by a unit mod n).
+                match rank.checked_mul(self.mult) {
+                    Some(p) => p % l.objects,
+                    None => ((rank as u128 * self.mult as u128) % l.objects as u128) as u64,
+                }
             }
             Kind::Uniform => self.rng.gen_range(0..l.objects),
             Kind::Scan => {
@@ -603,5 +758,54 @@ mod tests {
             let e = parse(spec).unwrap_err().to_string();
             assert!(e.contains(needle), "{spec}: {e}");
         }
+    }
+
+    #[test]
+    fn builder_equals_spec() {
+        let b = Workload::zipf(1_000_000, 0.9)
+            .with_requests(10_000_000)
+            .with_seed(42);
+        assert_eq!(
+            b,
+            parse("zipf:alpha=0.9,objects=1000000,requests=10000000,seed=42").unwrap()
+        );
+        let m = Workload::mix(vec![
+            (Workload::looping(2).with_requests(10), 3.0),
+            (Workload::scan().with_requests(5), 1.0),
+        ])
+        .with_block(512);
+        assert_eq!(
+            m,
+            parse("mix(loop:objects=2,requests=10,block=512@3;scan:requests=5,block=512)").unwrap()
+        );
+        assert!(Workload::zipf(0, 1.0).check().is_err());
+        // An unchecked bad builder value degrades instead of panicking.
+        assert_eq!(Workload::uniform(0).with_requests(3).iter().count(), 3);
+    }
+
+    #[test]
+    fn read_ratio_and_alignment() {
+        let v: Vec<Request> =
+            parse("uniform:objects=100,requests=20000,read=0.25,block=8192,seed=5")
+                .unwrap()
+                .iter()
+                .collect();
+        let reads = v.iter().filter(|r| r.op == Op::Read).count();
+        assert!((4500..5500).contains(&reads), "{reads}");
+        assert!(v.iter().all(|r| r.offset % 8192 == 0 && r.len == 8192));
+        assert!(v.iter().all(|r| r.offset / 8192 < 100));
+    }
+
+    #[test]
+    fn tenants_interleave_at_their_rates() {
+        let v: Vec<Request> = parse("tenants(uniform:requests=30000@3;uniform:requests=30000@1)")
+            .unwrap()
+            .iter()
+            .collect();
+        // While both run, tenant 0 issues three requests for each of tenant 1's.
+        let first = &v[..20_000];
+        let t0 = first.iter().filter(|r| r.tenant == 0).count();
+        assert!((14_600..15_400).contains(&t0), "{t0}");
+        assert_eq!(v.len(), 60_000);
     }
 }
