@@ -87,15 +87,17 @@ impl ExactStack {
         }
     }
 
-    /// Renumbers live keys' times `0..n` so the time axis never outgrows twice the keys.
+    /// Renumbers live keys' times `0..n`, keeping their order, so the time axis never
+    /// outgrows eight times the keys. A key's new time is its rank among the live marks,
+    /// read from the marks themselves: one sequential sweep over the map's values, no
+    /// hashing and no sort.
     fn compact(&mut self) {
-        let mut live: Vec<(u32, u64)> = self.last.iter().map(|(&k, &t)| (t, k)).collect();
-        live.sort_unstable();
-        for (i, (_, k)) in live.iter().enumerate() {
-            self.last.insert(*k, i as u32);
+        let marks = &self.marks;
+        for t in self.last.values_mut() {
+            *t = (marks.prefix(*t as usize) - 1) as u32;
         }
-        let n = live.len();
-        let cap = (4 * n).max(1 << 16);
+        let n = self.last.len();
+        let cap = (8 * n).max(1 << 16);
         self.marks.rebuild(n, cap);
         self.now = n as u32;
     }
@@ -107,7 +109,7 @@ impl ExactStack {
 
     /// Bytes held by the profile's structures (for memory reports).
     pub fn memory_bytes(&self) -> usize {
-        self.last.capacity() * 13 + self.marks.capacity() * 4 + self.histogram.memory_bytes()
+        self.last.capacity() * 13 + self.marks.memory_bytes() + self.histogram.memory_bytes()
     }
 }
 
