@@ -25,7 +25,13 @@ mod tests {
             last: LastMove::None,
             last_ratio: 0.0,
         };
-        let n = step(s, PeriodObservation { hits: 3, migrations: 10 });
+        let n = step(
+            s,
+            PeriodObservation {
+                hits: 3,
+                migrations: 10,
+            },
+        );
         assert_eq!((n.threshold, n.last), (3, LastMove::RaisedThreshold));
     }
 }

@@ -1,35 +1,8 @@
 //! The `lachesis` binary as a user runs it: real files in, numbers out.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn lachesis(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lachesis"))
-        .args(args)
-        .output()
-        .expect("run lachesis")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = lachesis(args);
-    assert!(
-        o.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
-fn shared(name: &str) -> String {
-    let mut d = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        let c = d.join("shared/traces").join(name);
-        if c.exists() {
-            return c.display().to_string();
-        }
-        assert!(d.pop(), "shared/traces/{name} not found");
-    }
-}
+use std::path::Path;
+mod common;
+use common::{lachesis, ok, shared};
 
 fn json_lines(s: &str) -> Vec<serde_json::Value> {
     s.lines()

@@ -1,42 +1,9 @@
 //! `lachesis trace` as a user runs it: the built binary on the shared CloudPhysics trace and
 //! on hand-made files, checking the numbers it prints and the files it writes.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn lachesis(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_lachesis"))
-        .args(args)
-        .output()
-        .expect("run lachesis")
-}
-
-fn ok(args: &[&str]) -> String {
-    let o = lachesis(args);
-    assert!(
-        o.status.success(),
-        "{args:?} failed: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    String::from_utf8(o.stdout).unwrap()
-}
-
-fn fails(args: &[&str]) -> String {
-    let o = lachesis(args);
-    assert_eq!(o.status.code(), Some(1), "{args:?} should fail");
-    String::from_utf8(o.stderr).unwrap()
-}
-
-fn shared(name: &str) -> String {
-    let mut d = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        let c = d.join("shared/traces").join(name);
-        if c.exists() {
-            return c.display().to_string();
-        }
-        assert!(d.pop(), "shared/traces/{name} not found");
-    }
-}
+use std::path::Path;
+mod common;
+use common::{fails, lachesis, ok, shared};
 
 fn info_json(args: &[&str]) -> serde_json::Value {
     let mut a = vec!["trace", "info"];
