@@ -3,7 +3,7 @@
 
 use std::path::Path;
 mod common;
-use common::{fails, lachesis, ok, shared};
+use common::{fails, ok, shared};
 
 fn info_json(args: &[&str]) -> serde_json::Value {
     let mut a = vec!["trace", "info"];
