@@ -153,7 +153,7 @@ impl Candidates {
         self.epoch = self.epoch.wrapping_add(1);
         // Ages are taken modulo 2^32; every 2^31 epochs bring all counts up to date so no
         // age can wrap.
-        if self.epoch % (1 << 31) == 0 {
+        if self.epoch.is_multiple_of(1 << 31) {
             let epoch = self.epoch;
             let mut counts = std::mem::take(&mut self.counts);
             counts.retain(|_, e| {
