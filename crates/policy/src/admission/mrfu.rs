@@ -75,6 +75,11 @@ impl MrfuCounter {
         self.candidates.forget(key)
     }
 
+    /// Accesses per cooling period.
+    pub fn period(&self) -> u64 {
+        self.period
+    }
+
     /// The candidate table.
     pub fn candidates(&self) -> &Candidates {
         &self.candidates
@@ -113,7 +118,12 @@ impl Mrfu {
 
 impl AdmissionPolicy for Mrfu {
     fn name(&self) -> String {
-        format!("mrfu(threshold={})", self.threshold)
+        format!(
+            "mrfu(threshold={},period={},decay={})",
+            self.threshold,
+            self.counter.period(),
+            self.counter.candidates().decay()
+        )
     }
     fn access(&mut self, key: Key, resident: bool) -> bool {
         let c = self.counter.record(key, resident);

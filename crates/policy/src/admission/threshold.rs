@@ -189,6 +189,11 @@ impl Candidates {
         self.capacity
     }
 
+    /// The factor applied at each [`Candidates::cool`].
+    pub fn decay(&self) -> f64 {
+        self.decay
+    }
+
     /// How many times the table was full and swept.
     pub fn sweeps(&self) -> u64 {
         self.sweeps
