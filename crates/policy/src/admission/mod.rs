@@ -123,7 +123,7 @@ mod tests {
         );
         assert_eq!(
             name("mrfu:threshold=3,period=100,decay=0.25"),
-            "mrfu(threshold=3)"
+            "mrfu(threshold=3,period=100,decay=0.25)"
         );
         assert_eq!(name("adaptive"), "adaptive(threshold=2,justify=1)");
         for n in ADMISSION_NAMES {
