@@ -39,6 +39,24 @@ struct Entry {
     epoch: u32,
 }
 
+/// `e`'s count multiplied by `decay` once per epoch from `e.epoch` to `now`, rounded down.
+#[inline]
+fn cooled(e: Entry, now: u32, decay: f64) -> u32 {
+    let k = now.wrapping_sub(e.epoch);
+    if k == 0 || e.count == 0 || decay == 1.0 {
+        e.count
+    } else if decay == 0.5 {
+        // Exact: floor(floor(c / 2) / 2) = floor(c / 4).
+        if k >= 32 {
+            0
+        } else {
+            e.count >> k
+        }
+    } else {
+        (e.count as f64 * decay.powi(k.min(i32::MAX as u32) as i32)) as u32
+    }
+}
+
 /// A bounded table of access counts of non-resident blocks, with lazy cooling.
 #[derive(Debug)]
 pub struct Candidates {
@@ -74,27 +92,16 @@ impl Candidates {
     /// `e`'s count cooled up to the current epoch.
     #[inline]
     fn current(&self, e: Entry) -> u32 {
-        let k = self.epoch.wrapping_sub(e.epoch);
-        if k == 0 || e.count == 0 || self.decay == 1.0 {
-            e.count
-        } else if self.decay == 0.5 {
-            // Exact: floor(floor(c / 2) / 2) = floor(c / 4).
-            if k >= 32 {
-                0
-            } else {
-                e.count >> k
-            }
-        } else {
-            (e.count as f64 * self.decay.powi(k.min(i32::MAX as u32) as i32)) as u32
-        }
+        cooled(e, self.epoch, self.decay)
     }
 
     /// Adds `by` to `key`'s (cooled) count and returns the new count.
     pub fn bump(&mut self, key: Key, by: u32) -> u32 {
         let epoch = self.epoch;
-        if let Some(&e) = self.counts.get(&key) {
-            let c = self.current(e).saturating_add(by);
-            self.counts.insert(key, Entry { count: c, epoch });
+        let (decay, now) = (self.decay, self.epoch);
+        if let Some(e) = self.counts.get_mut(&key) {
+            let c = cooled(*e, now, decay).saturating_add(by);
+            *e = Entry { count: c, epoch };
             return c;
         }
         if self.counts.len() >= self.capacity {
