@@ -1,20 +1,44 @@
 //! SANCACHE's adaptive threshold: MRFU placement whose threshold follows the measured
-//! benefit of placements, with a migration rate limit.
+//! benefit of placements (SANCACHE Figure 6), with a migration rate limit.
 //!
-//! Every `period` accesses the rule compares the period's benefit/cost ratio, hits on
-//! placed blocks per migration (placement), with `JUSTIFY`, through the pure step function
-//! [`step`] (reused by `alloc` for the fast tier):
+//! Counting is [`super::mrfu`]'s (cooling every `period` accesses, sequential filter). Every
+//! `period` accesses — period `k` is accesses `(k-1)*period + 1 ..= k*period` — the rule
+//! compares the period's benefit/cost ratio, hits on placed blocks per migration
+//! (placement), with `JUSTIFY`. Every block resident in the partition was placed by this
+//! policy, so "hits on placed blocks" is the partition's hits during the period (on blocks
+//! placed in this period or earlier). The rule is the pure function [`step`], public so
+//! `alloc` (the fast tier's controller) can reuse it:
 //!
-//! 1. ratio below JUSTIFY: placements did not pay — raise the threshold by one;
-//! 2. ratio at or above JUSTIFY right after a raise that improved the ratio: being pickier
-//!    paid — raise JUSTIFY by `justify_step`, asking more of the next placements;
-//! 3. otherwise (the ratio is good and nothing was just raised, or no placement happened):
-//!    lower both the threshold and JUSTIFY by one step towards their minimums, to let more
-//!    blocks in.
+//! ```text
+//! fn step(s, o) -> s':
+//!     r = o.hits / o.migrations                 (no value when o.migrations = 0)
+//!     if o.migrations > 0 and r < s.justify:    // 1. placements did not pay
+//!         s'.threshold = min(s.threshold + 1, s.max_threshold)
+//!         s'.last = RaisedThreshold
+//!     elif o.migrations > 0 and s.last = RaisedThreshold and r > s.last_ratio:
+//!         // 2. being pickier paid: demand more of the next placements
+//!         s'.justify = min(s.justify + s.justify_step, s.max_justify)
+//!         s'.last = RaisedJustify
+//!     else:                                     // 3. r >= JUSTIFY, or no migration
+//!         s'.threshold = max(s.threshold - 1, s.min_threshold)
+//!         s'.justify = max(s.justify - s.justify_step, s.min_justify)
+//!         s'.last = LoweredBoth
+//!     s'.last_ratio = r if o.migrations > 0 else s.last_ratio
+//! ```
 //!
-//! Bounds keep the threshold in `[min_threshold, max_threshold]` and JUSTIFY in
-//! `[min_justify, max_justify]`. The rate limit places at most `max_migrations` blocks per
-//! period; further qualifying misses are bypassed (and keep their counts).
+//! So a ratio exactly at JUSTIFY counts as paying; a period without migrations (nothing
+//! reached the threshold, or an idle period) lowers both, letting more blocks in; and after
+//! a raise of JUSTIFY the next paying period lowers both again, so the rule keeps probing
+//! downwards rather than settling on a threshold that may have become too strict.
+//!
+//! Rate limit: at most `max_migrations` placements per period; further misses that reach
+//! the threshold are bypassed and keep their counts (they can be placed next period, if
+//! cooling leaves them enough).
+//!
+//! Where it shines: workloads whose reuse changes over time — the threshold rises during
+//! scans and churn and falls when placements pay. Where it fails: the signal lags by a
+//! period, and with few migrations per period the ratio is noisy, so short periods make
+//! the threshold wander.
 
 use super::mrfu::MrfuCounter;
 use super::AdmissionPolicy;
@@ -22,6 +46,7 @@ use crate::params::Params;
 use crate::policy::Key;
 use crate::PolicyError;
 use serde::{Deserialize, Serialize};
+use std::collections::VecDeque;
 
 /// What the last step did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -59,6 +84,24 @@ pub struct ThresholdState {
     pub last_ratio: f64,
 }
 
+impl Default for ThresholdState {
+    /// The defaults of `adaptive`: threshold 2 in `[1, 16]`, JUSTIFY 1 in `[0.5, 8]` by
+    /// steps of 0.5.
+    fn default() -> Self {
+        ThresholdState {
+            threshold: 2,
+            justify: 1.0,
+            min_threshold: 1,
+            max_threshold: 16,
+            min_justify: 0.5,
+            max_justify: 8.0,
+            justify_step: 0.5,
+            last: LastMove::None,
+            last_ratio: 0.0,
+        }
+    }
+}
+
 /// One period's observation.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PeriodObservation {
@@ -68,7 +111,8 @@ pub struct PeriodObservation {
     pub migrations: u64,
 }
 
-/// The adaptive rule, one period: returns the next state.
+/// The adaptive rule, one period: the state for the next period, from this period's
+/// observation (rules in the module doc). Pure.
 pub fn step(s: ThresholdState, o: PeriodObservation) -> ThresholdState {
     let mut n = s;
     let ratio = if o.migrations == 0 {
@@ -77,7 +121,7 @@ pub fn step(s: ThresholdState, o: PeriodObservation) -> ThresholdState {
         o.hits as f64 / o.migrations as f64
     };
     if o.migrations > 0 && ratio < s.justify {
-        n.threshold = (s.threshold + 1).min(s.max_threshold);
+        n.threshold = s.threshold.saturating_add(1).min(s.max_threshold);
         n.last = LastMove::RaisedThreshold;
     } else if o.migrations > 0 && s.last == LastMove::RaisedThreshold && ratio > s.last_ratio {
         n.justify = (s.justify + s.justify_step).min(s.max_justify);
@@ -105,7 +149,7 @@ pub struct Adaptive {
     seen: u64,
     hits: u64,
     migrations: u64,
-    history: Vec<ThresholdState>,
+    history: VecDeque<ThresholdState>,
 }
 
 impl Adaptive {
@@ -151,7 +195,7 @@ impl Adaptive {
             seen: 0,
             hits: 0,
             migrations: 0,
-            history: Vec::new(),
+            history: VecDeque::new(),
         })
     }
 
@@ -161,8 +205,25 @@ impl Adaptive {
     }
 
     /// The state after each completed period, oldest first (bounded to the last 1024).
-    pub fn history(&self) -> &[ThresholdState] {
-        &self.history
+    pub fn history(&self) -> impl ExactSizeIterator<Item = ThresholdState> + '_ {
+        self.history.iter().copied()
+    }
+
+    /// Ends a period: applies [`step`] to what it observed.
+    fn end_period(&mut self) {
+        self.state = step(
+            self.state,
+            PeriodObservation {
+                hits: self.hits,
+                migrations: self.migrations,
+            },
+        );
+        if self.history.len() == 1024 {
+            self.history.pop_front();
+        }
+        self.history.push_back(self.state);
+        self.hits = 0;
+        self.migrations = 0;
     }
 }
 
@@ -174,33 +235,22 @@ impl AdmissionPolicy for Adaptive {
         )
     }
     fn access(&mut self, key: Key, resident: bool) -> bool {
-        self.seen += 1;
-        if self.seen.is_multiple_of(self.period) {
-            self.state = step(
-                self.state,
-                PeriodObservation {
-                    hits: self.hits,
-                    migrations: self.migrations,
-                },
-            );
-            if self.history.len() == 1024 {
-                self.history.remove(0);
-            }
-            self.history.push(self.state);
-            self.hits = 0;
-            self.migrations = 0;
-        }
         let c = self.counter.record(key, resident);
-        if resident {
+        let place = if resident {
             self.hits += 1;
-            return true;
-        }
-        if c >= self.state.threshold && self.migrations < self.max_migrations {
+            true
+        } else if c >= self.state.threshold && self.migrations < self.max_migrations {
             self.counter.forget(key);
             self.migrations += 1;
-            return true;
+            true
+        } else {
+            false
+        };
+        self.seen += 1;
+        if self.seen.is_multiple_of(self.period) {
+            self.end_period();
         }
-        false
+        place
     }
 }
 
@@ -257,12 +307,80 @@ mod tests {
     }
 
     #[test]
-    fn rate_limit_caps_placements() {
-        let mut a = build_admission(
-            "adaptive:threshold=1,min-threshold=1,max-migrations=5,period=1000,sequential=0",
+    fn the_running_policy_follows_step() {
+        let mut a = Adaptive::from_params(
+            &Params::parse(
+                "adaptive",
+                "threshold=2,max-threshold=4,justify=1,min-justify=0.5,max-justify=2,\
+                 justify-step=0.5,period=10,sequential=0",
+            )
+            .unwrap(),
         )
         .unwrap();
-        let placed: u32 = (0..100u64).map(|k| a.access(k * 3, false) as u32).sum();
-        assert_eq!(placed, 5);
+        let mut t = 0u64;
+        let mut filler = |a: &mut Adaptive, n: usize| {
+            for _ in 0..n {
+                t += 2;
+                assert!(!a.access(1_000 + t, false));
+            }
+        };
+        let mut placed = Vec::new();
+        // Period 1: block 1 placed on its 2nd miss, never hit: 0 hits / 1 migration.
+        placed.push(a.access(1, false));
+        placed.push(a.access(1, false));
+        filler(&mut a, 8);
+        // Period 2 (threshold 3): block 2 placed on its 3rd miss, then 7 hits: 7 / 1.
+        for _ in 0..3 {
+            placed.push(a.access(2, false));
+        }
+        for _ in 0..7 {
+            a.access(2, true);
+        }
+        // Period 3: block 3 placed on its 3rd miss, no hits: 0 / 1.
+        for _ in 0..3 {
+            placed.push(a.access(3, false));
+        }
+        filler(&mut a, 7);
+        // Period 4: only hits: 10 / 0.
+        for _ in 0..10 {
+            a.access(3, true);
+        }
+        assert_eq!(
+            placed,
+            [false, true, false, false, true, false, false, true]
+        );
+        let trajectory: Vec<(u32, f64, LastMove)> = a
+            .history()
+            .map(|s| (s.threshold, s.justify, s.last))
+            .collect();
+        assert_eq!(
+            trajectory,
+            vec![
+                (3, 1.0, LastMove::RaisedThreshold), // 0 < 1
+                (3, 1.5, LastMove::RaisedJustify),   // 7 >= 1, after a raise, 7 > 0
+                (4, 1.5, LastMove::RaisedThreshold), // 0 < 1.5
+                (3, 1.0, LastMove::LoweredBoth),     // no migration
+            ]
+        );
+    }
+
+    #[test]
+    fn rate_limit_caps_placements_per_period() {
+        // Threshold 1 held there (JUSTIFY 0 is always met), at most 5 placements per
+        // period of 100 accesses: of 300 distinct misses, the first 5 of each period are
+        // placed.
+        let mut a = build_admission(
+            "adaptive:threshold=1,justify=0,min-justify=0,max-migrations=5,period=100,sequential=0",
+        )
+        .unwrap();
+        let placed: Vec<u64> = (0..300u64).filter(|&i| a.access(i * 3, false)).collect();
+        assert_eq!(
+            placed,
+            [0, 1, 2, 3, 4, 100, 101, 102, 103, 104, 200, 201, 202, 203, 204]
+        );
+        // Unlimited, every miss is placed.
+        let mut b =
+            build_admission("adaptive:threshold=1,justify=0,min-justify=0,period=100").unwrap();
+        assert_eq!((0..300u64).filter(|&i| b.access(i * 3, false)).count(), 300);
     }
 }

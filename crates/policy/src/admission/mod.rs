@@ -9,6 +9,12 @@
 //!   and a sequential filter;
 //! * [`adaptive::Adaptive`] (`adaptive:...`): MRFU whose threshold follows hits per
 //!   migration against JUSTIFY, with a migration rate limit.
+//!
+//! Specs are parsed by [`build_admission`] with [`Params`], like eviction specs: names are
+//! case-insensitive (`mfu` is an alias of `threshold`), unknown keys and out-of-range values
+//! are errors naming the key. Each policy's parameters and defaults are listed on its
+//! `from_params`. Counting state is bounded (see [`threshold::Candidates`]) and every
+//! access costs O(1) amortised.
 
 pub mod adaptive;
 pub mod mrfu;
@@ -89,5 +95,45 @@ mod tests {
             build_admission("adaptive:decay=2"),
             Err(PolicyError::BadParam { .. })
         ));
+        for bad in [
+            "demand:n=2",
+            "threshold:n=0",
+            "mrfu:period=0",
+            "mrfu:sequential=2",
+            "adaptive:threshold=20,max-threshold=16",
+            "adaptive:justify=0.1",
+            "threshold:n=two",
+        ] {
+            assert!(
+                matches!(build_admission(bad), Err(PolicyError::BadParam { .. })),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn registry_names_and_aliases() {
+        let name = |s: &str| build_admission(s).unwrap().name();
+        assert_eq!(name("demand"), "demand");
+        assert_eq!(name("Demand"), "demand");
+        assert_eq!(name("threshold:n=3"), "threshold(n=3,candidates=65536)");
+        assert_eq!(
+            name("MFU:n=4,candidates=10"),
+            "threshold(n=4,candidates=10)"
+        );
+        assert_eq!(
+            name("mrfu:threshold=3,period=100,decay=0.25"),
+            "mrfu(threshold=3,period=100,decay=0.25)"
+        );
+        assert_eq!(name("adaptive"), "adaptive(threshold=2,justify=1)");
+        for n in ADMISSION_NAMES {
+            assert!(build_admission(n).is_ok(), "{n}");
+        }
+    }
+
+    #[test]
+    fn demand_places_every_miss() {
+        let mut d = build_admission("demand").unwrap();
+        assert!((0..100u64).all(|k| d.access(k, false)));
     }
 }

@@ -1,13 +1,23 @@
 //! MRFU placement (SANCACHE): the access-count threshold of [`super::threshold`], with
 //! periodic cooling of the candidates' counts and a sequential filter.
 //!
-//! * Cooling: every `period` accesses all candidate counts are multiplied by `decay`
-//!   (default 0.5) and zeros dropped, so a block must be hot *recently* to be placed — the
-//!   "recently" in MRFU (most recently and frequently used). The sweep costs O(candidates)
-//!   once per period, O(1) amortised per access when `period >= candidates`.
-//! * Sequential filter: an access to the previous access's key or the next key continues a
-//!   sequential run and adds nothing to any count, so a run counts once. Sequential streams
-//!   are what disks serve well; a fast tier should not spend migrations on them.
+//! * Cooling: every `period` accesses (hits and misses alike) all candidate counts are
+//!   multiplied by `decay` (default 0.5, rounded down) and zeros dropped, so a block must
+//!   be hot *recently* to be placed — the "recently" in MRFU (most recently and frequently
+//!   used). Cooling is lazy ([`super::threshold::Candidates::cool`] advances an epoch; a
+//!   count catches up when touched; zeros leave when the bounded table is swept), so it
+//!   costs O(1) per access whatever the period. The access that completes a period is
+//!   counted after the cooling.
+//! * Sequential filter: an access to the previous access's key or to the previous key + 1
+//!   continues a sequential run and adds nothing to any count, so a run counts once (at
+//!   its first block). Hits take part in runs too. Sequential streams are what disks serve
+//!   well; a fast tier should not spend migrations on them.
+//!
+//! Where it shines: hot sets that drift (cooling forgets yesterday's hot blocks) mixed with
+//! scans and backups (the filter keeps them out). Where it fails: a workload whose hot
+//! blocks are themselves read sequentially (a small file read whole, again and again) —
+//! only the first block of each run is ever placed; and blocks whose reuse interval is
+//! longer than a few periods never accumulate a count.
 
 use super::threshold::Candidates;
 use super::AdmissionPolicy;
@@ -20,7 +30,6 @@ use crate::PolicyError;
 pub struct MrfuCounter {
     candidates: Candidates,
     period: u64,
-    decay: f64,
     seen: u64,
     last_key: Option<Key>,
     filter_sequential: bool,
@@ -31,9 +40,8 @@ impl MrfuCounter {
     /// candidates.
     pub fn new(capacity: usize, period: u64, decay: f64, filter_sequential: bool) -> Self {
         MrfuCounter {
-            candidates: Candidates::new(capacity),
+            candidates: Candidates::with_decay(capacity, decay),
             period: period.max(1),
-            decay,
             seen: 0,
             last_key: None,
             filter_sequential,
@@ -45,7 +53,7 @@ impl MrfuCounter {
     pub fn record(&mut self, key: Key, resident: bool) -> u32 {
         self.seen += 1;
         if self.seen.is_multiple_of(self.period) {
-            self.candidates.cool(self.decay);
+            self.candidates.cool();
         }
         let sequential = self.filter_sequential
             && self
@@ -65,6 +73,11 @@ impl MrfuCounter {
     /// Forgets a placed key.
     pub fn forget(&mut self, key: Key) {
         self.candidates.forget(key)
+    }
+
+    /// Accesses per cooling period.
+    pub fn period(&self) -> u64 {
+        self.period
     }
 
     /// The candidate table.
@@ -105,7 +118,12 @@ impl Mrfu {
 
 impl AdmissionPolicy for Mrfu {
     fn name(&self) -> String {
-        format!("mrfu(threshold={})", self.threshold)
+        format!(
+            "mrfu(threshold={},period={},decay={})",
+            self.threshold,
+            self.counter.period(),
+            self.counter.candidates().decay()
+        )
     }
     fn access(&mut self, key: Key, resident: bool) -> bool {
         let c = self.counter.record(key, resident);
@@ -121,23 +139,45 @@ impl AdmissionPolicy for Mrfu {
 mod tests {
     use super::*;
     use crate::admission::build_admission;
+    use proptest::prelude::*;
 
     #[test]
-    fn a_scan_never_reaches_threshold_two_with_the_filter() {
-        let mut with = build_admission("mrfu:threshold=2").unwrap();
-        let mut without = build_admission("mrfu:threshold=2,sequential=0").unwrap();
-        // Two sequential passes over 1000 blocks.
-        let (mut placed_with, mut placed_without) = (0, 0);
-        for _ in 0..2 {
+    fn a_sequential_scan_never_reaches_threshold_two_with_the_filter() {
+        // One scan of 1000 distinct blocks, then the same scan again.
+        let mut with = build_admission("mrfu:threshold=2,period=100000").unwrap();
+        let mut without = build_admission("mrfu:threshold=2,period=100000,sequential=0").unwrap();
+        let mut placed_with = Vec::new();
+        let mut placed_without = Vec::new();
+        for pass in 0..2 {
             for k in 0..1000u64 {
-                placed_with += with.access(k, false) as u32;
-                placed_without += without.access(k, false) as u32;
+                if with.access(k, false) {
+                    placed_with.push((pass, k));
+                }
+                if without.access(k, false) {
+                    placed_without.push((pass, k));
+                }
             }
         }
-        // With the filter only the first block of each pass counts (the second pass's
-        // block 0 is not sequential to 999): block 0 reaches 2 and is placed.
-        assert_eq!(placed_with, 1);
-        assert_eq!(placed_without, 1000);
+        // With the filter each pass counts once, at its first block; the second pass's
+        // block 0 does not continue the run (999 -> 0), so block 0 alone reaches 2.
+        assert_eq!(placed_with, vec![(1, 0)]);
+        // Without it, every block reaches 2 on the second pass.
+        assert_eq!(placed_without.len(), 1000);
+        assert!(placed_without.iter().all(|&(pass, _)| pass == 1));
+    }
+
+    #[test]
+    fn the_filter_counts_a_run_once_and_repeats_as_continuations() {
+        let mut c = MrfuCounter::new(100, 1_000, 0.5, true);
+        assert_eq!(c.record(50, false), 1); // starts a run
+        assert_eq!(c.record(50, false), 1); // same key: continuation
+        assert_eq!(c.record(51, false), 0); // next key: continuation, not counted
+        assert_eq!(c.record(7, false), 1); // a jump: counted
+        assert_eq!(c.record(50, false), 2); // a jump: counted
+        assert_eq!(c.record(51, true), 0); // a hit continues the run too
+        assert_eq!(c.record(52, false), 0); // so 52 is a continuation
+        assert_eq!(c.record(49, false), 1); // backwards is a jump
+        assert_eq!(c.candidates().count(51), 0);
     }
 
     #[test]
@@ -151,11 +191,54 @@ mod tests {
         assert_eq!(c.candidates().count(10), 1);
         assert_eq!(c.candidates().count(20), 1);
         for _ in 0..4 {
-            c.record(30, false); // the 8th access cools again: 10 and 20 -> 0 (dropped), 30: 3 -> 1
+            c.record(30, false); // the 8th access cools again: 10 and 20 -> 0, 30: 3 -> 1
         }
         assert_eq!(c.candidates().count(10), 0);
         assert_eq!(c.candidates().count(20), 0);
         assert_eq!(c.candidates().count(30), 2);
-        assert_eq!(c.candidates().len(), 1);
+        assert_eq!(c.candidates().live(), 1);
+    }
+
+    #[test]
+    fn a_block_must_be_hot_recently() {
+        // Threshold 3, period 10: block 1 is read at accesses 1, 2, 11, 12, ...; fillers
+        // (one-touch) in between. The 10th access halves block 1's count (2 -> 1), so it
+        // reaches 3 only at access 12; without cooling it would at access 11.
+        let run = |decay: &str| {
+            let mut m = build_admission(&format!(
+                "mrfu:threshold=3,period=10,sequential=0,decay={decay}"
+            ))
+            .unwrap();
+            (1..=20u64)
+                .filter(|&i| {
+                    let key = if matches!(i, 1 | 2 | 11 | 12) {
+                        1
+                    } else {
+                        1000 + 2 * i
+                    };
+                    m.access(key, false) && key == 1
+                })
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run("0.5"), vec![12]);
+        assert_eq!(run("1"), vec![11]);
+        // decay 0 forgets everything each period: 2 -> 0, then 11, 12 make only 2.
+        assert_eq!(run("0"), Vec::<u64>::new());
+    }
+
+    proptest! {
+        #[test]
+        fn candidate_table_never_exceeds_its_bound(
+            cap in 1usize..40,
+            period in 1u64..50,
+            seq in any::<bool>(),
+            ops in proptest::collection::vec((0u64..300, any::<bool>()), 1..2000),
+        ) {
+            let mut c = MrfuCounter::new(cap, period, 0.5, seq);
+            for (k, resident) in ops {
+                c.record(k, resident);
+                prop_assert!(c.candidates().len() <= cap);
+            }
+        }
     }
 }
