@@ -105,6 +105,12 @@ impl ExactStack {
         self.last.len() as u64
     }
 
+    /// Length of the time axis (the Fenwick tree's leaves): at most `max(4 × keys, 2^16)`
+    /// after compaction, whatever the trace's length.
+    pub fn time_capacity(&self) -> usize {
+        self.marks.capacity()
+    }
+
     /// Bytes held by the profile's structures (for memory reports).
     pub fn memory_bytes(&self) -> usize {
         self.last.capacity() * 13 + self.marks.capacity() * 4 + self.histogram.memory_bytes()

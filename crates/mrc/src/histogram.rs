@@ -96,6 +96,11 @@ impl DistanceHistogram {
         self.total += other.total;
     }
 
+    /// Buckets allocated.
+    pub fn buckets(&self) -> usize {
+        self.buckets.len()
+    }
+
     /// Bytes held.
     pub fn memory_bytes(&self) -> usize {
         self.buckets.capacity() * 8

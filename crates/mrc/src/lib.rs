@@ -8,6 +8,7 @@
 //! Owns: measuring how a tenant's miss ratio falls with cache size. Does not own: choosing
 //! sizes (that is `alloc`).
 
+pub mod bench;
 pub mod curve;
 pub mod exact;
 pub mod fenwick;
@@ -16,7 +17,8 @@ pub mod minisim;
 pub mod profiler;
 pub mod shards;
 
-pub use curve::{CurveError, CurvePoint, HitRatioCurve};
+pub use bench::{bench_report, BenchReport};
+pub use curve::{CurveError, CurvePoint, HitRatioCurve, Weighting};
 
 use serde::Serialize;
 use std::time::Instant;
@@ -114,19 +116,10 @@ pub struct CurveReport {
 impl CurveReport {
     /// The points as a curve.
     pub fn curve(&self) -> HitRatioCurve {
-        HitRatioCurve::new(self.points.clone()).expect("built curves are well formed")
+        HitRatioCurve::new(self.points.clone())
+            .expect("built curves are well formed")
+            .with_weighting(self.weighting)
     }
-}
-
-/// What a curve's miss ratio counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Weighting {
-    /// Each lookup counts one (the request miss ratio).
-    #[default]
-    Requests,
-    /// Each lookup counts its bytes (the byte miss ratio: what the backend must serve).
-    Bytes,
 }
 
 /// Builds the request-weighted curve of `requests` under `mode` with `method` at `sizes`
