@@ -3,17 +3,26 @@
 //! LRU has the inclusion property: a cache of `s` blocks holds exactly the `s` most
 //! recently used blocks, so an access hits at every size larger than its stack distance
 //! (the number of distinct blocks touched since its previous access). One pass computes
-//! every access's distance — a hash map from key to last access time, and a [`Marks`]
-//! tree counting live keys after that time, O(log n) per access — and the curve at any
-//! size is the share of accesses whose distance is at least the size, plus cold misses.
+//! every access's distance — a hash table from key to last access time ([`LastTime`]),
+//! and a [`Marks`] Fenwick tree counting live keys after that time, O(log n) per access —
+//! and the curve at any size is the share of accesses whose distance is at least the
+//! size, plus cold misses ([`DistanceHistogram`]).
+//!
+//! Memory is O(distinct keys), not O(trace length): when the time axis fills, live times
+//! are renumbered `0..n` in order and the axis is rebuilt with room for `8n` times (a bit
+//! and 1/16 of a counter each), so compaction runs once per `7n` accesses at O(n log n).
+//!
+//! Speed (10 M requests, 0.9 M distinct keys, one core): about 5–9 M accesses/s
+//! depending on machine load; the table lookup (one cache miss) dominates, the Fenwick
+//! tree over 64-time words stays in cache. See `mrc::bench`.
 
 use crate::fenwick::Marks;
 use crate::histogram::DistanceHistogram;
-use policy::keymap::KeyMap;
+use crate::keytable::LastTime;
 
 /// Stack distances of an access stream, exactly.
 pub struct ExactStack {
-    last: KeyMap<u32>,
+    last: LastTime,
     marks: Marks,
     now: u32,
     /// The distances seen so far.
@@ -30,7 +39,7 @@ impl ExactStack {
     /// An empty profile.
     pub fn new() -> Self {
         ExactStack {
-            last: KeyMap::default(),
+            last: LastTime::default(),
             marks: Marks::new(1 << 16),
             now: 0,
             histogram: DistanceHistogram::default(),
@@ -63,11 +72,7 @@ impl ExactStack {
         let t = self.now;
         self.now += 1;
         let d = match self.last.insert(key, t) {
-            Some(prev) => {
-                let d = self.marks.after(prev as usize);
-                self.marks.clear(prev as usize);
-                Some(d)
-            }
+            Some(prev) => Some(self.marks.take(prev as usize)),
             None => None,
         };
         self.marks.set(t as usize);
@@ -77,25 +82,21 @@ impl ExactStack {
     /// Whether `key` has been seen (and not forgotten).
     #[inline]
     pub fn contains(&self, key: u64) -> bool {
-        self.last.contains_key(&key)
+        self.last.contains_key(key)
     }
 
     /// Stops tracking `key` (fixed-size SHARDS drops keys from its sample).
     pub fn forget(&mut self, key: u64) {
-        if let Some(t) = self.last.remove(&key) {
+        if let Some(t) = self.last.remove(key) {
             self.marks.clear(t as usize);
         }
     }
 
-    /// Renumbers live keys' times `0..n` so the time axis never outgrows twice the keys.
+    /// Renumbers live keys' times `0..n` so the time axis stays within `8n` (or `2^16`).
     fn compact(&mut self) {
-        let mut live: Vec<(u32, u64)> = self.last.iter().map(|(&k, &t)| (t, k)).collect();
-        live.sort_unstable();
-        for (i, (_, k)) in live.iter().enumerate() {
-            self.last.insert(*k, i as u32);
-        }
-        let n = live.len();
-        let cap = (4 * n).max(1 << 16);
+        self.last.renumber();
+        let n = self.last.len();
+        let cap = (8 * n).max(1 << 16);
         self.marks.rebuild(n, cap);
         self.now = n as u32;
     }
@@ -105,7 +106,7 @@ impl ExactStack {
         self.last.len() as u64
     }
 
-    /// Length of the time axis (the Fenwick tree's leaves): at most `max(4 × keys, 2^16)`
+    /// Length of the time axis (the Fenwick tree's leaves): at most `max(8 × keys, 2^16)`
     /// after compaction, whatever the trace's length.
     pub fn time_capacity(&self) -> usize {
         self.marks.capacity()
@@ -113,7 +114,9 @@ impl ExactStack {
 
     /// Bytes held by the profile's structures (for memory reports).
     pub fn memory_bytes(&self) -> usize {
-        self.last.capacity() * 13 + self.marks.capacity() * 4 + self.histogram.memory_bytes()
+        self.last.capacity() * 16 + self.marks.capacity() / 8
+            + self.marks.capacity() / 16
+            + self.histogram.memory_bytes()
     }
 }
 

@@ -3,29 +3,37 @@
 //! Stack distance of an access = number of distinct keys touched since that key's previous
 //! access = marks after its previous time. Each key keeps one mark at its last access
 //! time; a new access moves the mark. Times only grow, so the tree would grow with the
-//! trace; [`Marks::compact`] renumbers the live marks `0..n` (order kept) when the time
-//! axis fills, so memory stays proportional to the live keys. Hand-written: no crate
-//! offers a compacting order-statistics tree over `u32` times.
+//! trace; [`Marks::rebuild`] renumbers the live marks `0..n` (order kept) when the time
+//! axis fills, so memory stays proportional to the live keys.
+//!
+//! Layout, for speed: the marks are a bitmap of 64-bit words and the Fenwick tree counts
+//! marks per word, so it is 64 times smaller than the time axis (a million keys need a
+//! 256 KiB tree that stays in cache) and a query is one tree walk plus one `popcount`.
+//! Hand-written: no crate offers a compacting order-statistics tree over `u32` times.
 
 /// 0/1 marks over times `0..capacity` with prefix counts in O(log n).
 #[derive(Clone, Debug)]
 pub struct Marks {
+    bits: Vec<u64>,
+    /// Fenwick tree over per-word counts, 1-based.
     tree: Vec<u32>,
     total: u64,
 }
 
 impl Marks {
-    /// Room for times `0..capacity`.
+    /// Room for times `0..capacity` (rounded up to a multiple of 64).
     pub fn new(capacity: usize) -> Self {
+        let words = capacity.max(1).div_ceil(64);
         Marks {
-            tree: vec![0; capacity.max(1) + 1],
+            bits: vec![0; words],
+            tree: vec![0; words + 1],
             total: 0,
         }
     }
 
     /// Times that fit.
     pub fn capacity(&self) -> usize {
-        self.tree.len() - 1
+        self.bits.len() * 64
     }
 
     /// Live marks.
@@ -34,31 +42,18 @@ impl Marks {
     }
 
     #[inline]
-    fn add(&mut self, t: usize, delta: i32) {
-        let mut i = t + 1;
+    fn add_word(&mut self, w: usize, delta: i32) {
+        let mut i = w + 1;
         while i < self.tree.len() {
             self.tree[i] = self.tree[i].wrapping_add_signed(delta);
             i += i & i.wrapping_neg();
         }
-        self.total = self.total.wrapping_add_signed(delta as i64);
     }
 
-    /// Marks time `t`.
+    /// Marks at words `< w`.
     #[inline]
-    pub fn set(&mut self, t: usize) {
-        self.add(t, 1)
-    }
-
-    /// Unmarks time `t` (which must be marked).
-    #[inline]
-    pub fn clear(&mut self, t: usize) {
-        self.add(t, -1)
-    }
-
-    /// Marks at times `<= t`.
-    #[inline]
-    pub fn prefix(&self, t: usize) -> u64 {
-        let mut i = t + 1;
+    fn words_before(&self, w: usize) -> u64 {
+        let mut i = w;
         let mut s = 0u64;
         while i > 0 {
             s += self.tree[i] as u64;
@@ -67,20 +62,59 @@ impl Marks {
         s
     }
 
+    /// Marks time `t` (which must be unmarked).
+    #[inline]
+    pub fn set(&mut self, t: usize) {
+        self.bits[t / 64] |= 1 << (t % 64);
+        self.add_word(t / 64, 1);
+        self.total += 1;
+    }
+
+    /// Unmarks time `t` (which must be marked).
+    #[inline]
+    pub fn clear(&mut self, t: usize) {
+        self.bits[t / 64] &= !(1 << (t % 64));
+        self.add_word(t / 64, -1);
+        self.total -= 1;
+    }
+
+    /// Marks at times `<= t`.
+    #[inline]
+    pub fn prefix(&self, t: usize) -> u64 {
+        let (w, b) = (t / 64, t % 64);
+        let mask = if b == 63 { u64::MAX } else { (1u64 << (b + 1)) - 1 };
+        self.words_before(w) + (self.bits[w] & mask).count_ones() as u64
+    }
+
     /// Marks at times `> t`.
     #[inline]
     pub fn after(&self, t: usize) -> u64 {
         self.total - self.prefix(t)
     }
 
-    /// Rebuilds the tree with the given live times renumbered to `0..n` in order, sized for
-    /// `capacity` times. `times` must be sorted.
+    /// Marks at times `> t`, then unmarks `t` (which must be marked): one access's
+    /// distance and the removal of its old mark.
+    #[inline]
+    pub fn take(&mut self, t: usize) -> u64 {
+        let d = self.after(t);
+        self.clear(t);
+        d
+    }
+
+    /// Replaces the marks with times `0..live` all marked, room for `capacity` times.
     pub fn rebuild(&mut self, live: usize, capacity: usize) {
-        self.tree = vec![0; capacity.max(live + 1) + 1];
-        self.total = 0;
-        // Build in O(n): set leaf counts then push each to its parent.
-        for t in 0..live {
-            self.tree[t + 1] += 1;
+        let words = capacity.max(live + 1).div_ceil(64);
+        self.bits = vec![0; words];
+        for w in 0..live / 64 {
+            self.bits[w] = u64::MAX;
+        }
+        if live % 64 != 0 {
+            self.bits[live / 64] = (1u64 << (live % 64)) - 1;
+        }
+        // Build in O(n): leaf counts, then each node pushed to its parent.
+        self.tree = vec![0; words + 1];
+        for w in 0..words {
+            self.tree[w + 1] = self.bits[w].count_ones();
         }
         for i in 1..self.tree.len() {
             let j = i + (i & i.wrapping_neg());
@@ -95,6 +129,7 @@ impl Marks {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
 
     #[test]
     fn counts_after() {
@@ -108,5 +143,27 @@ mod tests {
         assert_eq!(m.after(3), 1);
         m.rebuild(3, 8);
         assert_eq!((m.total(), m.after(0), m.prefix(2)), (3, 2, 3));
+        m.rebuild(130, 200);
+        assert_eq!((m.prefix(63), m.prefix(64), m.after(128), m.prefix(150)), (64, 65, 1, 130));
+        assert_eq!(m.capacity(), 256);
+    }
+
+    proptest! {
+        #[test]
+        fn matches_a_plain_bitmap(ops in prop::collection::vec((0usize..700, any::<bool>()), 1..400)) {
+            let mut m = Marks::new(700);
+            let mut plain = vec![false; 700];
+            for (t, on) in ops {
+                if on && !plain[t] {
+                    m.set(t);
+                    plain[t] = true;
+                } else if !on && plain[t] {
+                    prop_assert_eq!(m.take(t), plain[t + 1..].iter().filter(|&&x| x).count() as u64);
+                    plain[t] = false;
+                }
+                let probe = (t * 7) % 700;
+                prop_assert_eq!(m.prefix(probe), plain[..=probe].iter().filter(|&&x| x).count() as u64);
+            }
+        }
     }
 }

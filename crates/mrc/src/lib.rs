@@ -13,6 +13,7 @@ pub mod curve;
 pub mod exact;
 pub mod fenwick;
 pub mod histogram;
+pub mod keytable;
 pub mod minisim;
 pub mod profiler;
 pub mod shards;
