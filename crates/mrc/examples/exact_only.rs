@@ -2,7 +2,9 @@
 
 fn main() {
     let mut a = std::env::args().skip(1);
-    let n: u64 = a.next().map_or(10_000_000, |s| s.parse().expect("requests"));
+    let n: u64 = a
+        .next()
+        .map_or(10_000_000, |s| s.parse().expect("requests"));
     let runs: u32 = a.next().map_or(1, |s| s.parse().expect("runs"));
     let keys = mrc::bench::bench_keys(n, 42).expect("trace");
     for _ in 0..runs {

@@ -289,7 +289,8 @@ pub fn minisim_report(
                 sizes
                     .iter()
                     .map(|&s| {
-                        let mut c = policy::BlockCache::new(s as usize, policy::build(spec).map_err(bad)?);
+                        let mut c =
+                            policy::BlockCache::new(s as usize, policy::build(spec).map_err(bad)?);
                         let misses = keys
                             .iter()
                             .filter(|&&k| !c.access(k, |_, _| {}).is_hit())
@@ -299,11 +300,8 @@ pub fn minisim_report(
                     .collect()
             });
             let full = full?;
-            let points: Vec<(u64, f64, f64)> = m
-                .iter()
-                .zip(&full)
-                .map(|(&(s, a), &b)| (s, a, b))
-                .collect();
+            let points: Vec<(u64, f64, f64)> =
+                m.iter().zip(&full).map(|(&(s, a), &b)| (s, a, b)).collect();
             let mae =
                 points.iter().map(|p| (p.1 - p.2).abs()).sum::<f64>() / points.len().max(1) as f64;
             Ok(MiniSimResult {

@@ -333,8 +333,8 @@ mod tests {
         );
         assert_eq!(HitRatioCurve::from_json(&j).unwrap(), k);
         // No weighting: requests. Bad points are refused as by `new`.
-        let r = HitRatioCurve::from_json(r#"{"points":[{"cache_size":4,"miss_ratio":0.5}]}"#)
-            .unwrap();
+        let r =
+            HitRatioCurve::from_json(r#"{"points":[{"cache_size":4,"miss_ratio":0.5}]}"#).unwrap();
         assert_eq!(r.weighting(), Weighting::Requests);
         assert_eq!(r.points().len(), 2);
         assert!(matches!(

@@ -82,7 +82,11 @@ impl Marks {
     #[inline]
     pub fn prefix(&self, t: usize) -> u64 {
         let (w, b) = (t / 64, t % 64);
-        let mask = if b == 63 { u64::MAX } else { (1u64 << (b + 1)) - 1 };
+        let mask = if b == 63 {
+            u64::MAX
+        } else {
+            (1u64 << (b + 1)) - 1
+        };
         self.words_before(w) + (self.bits[w] & mask).count_ones() as u64
     }
 
@@ -108,7 +112,7 @@ impl Marks {
         for w in 0..live / 64 {
             self.bits[w] = u64::MAX;
         }
-        if live % 64 != 0 {
+        if live & 63 != 0 {
             self.bits[live / 64] = (1u64 << (live % 64)) - 1;
         }
         // Build in O(n): leaf counts, then each node pushed to its parent.
@@ -144,7 +148,10 @@ mod tests {
         m.rebuild(3, 8);
         assert_eq!((m.total(), m.after(0), m.prefix(2)), (3, 2, 3));
         m.rebuild(130, 200);
-        assert_eq!((m.prefix(63), m.prefix(64), m.after(128), m.prefix(150)), (64, 65, 1, 130));
+        assert_eq!(
+            (m.prefix(63), m.prefix(64), m.after(128), m.prefix(150)),
+            (64, 65, 1, 130)
+        );
         assert_eq!(m.capacity(), 256);
     }
 

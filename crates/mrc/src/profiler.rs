@@ -100,12 +100,7 @@ impl OnlineProfiler {
     }
 
     /// Adds phantom caches of policy `spec` at `sizes`, sampled at `rate`.
-    pub fn with_phantoms(
-        mut self,
-        spec: &str,
-        rate: f64,
-        sizes: &[u64],
-    ) -> Result<Self, MrcError> {
+    pub fn with_phantoms(mut self, spec: &str, rate: f64, sizes: &[u64]) -> Result<Self, MrcError> {
         self.phantoms = Some(PhantomCaches::new(spec, rate, sizes)?);
         Ok(self)
     }
@@ -191,7 +186,9 @@ mod tests {
         }
         let m = p.phantom_miss_ratios().unwrap();
         assert_eq!(m[0].0, 5_000);
-        assert!(m[0].1 > 0.95, "{m:?}");
+        // All sampled accesses miss at 5,000; the ratio is over the accesses the sample
+        // should have had (count correction), so it is the sampled share of keys / 0.1.
+        assert!(m[0].1 > 0.9, "{m:?}");
         assert!(m[1].1 < 0.06, "{m:?}");
         assert!(PhantomCaches::new("lru", 0.0, &[10]).is_err());
         assert!(PhantomCaches::new("lru", 0.1, &[]).is_err());

@@ -34,10 +34,19 @@ use std::collections::BinaryHeap;
 /// The modulus of the spatial hash.
 pub const MODULUS: u64 = 1 << 56;
 
+/// The default salt of the sampling hash.
+pub const SALT: u64 = 0x5A4D_5348_4152_4453;
+
 /// The sampling hash of a key in `[0, MODULUS)`.
 #[inline]
 pub fn sample_hash(key: u64) -> u64 {
-    mix64(key ^ 0x5A4D_5348_4152_4453) >> 8
+    salted_hash(key, SALT)
+}
+
+/// The sampling hash with another salt (a different, independent sample of keys).
+#[inline]
+pub fn salted_hash(key: u64, salt: u64) -> u64 {
+    mix64(key ^ salt) >> 8
 }
 
 /// The threshold `T` for sampling rate `rate` (clamped to `[1, MODULUS]`; a rate that is
@@ -51,6 +60,7 @@ pub fn threshold_for(rate: f64) -> u64 {
 
 /// SHARDS at a fixed sampling rate.
 pub struct ShardsFixedRate {
+    salt: u64,
     threshold: u64,
     rate: f64,
     stack: ExactStack,
@@ -63,8 +73,14 @@ impl ShardsFixedRate {
     /// Samples at `rate` in `(0, 1]` (a rate outside is clamped: [`crate::Method::validate`]
     /// refuses it first on the public path).
     pub fn new(rate: f64) -> Self {
+        Self::with_salt(rate, SALT)
+    }
+
+    /// Like [`ShardsFixedRate::new`] with the hash salted by `salt` (another sample).
+    pub fn with_salt(rate: f64, salt: u64) -> Self {
         let threshold = threshold_for(rate);
         ShardsFixedRate {
+            salt,
             threshold,
             rate: threshold as f64 / MODULUS as f64,
             stack: ExactStack::new(),
@@ -85,7 +101,7 @@ impl ShardsFixedRate {
     pub fn access_weighted(&mut self, key: u64, weight: f64) {
         self.accesses += 1;
         self.weight += weight;
-        if sample_hash(key) >= self.threshold {
+        if salted_hash(key, self.salt) >= self.threshold {
             return;
         }
         let d = self.stack.distance(key);
@@ -273,7 +289,10 @@ mod tests {
         assert_eq!(short.0, 512);
         assert_eq!(long.0, 512);
         assert!(long.1 <= 1024 && long.2 <= 1 << 16, "{long:?}");
-        assert!(long_bytes <= short_bytes * 11 / 10, "{short_bytes} -> {long_bytes}");
+        assert!(
+            long_bytes <= short_bytes * 11 / 10,
+            "{short_bytes} -> {long_bytes}"
+        );
     }
 
     #[test]
