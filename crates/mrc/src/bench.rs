@@ -4,7 +4,8 @@
 //! The trace is generated once into memory as object keys (a Zipf(0.9) tenant over
 //! `requests / 10` objects mixed 3:1 with a cyclic loop over `requests / 200` objects,
 //! from `trace::synth`), so the timings are of the methods alone: one `access` call per
-//! key, then the curve at 100 sizes up to the footprint. Accuracy is the mean absolute
+//! key (`access_all` over the slice for the exact method, which runs its table lookups
+//! ahead), then the curve at 100 sizes up to the footprint. Accuracy is the mean absolute
 //! error against the exact curve at those sizes. Memory is the structures' own count
 //! ([`crate::exact::ExactStack::memory_bytes`] etc.) after a quarter of the trace and after
 //! all of it: fixed-size SHARDS must not grow, the exact method grows with the footprint.
@@ -114,9 +115,7 @@ pub fn bench_keys_report(keys: &[u64], workload: String) -> BenchReport {
     let n = keys.len() as u64;
     let ((exact, e, sizes), secs) = timed(|| {
         let mut s = ExactStack::new();
-        for &k in keys {
-            s.access(k);
-        }
+        s.access_all(keys);
         let sizes = spread_sizes(100, s.unique());
         let c = s.histogram.curve(&sizes);
         (s, c, sizes)

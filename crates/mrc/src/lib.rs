@@ -170,10 +170,19 @@ where
     };
     let (hist, minis, memory) = match method {
         Method::Exact => {
+            // Buffered so the table lookups of a chunk can run ahead (`access_all`).
             let mut s = exact::ExactStack::new();
+            let (mut keys, mut weights) = (Vec::with_capacity(4096), Vec::with_capacity(4096));
             feed(&mut |k, w| {
-                s.access_weighted(k, w);
+                keys.push(k);
+                weights.push(w);
+                if keys.len() == 4096 {
+                    s.access_all_weighted(&keys, &weights);
+                    keys.clear();
+                    weights.clear();
+                }
             })?;
+            s.access_all_weighted(&keys, &weights);
             let m = s.memory_bytes();
             (Some(s.histogram), None, m)
         }
