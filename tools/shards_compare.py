@@ -54,11 +54,13 @@ def main():
         sampler_type = lcs.SamplerType.SPATIAL_SAMPLER
     t0 = time.perf_counter()
     peer = {}
+    keep = []  # the reader does not own its sampler: keep each alive (else a segfault)
     for s in sizes:
+        sampler = lcs.libcachesim_python.Sampler(a.rate, sampler_type)
+        keep.append(sampler)
         reader = lcs.TraceReader(a.trace, lcs.TraceType.ORACLE_GENERAL_TRACE,
-                                 reader_init_params=lcs.ReaderInitParam(
-                                     ignore_obj_size=True,
-                                     sampler=lcs.libcachesim_python.Sampler(a.rate, sampler_type)))
+                                 reader_init_params=lcs.ReaderInitParam(ignore_obj_size=True, sampler=sampler))
+        keep.append(reader)
         cache = lcs.LRU(cache_size=max(1, round(s * a.rate)))
         peer[s], _ = cache.process_trace(reader)
     peer_secs = time.perf_counter() - t0
