@@ -5,8 +5,24 @@
 //! Operations allocators need: interpolation, marginal gain per block, and the concave
 //! hull of the hit ratio (the lower convex hull of the miss ratio), which turns any curve
 //! into one that greedy water-filling optimises exactly.
+//!
+//! A curve says what its miss ratio counts ([`Weighting`]: lookups or bytes), and travels
+//! as JSON (`{"points": [...], "weighting": "requests"}`) or CSV (`cache_size,miss_ratio`;
+//! CSV does not carry the weighting, which the reader sets with
+//! [`HitRatioCurve::with_weighting`]).
 
 use serde::{Deserialize, Serialize};
+
+/// What a curve's miss ratio counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Weighting {
+    /// Each lookup counts one (the request miss ratio).
+    #[default]
+    Requests,
+    /// Each lookup counts its bytes (the byte miss ratio: what the backend must serve).
+    Bytes,
+}
 
 /// One point of a curve.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -39,6 +55,9 @@ pub enum CurveError {
         /// What is wrong.
         message: String,
     },
+    /// JSON that is not a curve.
+    #[error("JSON: {0}")]
+    Json(String),
     /// A miss ratio outside `[0, 1]` or not finite.
     #[error("point {index}: miss_ratio {value} is not in [0, 1]")]
     BadRatio {
@@ -53,6 +72,8 @@ pub enum CurveError {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct HitRatioCurve {
     points: Vec<CurvePoint>,
+    #[serde(default)]
+    weighting: Weighting,
 }
 
 impl HitRatioCurve {
@@ -85,7 +106,34 @@ impl HitRatioCurve {
                 },
             );
         }
-        Ok(HitRatioCurve { points })
+        Ok(HitRatioCurve {
+            points,
+            weighting: Weighting::Requests,
+        })
+    }
+
+    /// The same curve, marked as counting `weighting`.
+    pub fn with_weighting(mut self, weighting: Weighting) -> Self {
+        self.weighting = weighting;
+        self
+    }
+
+    /// What the miss ratio counts (requests unless said otherwise).
+    pub fn weighting(&self) -> Weighting {
+        self.weighting
+    }
+
+    /// The curve as JSON: `{"points":[{"cache_size":..,"miss_ratio":..},..],"weighting":..}`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a curve always serialises")
+    }
+
+    /// Parses [`HitRatioCurve::to_json`]'s output (a missing `weighting` means requests),
+    /// checking the points as [`HitRatioCurve::new`] does.
+    pub fn from_json(text: &str) -> Result<Self, CurveError> {
+        let raw: HitRatioCurve =
+            serde_json::from_str(text).map_err(|e| CurveError::Json(e.to_string()))?;
+        Ok(Self::new(raw.points)?.with_weighting(raw.weighting))
     }
 
     /// A curve from `(size, miss_ratio)` pairs.
@@ -162,7 +210,10 @@ impl HitRatioCurve {
             }
             hull.push(p);
         }
-        HitRatioCurve { points: hull }
+        HitRatioCurve {
+            points: hull,
+            weighting: self.weighting,
+        }
     }
 
     /// The curve as CSV with the header `cache_size,miss_ratio`.
@@ -219,6 +270,7 @@ impl HitRatioCurve {
                     miss_ratio: self.miss_ratio(c as f64),
                 })
                 .collect(),
+            weighting: self.weighting,
         }
     }
 
@@ -265,6 +317,34 @@ mod tests {
         assert_eq!(e.to_string(), "line 3: miss_ratio is not a number");
         assert_eq!(k.resample(&[15]).points().len(), 2);
         assert!((k.resample(&[15]).miss_ratio(15.0) - 0.375).abs() < 1e-12);
+        // Resampling past the last point stays flat and finite.
+        let r = k.resample(&[5, 1_000_000]);
+        assert_eq!(r.points().len(), 3);
+        assert_eq!(r.miss_ratio(1e6), 0.25);
+    }
+
+    #[test]
+    fn json_round_trip_keeps_weighting() {
+        let k = c(&[(0, 1.0), (10, 0.5)]).with_weighting(Weighting::Bytes);
+        let j = k.to_json();
+        assert_eq!(
+            j,
+            r#"{"points":[{"cache_size":0,"miss_ratio":1.0},{"cache_size":10,"miss_ratio":0.5}],"weighting":"bytes"}"#
+        );
+        assert_eq!(HitRatioCurve::from_json(&j).unwrap(), k);
+        // No weighting: requests. Bad points are refused as by `new`.
+        let r =
+            HitRatioCurve::from_json(r#"{"points":[{"cache_size":4,"miss_ratio":0.5}]}"#).unwrap();
+        assert_eq!(r.weighting(), Weighting::Requests);
+        assert_eq!(r.points().len(), 2);
+        assert!(matches!(
+            HitRatioCurve::from_json(r#"{"points":[{"cache_size":4,"miss_ratio":1.5}]}"#),
+            Err(CurveError::BadRatio { .. })
+        ));
+        assert!(matches!(
+            HitRatioCurve::from_json("[1,2]"),
+            Err(CurveError::Json(_))
+        ));
     }
 
     #[test]

@@ -3,17 +3,29 @@
 //! LRU has the inclusion property: a cache of `s` blocks holds exactly the `s` most
 //! recently used blocks, so an access hits at every size larger than its stack distance
 //! (the number of distinct blocks touched since its previous access). One pass computes
-//! every access's distance — a hash map from key to last access time, and a [`Marks`]
-//! tree counting live keys after that time, O(log n) per access — and the curve at any
-//! size is the share of accesses whose distance is at least the size, plus cold misses.
+//! every access's distance — a hash table from key to last access time ([`LastTime`]),
+//! and a [`Marks`] Fenwick tree counting live keys after that time, O(log n) per access —
+//! and the curve at any size is the share of accesses whose distance is at least the
+//! size, plus cold misses ([`DistanceHistogram`]).
+//!
+//! Memory is O(distinct keys), not O(trace length): when the time axis fills, live times
+//! are renumbered `0..n` in order and the axis is rebuilt with room for `8n` times (a bit
+//! and 1/16 of a counter each), so compaction runs once per `7n` accesses at O(n log n).
+//!
+//! Speed (10 M requests, 0.9 M distinct keys, one core): about 5–9 M accesses/s
+//! depending on machine load; the table lookup (one cache miss) dominates, the Fenwick
+//! tree over 64-time words stays in cache. See `mrc::bench`.
 
 use crate::fenwick::Marks;
 use crate::histogram::DistanceHistogram;
-use policy::keymap::KeyMap;
+use crate::keytable::LastTime;
+
+/// How far ahead [`ExactStack::access_all`] touches the table.
+pub const LOOKAHEAD: usize = 8;
 
 /// Stack distances of an access stream, exactly.
 pub struct ExactStack {
-    last: KeyMap<u32>,
+    last: LastTime,
     marks: Marks,
     now: u32,
     /// The distances seen so far.
@@ -30,7 +42,7 @@ impl ExactStack {
     /// An empty profile.
     pub fn new() -> Self {
         ExactStack {
-            last: KeyMap::default(),
+            last: LastTime::default(),
             marks: Marks::new(1 << 16),
             now: 0,
             histogram: DistanceHistogram::default(),
@@ -53,6 +65,28 @@ impl ExactStack {
         d
     }
 
+    /// Records every access of `keys` in order, as [`ExactStack::access`] does, touching
+    /// the table slot of the key [`LOOKAHEAD`] places ahead so its cache miss overlaps
+    /// with the current key's work (faster than one call per key on large footprints).
+    pub fn access_all(&mut self, keys: &[u64]) {
+        for (i, &k) in keys.iter().enumerate() {
+            if let Some(&ahead) = keys.get(i + LOOKAHEAD) {
+                self.last.touch(ahead);
+            }
+            self.access(k);
+        }
+    }
+
+    /// [`ExactStack::access_all`] with a weight per access (`weights[i]` for `keys[i]`).
+    pub fn access_all_weighted(&mut self, keys: &[u64], weights: &[f64]) {
+        for (i, (&k, &w)) in keys.iter().zip(weights).enumerate() {
+            if let Some(&ahead) = keys.get(i + LOOKAHEAD) {
+                self.last.touch(ahead);
+            }
+            self.access_weighted(k, w);
+        }
+    }
+
     /// Like [`ExactStack::access`] without recording into the histogram (for samplers
     /// that weight and scale distances themselves).
     #[inline]
@@ -63,11 +97,7 @@ impl ExactStack {
         let t = self.now;
         self.now += 1;
         let d = match self.last.insert(key, t) {
-            Some(prev) => {
-                let d = self.marks.after(prev as usize);
-                self.marks.clear(prev as usize);
-                Some(d)
-            }
+            Some(prev) => Some(self.marks.take(prev as usize)),
             None => None,
         };
         self.marks.set(t as usize);
@@ -77,25 +107,19 @@ impl ExactStack {
     /// Whether `key` has been seen (and not forgotten).
     #[inline]
     pub fn contains(&self, key: u64) -> bool {
-        self.last.contains_key(&key)
+        self.last.contains_key(key)
     }
 
     /// Stops tracking `key` (fixed-size SHARDS drops keys from its sample).
     pub fn forget(&mut self, key: u64) {
-        if let Some(t) = self.last.remove(&key) {
+        if let Some(t) = self.last.remove(key) {
             self.marks.clear(t as usize);
         }
     }
 
-    /// Renumbers live keys' times `0..n`, keeping their order, so the time axis never
-    /// outgrows eight times the keys. A key's new time is its rank among the live marks,
-    /// read from the marks themselves: one sequential sweep over the map's values, no
-    /// hashing and no sort.
+    /// Renumbers live keys' times `0..n` so the time axis stays within `8n` (or `2^16`).
     fn compact(&mut self) {
-        let marks = &self.marks;
-        for t in self.last.values_mut() {
-            *t = (marks.prefix(*t as usize) - 1) as u32;
-        }
+        self.last.renumber();
         let n = self.last.len();
         let cap = (8 * n).max(1 << 16);
         self.marks.rebuild(n, cap);
@@ -107,9 +131,18 @@ impl ExactStack {
         self.last.len() as u64
     }
 
+    /// Length of the time axis (the Fenwick tree's leaves): at most `max(8 × keys, 2^16)`
+    /// after compaction, whatever the trace's length.
+    pub fn time_capacity(&self) -> usize {
+        self.marks.capacity()
+    }
+
     /// Bytes held by the profile's structures (for memory reports).
     pub fn memory_bytes(&self) -> usize {
-        self.last.capacity() * 13 + self.marks.memory_bytes() + self.histogram.memory_bytes()
+        self.last.capacity() * 16
+            + self.marks.capacity() / 8
+            + self.marks.capacity() / 16
+            + self.histogram.memory_bytes()
     }
 }
 
@@ -146,5 +179,8 @@ mod tests {
                 naive.drain(..1000);
             }
         }
+        // 120,000 accesses over 1,000 keys: the time axis was compacted, not grown.
+        assert_eq!(s.unique(), 1000);
+        assert_eq!(s.time_capacity(), 1 << 16);
     }
 }

@@ -48,8 +48,9 @@ impl DistanceHistogram {
             Some(d) => {
                 let b = bucket_of(d);
                 if b >= self.buckets.len() {
-                    self.buckets
-                        .resize((b + 1).max(self.buckets.len() * 2).max(1024), 0.0);
+                    // Grow in 4 Ki steps: the bucket count is bounded (2^16 exact ones plus
+                    // a few thousand wide ones), so doubling would only waste memory.
+                    self.buckets.resize((b + 1).next_multiple_of(4096), 0.0);
                 }
                 self.buckets[b] += weight;
             }
@@ -94,6 +95,11 @@ impl DistanceHistogram {
         }
         self.cold += other.cold;
         self.total += other.total;
+    }
+
+    /// Buckets allocated.
+    pub fn buckets(&self) -> usize {
+        self.buckets.len()
     }
 
     /// Bytes held.

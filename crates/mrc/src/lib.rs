@@ -8,15 +8,18 @@
 //! Owns: measuring how a tenant's miss ratio falls with cache size. Does not own: choosing
 //! sizes (that is `alloc`).
 
+pub mod bench;
 pub mod curve;
 pub mod exact;
 pub mod fenwick;
 pub mod histogram;
+pub mod keytable;
 pub mod minisim;
 pub mod profiler;
 pub mod shards;
 
-pub use curve::{CurveError, CurvePoint, HitRatioCurve};
+pub use bench::{bench_report, BenchReport};
+pub use curve::{CurveError, CurvePoint, HitRatioCurve, Weighting};
 
 use serde::Serialize;
 use std::time::Instant;
@@ -114,19 +117,10 @@ pub struct CurveReport {
 impl CurveReport {
     /// The points as a curve.
     pub fn curve(&self) -> HitRatioCurve {
-        HitRatioCurve::new(self.points.clone()).expect("built curves are well formed")
+        HitRatioCurve::new(self.points.clone())
+            .expect("built curves are well formed")
+            .with_weighting(self.weighting)
     }
-}
-
-/// What a curve's miss ratio counts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default, Serialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Weighting {
-    /// Each lookup counts one (the request miss ratio).
-    #[default]
-    Requests,
-    /// Each lookup counts its bytes (the byte miss ratio: what the backend must serve).
-    Bytes,
 }
 
 /// Builds the request-weighted curve of `requests` under `mode` with `method` at `sizes`
@@ -176,10 +170,19 @@ where
     };
     let (hist, minis, memory) = match method {
         Method::Exact => {
+            // Buffered so the table lookups of a chunk can run ahead (`access_all`).
             let mut s = exact::ExactStack::new();
+            let (mut keys, mut weights) = (Vec::with_capacity(4096), Vec::with_capacity(4096));
             feed(&mut |k, w| {
-                s.access_weighted(k, w);
+                keys.push(k);
+                weights.push(w);
+                if keys.len() == 4096 {
+                    s.access_all_weighted(&keys, &weights);
+                    keys.clear();
+                    weights.clear();
+                }
             })?;
+            s.access_all_weighted(&keys, &weights);
             let m = s.memory_bytes();
             (Some(s.histogram), None, m)
         }

@@ -8,7 +8,7 @@
 //! trace. Mini-caches below a few dozen blocks get noisy; the paper and our tests use
 //! rates that keep the smallest one above that.
 
-use crate::shards::{sample_hash, MODULUS};
+use crate::shards::{sample_hash, threshold_for, MODULUS};
 use policy::{build, BlockCache, PolicyError};
 
 /// Many scaled-down caches of one policy fed by one sampled stream.
@@ -26,7 +26,7 @@ pub struct MiniSim {
 impl MiniSim {
     /// Caches emulating `sizes` (full-scale blocks) of policy `spec` at sampling `rate`.
     pub fn new(spec: &str, rate: f64, sizes: &[u64]) -> Result<Self, PolicyError> {
-        let threshold = ((rate * MODULUS as f64).round() as u64).clamp(1, MODULUS);
+        let threshold = threshold_for(rate);
         let rate = threshold as f64 / MODULUS as f64;
         let caches = sizes
             .iter()
@@ -101,5 +101,36 @@ impl MiniSim {
     /// Sampled accesses.
     pub fn sampled(&self) -> u64 {
         self.sampled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exact::ExactStack;
+
+    #[test]
+    fn rate_one_lru_equals_exact() {
+        let sizes = [1u64, 5, 50, 200];
+        let mut m = MiniSim::new("lru", 1.0, &sizes).unwrap();
+        let mut e = ExactStack::new();
+        let mut x = 7u64;
+        for _ in 0..50_000 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let k = (x >> 40) % 300;
+            m.access(k);
+            e.access(k);
+        }
+        let want = e.histogram.miss_ratios(&sizes);
+        for ((_, got), want) in m.miss_ratios().into_iter().zip(want) {
+            assert!((got - want).abs() < 1e-12, "{got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn unknown_policy_and_empty_stream() {
+        assert!(MiniSim::new("no-such-policy", 0.1, &[10]).is_err());
+        let m = MiniSim::new("lru", 0.1, &[10, 20]).unwrap();
+        assert_eq!(m.miss_ratios(), vec![(10, 0.0), (20, 0.0)]);
     }
 }

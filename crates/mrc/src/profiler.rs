@@ -6,14 +6,72 @@
 //!   current epoch's histogram; every `window` accesses the epochs rotate, and the
 //!   windowed curve is the current plus the previous epoch, so a phase change is fully
 //!   visible one to two windows after it happens.
-//! * Phantom caches answer "what if this partition were X blocks" for a few sizes with the
-//!   partition's own policy, by scaled-down simulation on a fixed-rate sample.
+//! * [`PhantomCaches`] answer "what if this partition were X blocks" for a few sizes with
+//!   the partition's own policy (ghost caches that hold keys, no data), by scaled-down
+//!   simulation on a fixed-rate sample: each phantom of `X` blocks is a real policy cache
+//!   of `max(1, round(X·R))` keys fed the sampled keys (miniSim, Waldspurger et al.,
+//!   ATC'17). Their cost is one hash per access plus the sampled accesses' policy work.
+//!
+//! Memory: SHARDS fixed-size keeps at most `s_max` keys; each epoch histogram is bounded
+//! by the distance range (exact buckets to 2^16, then 0.2 % wide); phantoms hold about
+//! `R × Σ X` keys. None grows with the number of accesses.
 
 use crate::curve::HitRatioCurve;
 use crate::histogram::DistanceHistogram;
 use crate::minisim::MiniSim;
 use crate::shards::ShardsFixedSize;
+use crate::MrcError;
 use policy::PolicyError;
+
+/// Ghost caches of one policy at a few sizes, on a spatially sampled key stream.
+pub struct PhantomCaches {
+    sim: MiniSim,
+}
+
+impl PhantomCaches {
+    /// Phantoms of `sizes` blocks each running policy `spec`, fed keys sampled at `rate`.
+    /// A rate outside `(0, 1]`, no sizes, or an unknown policy is an error.
+    pub fn new(spec: &str, rate: f64, sizes: &[u64]) -> Result<Self, MrcError> {
+        if !(rate > 0.0 && rate <= 1.0) {
+            return Err(MrcError::BadParameter(format!(
+                "sampling rate {rate} is not in (0, 1]"
+            )));
+        }
+        if sizes.is_empty() {
+            return Err(MrcError::BadParameter("no phantom sizes".into()));
+        }
+        let sim = MiniSim::new(spec, rate, sizes)
+            .map_err(|e: PolicyError| MrcError::BadParameter(e.to_string()))?;
+        Ok(PhantomCaches { sim })
+    }
+
+    /// Records one access.
+    #[inline]
+    pub fn record(&mut self, key: u64) {
+        self.sim.access(key)
+    }
+
+    /// `(size, estimated miss ratio)` per phantom (0 before any sampled access).
+    pub fn miss_ratios(&self) -> Vec<(u64, f64)> {
+        self.sim.miss_ratios()
+    }
+
+    /// The phantoms' estimates as a curve (miss ratio 1 at size 0).
+    pub fn curve(&self) -> HitRatioCurve {
+        let mut pts = self.miss_ratios();
+        pts.sort_by_key(|p| p.0);
+        pts.dedup_by_key(|p| p.0);
+        if pts.first().is_none_or(|p| p.0 > 0) {
+            pts.insert(0, (0, 1.0));
+        }
+        HitRatioCurve::from_pairs(pts).expect("sizes increase and ratios lie in [0, 1]")
+    }
+
+    /// Sampled accesses so far.
+    pub fn sampled(&self) -> u64 {
+        self.sim.sampled()
+    }
+}
 
 /// Online hit-ratio profiler of one tenant or partition.
 pub struct OnlineProfiler {
@@ -23,11 +81,12 @@ pub struct OnlineProfiler {
     previous: DistanceHistogram,
     in_window: u64,
     previous_accesses: u64,
-    phantoms: Option<MiniSim>,
+    phantoms: Option<PhantomCaches>,
 }
 
 impl OnlineProfiler {
-    /// A profiler keeping at most `s_max` sampled keys, with windows of `window` accesses.
+    /// A profiler keeping at most `s_max` sampled keys, with windows of `window` accesses
+    /// (both taken as at least 1).
     pub fn new(s_max: usize, window: u64) -> Self {
         OnlineProfiler {
             shards: ShardsFixedSize::new(s_max),
@@ -41,13 +100,8 @@ impl OnlineProfiler {
     }
 
     /// Adds phantom caches of policy `spec` at `sizes`, sampled at `rate`.
-    pub fn with_phantoms(
-        mut self,
-        spec: &str,
-        rate: f64,
-        sizes: &[u64],
-    ) -> Result<Self, PolicyError> {
-        self.phantoms = Some(MiniSim::new(spec, rate, sizes)?);
+    pub fn with_phantoms(mut self, spec: &str, rate: f64, sizes: &[u64]) -> Result<Self, MrcError> {
+        self.phantoms = Some(PhantomCaches::new(spec, rate, sizes)?);
         Ok(self)
     }
 
@@ -64,7 +118,7 @@ impl OnlineProfiler {
             self.current.record(d, w);
         }
         if let Some(p) = self.phantoms.as_mut() {
-            p.access(key);
+            p.record(key);
         }
     }
 
@@ -83,7 +137,7 @@ impl OnlineProfiler {
 
     /// Phantom caches' `(size, miss ratio)`, if configured.
     pub fn phantom_miss_ratios(&self) -> Option<Vec<(u64, f64)>> {
-        self.phantoms.as_ref().map(MiniSim::miss_ratios)
+        self.phantoms.as_ref().map(PhantomCaches::miss_ratios)
     }
 
     /// Accesses seen.
@@ -118,5 +172,26 @@ mod tests {
         assert!(before < 0.05, "{before}");
         assert!(after > 0.9, "{after}");
         assert!(overall < after - 0.3, "{overall}");
+        assert!(p.memory_bytes() < 4 << 20, "{}", p.memory_bytes());
+    }
+
+    #[test]
+    fn phantoms_see_a_loop_fit_or_thrash() {
+        // A loop over 10,000 keys: LRU hits everything once it fits and nothing below.
+        let mut p = OnlineProfiler::new(1024, 10_000)
+            .with_phantoms("lru", 0.1, &[5_000, 20_000])
+            .unwrap();
+        for i in 0..200_000u64 {
+            p.record(i % 10_000);
+        }
+        let m = p.phantom_miss_ratios().unwrap();
+        assert_eq!(m[0].0, 5_000);
+        // All sampled accesses miss at 5,000; the ratio is over the accesses the sample
+        // should have had (count correction), so it is the sampled share of keys / 0.1.
+        assert!(m[0].1 > 0.9, "{m:?}");
+        assert!(m[1].1 < 0.06, "{m:?}");
+        assert!(PhantomCaches::new("lru", 0.0, &[10]).is_err());
+        assert!(PhantomCaches::new("lru", 0.1, &[]).is_err());
+        assert!(PhantomCaches::new("nope", 0.1, &[10]).is_err());
     }
 }

@@ -1,14 +1,23 @@
 //! SHARDS (Waldspurger, Park, Garthwaite and Ahmad, FAST'15): approximate LRU curves from
 //! a spatially hashed sample of keys.
 //!
-//! A key is sampled when `hash(key) mod P < T` (P = 2^24), so either every access to a key
+//! A key is sampled when `hash(key) mod P < T` (P = 2^56), so either every access to a key
 //! is sampled or none is, and the sample's reuse distances, divided by the rate `R = T/P`,
 //! estimate the full trace's. Each sampled access stands for `1/R` accesses.
 //!
 //! * [`ShardsFixedRate`]: `R` fixed; memory grows with the sampled keys (`R` × footprint).
 //! * [`ShardsFixedSize`]: at most `s_max` sampled keys. Past that the key with the largest
-//!   hash leaves the sample and `T` drops to its hash, lowering `R` as the footprint grows;
-//!   memory is bounded by `s_max` whatever the trace's length or footprint.
+//!   hash leaves the sample (with any other key of that same hash) and `T` drops to its
+//!   hash, lowering `R` as the footprint grows — the paper's priority queue of sampled
+//!   keys by hash. Memory is bounded by `s_max` whatever the trace's length or footprint.
+//!
+//! Each sampled access is recorded with weight `1/R` at the rate current when it happens,
+//! which is the paper's rescaling of older counts by `R_new/R_old` expressed the other way
+//! round (both make every count estimate full-trace references).
+//!
+//! The hash is MurmurHash3's 64-bit finaliser of the salted key, top 56 bits: the paper's
+//! `P = 2^24` would make equal hashes (ties at the threshold) common once the footprint
+//! reaches millions of keys, and fixed-size SHARDS lowers `T` by one hash value at a time.
 //!
 //! Both apply the paper's count correction (SHARDS_adj): the sample's weight is compared
 //! with the number of accesses it stands for, and the difference is added at distance 0,
@@ -23,16 +32,35 @@ use policy::keymap::mix64;
 use std::collections::BinaryHeap;
 
 /// The modulus of the spatial hash.
-pub const MODULUS: u64 = 1 << 24;
+pub const MODULUS: u64 = 1 << 56;
+
+/// The default salt of the sampling hash.
+pub const SALT: u64 = 0x5A4D_5348_4152_4453;
 
 /// The sampling hash of a key in `[0, MODULUS)`.
 #[inline]
 pub fn sample_hash(key: u64) -> u64 {
-    mix64(key ^ 0x5A4D_5348_4152_4453) & (MODULUS - 1)
+    salted_hash(key, SALT)
+}
+
+/// The sampling hash with another salt (a different, independent sample of keys).
+#[inline]
+pub fn salted_hash(key: u64, salt: u64) -> u64 {
+    mix64(key ^ salt) >> 8
+}
+
+/// The threshold `T` for sampling rate `rate` (clamped to `[1, MODULUS]`; a rate that is
+/// not a positive number gives the smallest threshold).
+pub fn threshold_for(rate: f64) -> u64 {
+    if rate.is_nan() {
+        return 1;
+    }
+    ((rate * MODULUS as f64).round() as u64).clamp(1, MODULUS)
 }
 
 /// SHARDS at a fixed sampling rate.
 pub struct ShardsFixedRate {
+    salt: u64,
     threshold: u64,
     rate: f64,
     stack: ExactStack,
@@ -42,10 +70,17 @@ pub struct ShardsFixedRate {
 }
 
 impl ShardsFixedRate {
-    /// Samples at `rate` in `(0, 1]`.
+    /// Samples at `rate` in `(0, 1]` (a rate outside is clamped: [`crate::Method::validate`]
+    /// refuses it first on the public path).
     pub fn new(rate: f64) -> Self {
-        let threshold = ((rate * MODULUS as f64).round() as u64).clamp(1, MODULUS);
+        Self::with_salt(rate, SALT)
+    }
+
+    /// Like [`ShardsFixedRate::new`] with the hash salted by `salt` (another sample).
+    pub fn with_salt(rate: f64, salt: u64) -> Self {
+        let threshold = threshold_for(rate);
         ShardsFixedRate {
+            salt,
             threshold,
             rate: threshold as f64 / MODULUS as f64,
             stack: ExactStack::new(),
@@ -66,7 +101,7 @@ impl ShardsFixedRate {
     pub fn access_weighted(&mut self, key: u64, weight: f64) {
         self.accesses += 1;
         self.weight += weight;
-        if sample_hash(key) >= self.threshold {
+        if salted_hash(key, self.salt) >= self.threshold {
             return;
         }
         let d = self.stack.distance(key);
@@ -147,10 +182,17 @@ impl ShardsFixedSize {
         if !self.stack.contains(key) {
             self.heap.push((h, key));
             if self.heap.len() > self.s_max {
-                let (hmax, kmax) = self.heap.pop().expect("heap over s_max is not empty");
+                // Lower T to the largest hash and drop every key at or above it.
+                let (hmax, _) = *self.heap.peek().expect("heap over s_max is not empty");
                 self.threshold = hmax;
-                self.stack.forget(kmax);
-                if kmax == key {
+                while let Some(&(hk, k)) = self.heap.peek() {
+                    if hk < hmax {
+                        break;
+                    }
+                    self.heap.pop();
+                    self.stack.forget(k);
+                }
+                if h >= self.threshold {
                     return None;
                 }
             }
@@ -172,6 +214,17 @@ impl ShardsFixedSize {
     /// Keys in the sample.
     pub fn sampled_keys(&self) -> usize {
         self.heap.len()
+    }
+
+    /// Sizes of the structures: `(keys in the sample, heap capacity, time-axis length,
+    /// histogram buckets)`; all bounded by `s_max` (the last by the distance range).
+    pub fn structure_sizes(&self) -> (usize, usize, usize, usize) {
+        (
+            self.stack.unique() as usize,
+            self.heap.capacity(),
+            self.stack.time_capacity(),
+            self.hist.buckets(),
+        )
     }
 
     /// Accesses seen.
@@ -203,6 +256,42 @@ mod tests {
         assert_eq!(
             ex.histogram.miss_ratios(&sizes),
             sh.histogram().miss_ratios(&sizes)
+        );
+    }
+
+    #[test]
+    fn fixed_size_ties_leave_together() {
+        // Equal hashes cannot be forced through a bijective hash, so check the invariant
+        // the tie rule keeps: every key in the sample hashes below the threshold, and the
+        // stack tracks exactly the heap's keys.
+        let mut sh = ShardsFixedSize::new(16);
+        for i in 0..100_000u64 {
+            sh.access((i * 2_654_435_761) % 7_919);
+            assert!(sh.heap.iter().all(|&(h, _)| h < sh.threshold));
+            assert_eq!(sh.heap.len() as u64, sh.stack.unique());
+        }
+    }
+
+    #[test]
+    fn fixed_size_memory_does_not_grow_with_the_trace() {
+        // Same key distribution, a trace four times longer: structures no larger.
+        let run = |n: u64| {
+            let mut sh = ShardsFixedSize::new(512);
+            let mut x = 1u64;
+            for _ in 0..n {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                sh.access((x >> 33) % 200_000);
+            }
+            (sh.structure_sizes(), sh.memory_bytes())
+        };
+        let (short, short_bytes) = run(250_000);
+        let (long, long_bytes) = run(1_000_000);
+        assert_eq!(short.0, 512);
+        assert_eq!(long.0, 512);
+        assert!(long.1 <= 1024 && long.2 <= 1 << 16, "{long:?}");
+        assert!(
+            long_bytes <= short_bytes * 11 / 10,
+            "{short_bytes} -> {long_bytes}"
         );
     }
 

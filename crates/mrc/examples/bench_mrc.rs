@@ -1,0 +1,27 @@
+//! Runs [`mrc::bench_report`]: `cargo run --release -p mrc --example bench_mrc -- [requests] [seed] [minisim]`.
+
+fn main() {
+    let mut a = std::env::args().skip(1);
+    let requests: u64 = a
+        .next()
+        .map_or(10_000_000, |s| s.parse().expect("requests"));
+    let seed: u64 = a.next().map_or(42, |s| s.parse().expect("seed"));
+    let minisim = a.next().is_some_and(|s| s == "minisim");
+    let r = mrc::bench_report(requests, seed).expect("benchmark");
+    print!("{r}");
+    if minisim {
+        let keys = mrc::bench::bench_keys(requests, seed).expect("trace");
+        for m in mrc::bench::minisim_report(&keys, &["lru", "arc", "lirs"], 0.01).expect("minisim")
+        {
+            println!(
+                "miniSim {} rate {}: MAE {:.4} at {} sizes ({:.2} s miniSim, {:.2} s full)",
+                m.policy,
+                m.rate,
+                m.mae,
+                m.points.len(),
+                m.minisim_seconds,
+                m.full_seconds
+            );
+        }
+    }
+}

@@ -1,0 +1,37 @@
+//! MAE of fixed-rate SHARDS over several hash salts on one trace: `salts <spec> <rate> <n>`.
+use mrc::shards::ShardsFixedRate;
+
+fn main() {
+    let a: Vec<String> = std::env::args().skip(1).collect();
+    let w = trace::synth::parse(&a[0]).expect("spec");
+    let rate: f64 = a[1].parse().expect("rate");
+    let n: u64 = a[2].parse().expect("n");
+    let keys: Vec<u64> = w.iter().map(|r| r.object_key()).collect();
+    let mut e = mrc::exact::ExactStack::new();
+    keys.iter().for_each(|&k| {
+        e.access(k);
+    });
+    let sizes = mrc::spread_sizes(40, e.unique());
+    let ec = e.histogram.curve(&sizes);
+    let mut maes = Vec::new();
+    for salt in 0..n {
+        let mut s = ShardsFixedRate::with_salt(
+            rate,
+            salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ mrc::shards::SALT,
+        );
+        keys.iter().for_each(|&k| s.access(k));
+        maes.push(mrc::mean_absolute_error(
+            &ec,
+            &s.histogram().curve(&sizes),
+            &sizes,
+        ));
+    }
+    maes.sort_by(f64::total_cmp);
+    println!(
+        "MAE over {n} salts: min {:.4} median {:.4} mean {:.4} max {:.4}",
+        maes[0],
+        maes[maes.len() / 2],
+        maes.iter().sum::<f64>() / n as f64,
+        maes[maes.len() - 1]
+    );
+}
