@@ -3,9 +3,11 @@
 mod alloc_cmd;
 mod bench_cmd;
 mod bench_mrc;
+mod ctl_cmd;
 mod mrc_cmd;
 mod plot;
 mod progress;
+mod serve_cmd;
 mod sim_cmd;
 mod sizes;
 mod source;
@@ -33,6 +35,10 @@ enum Command {
     Trace(trace_cmd::TraceArgs),
     /// Benchmarks printed beside a real peer's figures from the same run.
     Bench(bench_cmd::BenchArgs),
+    /// Run a cache node: NBD exports through per-tenant caches, HTTP API on the side.
+    Serve(serve_cmd::ServeArgs),
+    /// Talk to a running node's API (caches, rules, stats, curves, proportions).
+    Ctl(ctl_cmd::CtlArgs),
 }
 
 fn main() {
@@ -49,6 +55,8 @@ fn main() {
         Command::Mrc(a) => mrc_cmd::run(a),
         Command::Trace(a) => trace_cmd::run(a),
         Command::Bench(a) => bench_cmd::run(a),
+        Command::Serve(a) => serve_cmd::run(a),
+        Command::Ctl(a) => ctl_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("lachesis: {e:#}");

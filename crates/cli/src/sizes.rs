@@ -31,32 +31,10 @@ impl SizeSpec {
     }
 }
 
-/// Parses a byte count with an optional unit (`4096`, `4KiB`, `1M`, `2GB`, `1TiB`).
+/// Parses a byte count with an optional unit (`4096`, `4KiB`, `1M`, `2GB`, `1TiB`); the
+/// node's configuration reads sizes with the same function.
 pub fn parse_bytes(s: &str) -> anyhow::Result<u64> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let x: f64 = num
-        .parse()
-        .with_context(|| format!("`{s}` is not a size"))?;
-    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" => 1_000,
-        "kib" => 1 << 10,
-        "m" | "mb" => 1_000_000,
-        "mib" => 1 << 20,
-        "g" | "gb" => 1_000_000_000,
-        "gib" => 1 << 30,
-        "t" | "tb" => 1_000_000_000_000,
-        "tib" => 1 << 40,
-        u => bail!("`{s}`: unknown unit `{u}` (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"),
-    };
-    if !(x.is_finite() && x >= 0.0) {
-        bail!("`{s}` is not a size");
-    }
-    Ok((x * mult as f64).round() as u64)
+    node::units::parse_bytes(s).map_err(anyhow::Error::msg)
 }
 
 /// Parses a comma-separated list of sizes.

@@ -92,6 +92,7 @@ pub(crate) async fn handle<R, W>(
     mut r: R,
     mut w: W,
     exports: Arc<dyn ExportProvider>,
+    peer: String,
     config: ServerConfig,
     mut shutdown: watch::Receiver<bool>,
 ) -> io::Result<()>
@@ -102,7 +103,7 @@ where
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let negotiation = tokio::time::timeout(
         config.handshake_timeout,
-        negotiate(&mut r, &mut w, &mut buf, exports.as_ref()),
+        negotiate(&mut r, &mut w, &mut buf, exports.as_ref(), &peer),
     );
     let export = tokio::select! {
         res = negotiation => match res {

@@ -110,6 +110,14 @@ pub trait ExportProvider: Send + Sync + 'static {
     /// The export called `name` ("" is the default export), if any.
     fn lookup(&self, name: &str) -> Option<Arc<dyn Export>>;
 
+    /// The export called `name` as seen by the client at `peer` (`ip:port` for TCP,
+    /// `unix` for a Unix-domain socket). Providers that route by client (a cache node's
+    /// rules match on the client) override this; the default ignores the peer.
+    fn lookup_for(&self, name: &str, peer: &str) -> Option<Arc<dyn Export>> {
+        let _ = peer;
+        self.lookup(name)
+    }
+
     /// Names of all exports, for `NBD_OPT_LIST`.
     fn list(&self) -> Vec<String>;
 }

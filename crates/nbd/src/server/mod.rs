@@ -151,12 +151,16 @@ impl Accepted {
         match self {
             Accepted::Tcp(s) => {
                 s.set_nodelay(true)?;
+                let peer = s
+                    .peer_addr()
+                    .map(|a| a.to_string())
+                    .unwrap_or_else(|_| "tcp".into());
                 let (r, w) = s.into_split();
-                connection::handle(r, w, exports, config, stop).await
+                connection::handle(r, w, exports, peer, config, stop).await
             }
             Accepted::Unix(s) => {
                 let (r, w) = s.into_split();
-                connection::handle(r, w, exports, config, stop).await
+                connection::handle(r, w, exports, "unix".into(), config, stop).await
             }
         }
     }

@@ -39,6 +39,7 @@ pub(crate) async fn negotiate<R, W>(
     w: &mut W,
     buf: &mut BytesMut,
     exports: &dyn ExportProvider,
+    peer: &str,
 ) -> io::Result<Option<Arc<dyn Export>>>
 where
     R: AsyncRead + Unpin,
@@ -78,7 +79,7 @@ where
         let mut enter = None;
         match option {
             ClientOption::ExportName(name) => {
-                let Some(export) = exports.lookup(&name) else {
+                let Some(export) = exports.lookup_for(&name, peer) else {
                     tracing::debug!(name, "NBD_OPT_EXPORT_NAME for unknown export");
                     return Ok(None);
                 };
@@ -102,7 +103,7 @@ where
             }
             ClientOption::Info { go, name, requests } => {
                 let code = if go { opt::GO } else { opt::INFO };
-                match exports.lookup(&name) {
+                match exports.lookup_for(&name, peer) {
                     None => {
                         handshake::encode_option_reply(&mut out, code, rep::ERR_UNKNOWN, &[]);
                     }

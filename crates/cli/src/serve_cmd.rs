@@ -1,0 +1,48 @@
+//! `lachesis serve node.toml`: runs a cache node until SIGINT or SIGTERM, then drains
+//! in-flight requests and writes every dirty block back before exiting.
+
+use anyhow::Context;
+use clap::Args;
+use std::path::PathBuf;
+
+/// Arguments of `lachesis serve`.
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// The node's configuration (see `examples/node.toml`).
+    config: PathBuf,
+    /// Directory for the configuration's relative file paths (overrides `data_dir`).
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Worker threads of the runtime (default: the number of cores).
+    #[arg(long)]
+    threads: Option<usize>,
+}
+
+/// Runs `lachesis serve`.
+pub fn run(a: ServeArgs) -> anyhow::Result<()> {
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    rt.enable_all();
+    if let Some(t) = a.threads {
+        rt.worker_threads(t.max(1));
+    }
+    let rt = rt.build().context("starting the runtime")?;
+    rt.block_on(async {
+        let mut node = node::start_file(&a.config, a.data_dir.as_deref()).await?;
+        eprintln!(
+            "lachesis node: NBD on {} (e.g. qemu-io -f raw nbd://{}/NAME), API and page on http://{}/",
+            node.nbd_addr, node.nbd_addr, node.api_addr
+        );
+        let stop = node.stopper();
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = term.recv() => {}
+            res = node.wait() => return res.context("node stopped"),
+        }
+        eprintln!("lachesis node: stopping, writing dirty blocks back");
+        if let Some(s) = stop {
+            let _ = s.send(());
+        }
+        node.wait().await.context("stopping the node")
+    })
+}

@@ -1,0 +1,220 @@
+//! The HTTP control API: Moirai's programmable-cache verbs as JSON over HTTP, the
+//! Prometheus endpoint, and an operator's page.
+//!
+//! | verb | path | body / answer |
+//! |---|---|---|
+//! | GET | `/` | the operator's page (refreshes itself) |
+//! | GET | `/metrics` | Prometheus text |
+//! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
+//! | GET | `/v1/exports` | exports, tenants, sizes, backends |
+//! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile"}` |
+//! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission"}` / remove |
+//! | GET | `/v1/caches/{id or name}/curve?window=true&points=N` | online hit-ratio curve |
+//! | GET, POST | `/v1/rules` | list / create `{"export","cache","client","op","range"}` |
+//! | DELETE | `/v1/rules/{id}` | remove |
+//! | GET | `/v1/tenants` | per (export, client) counters and latency percentiles |
+//! | GET, PUT | `/v1/proportions` | bandwidth weights `{"tenant": weight, ...}` |
+//!
+//! Every error is a JSON object `{"error": reason}` with a 4xx status for the caller's
+//! mistakes (400 malformed or invalid, 404 unknown, 409 conflicts such as overlapping rules
+//! or a size that does not fit) and 500 for the node's own failures. Verbs that may write
+//! dirty blocks back (resize, remove) run on the blocking pool.
+
+use crate::config::{CacheSpec, RuleSpec};
+use crate::state::{CachePatch, NodeState};
+use crate::NodeError;
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::{header, StatusCode};
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use cache::CacheError;
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+type St = State<Arc<NodeState>>;
+
+impl IntoResponse for NodeError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            NodeError::NotFound(_) => StatusCode::NOT_FOUND,
+            NodeError::Invalid(_) | NodeError::Config { .. } => StatusCode::BAD_REQUEST,
+            NodeError::Conflict(_) => StatusCode::CONFLICT,
+            NodeError::Cache(e) => match e {
+                CacheError::UnknownCache(_)
+                | CacheError::UnknownRule(_)
+                | CacheError::UnknownExport(_) => StatusCode::NOT_FOUND,
+                CacheError::Oversized { .. }
+                | CacheError::RuleOverlap { .. }
+                | CacheError::ExportExists(_)
+                | CacheError::ExportInUse { .. } => StatusCode::CONFLICT,
+                CacheError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+                _ => StatusCode::BAD_REQUEST,
+            },
+            NodeError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        (status, Json(json!({ "error": self.to_string() }))).into_response()
+    }
+}
+
+/// Parses a JSON body; the error names the line, column and field.
+fn body<T: DeserializeOwned>(b: &Bytes) -> Result<T, NodeError> {
+    serde_json::from_slice(b).map_err(|e| NodeError::Invalid(format!("request body: {e}")))
+}
+
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, NodeError> + Send + 'static,
+) -> Result<T, NodeError> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| NodeError::Io(std::io::Error::other(e.to_string())))?
+}
+
+/// The API's router over `state`.
+pub fn router(state: Arc<NodeState>) -> Router {
+    Router::new()
+        .route("/", get(page))
+        .route("/metrics", get(metrics))
+        .route("/v1/node", get(node))
+        .route("/v1/exports", get(exports))
+        .route("/v1/caches", get(list_caches).post(create_cache))
+        .route(
+            "/v1/caches/{cache}",
+            get(get_cache).patch(configure_cache).delete(remove_cache),
+        )
+        .route("/v1/caches/{cache}/curve", get(curve))
+        .route("/v1/rules", get(list_rules).post(create_rule))
+        .route("/v1/rules/{id}", axum::routing::delete(remove_rule))
+        .route("/v1/tenants", get(tenants))
+        .route("/v1/proportions", get(get_proportions).put(set_proportions))
+        .fallback(|| async {
+            NodeError::NotFound("no such endpoint; see GET / for the API".into())
+        })
+        .with_state(state)
+}
+
+async fn page() -> Html<&'static str> {
+    Html(crate::page::PAGE)
+}
+
+async fn metrics(State(s): St) -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/plain; version=0.0.4")],
+        crate::metrics::render(&s),
+    )
+}
+
+async fn node(State(s): St) -> Json<serde_json::Value> {
+    Json(json!({
+        "level": s.level,
+        "block_size": s.cache.block_size(),
+        "total_blocks": s.cache.total_blocks(),
+        "allocated_blocks": s.cache.allocated_blocks(),
+        "uptime_seconds": s.started.elapsed().as_secs_f64(),
+        "bandwidth_bytes_per_sec": s.bandwidth.total(),
+    }))
+}
+
+async fn exports(State(s): St) -> Json<Vec<crate::state::ExportInfo>> {
+    Json(s.exports().cloned().collect())
+}
+
+async fn list_caches(State(s): St) -> impl IntoResponse {
+    Json(s.caches())
+}
+
+async fn create_cache(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
+    let spec: CacheSpec = body(&b)?;
+    let id = s.create_cache(&spec)?;
+    Ok((StatusCode::CREATED, Json(s.cache(id)?)))
+}
+
+async fn get_cache(State(s): St, Path(key): Path<String>) -> Result<impl IntoResponse, NodeError> {
+    let id = s.resolve_cache(&key)?;
+    Ok(Json(s.cache(id)?))
+}
+
+async fn configure_cache(
+    State(s): St,
+    Path(key): Path<String>,
+    b: Bytes,
+) -> Result<impl IntoResponse, NodeError> {
+    let id = s.resolve_cache(&key)?;
+    let patch: CachePatch = body(&b)?;
+    let st = s.clone();
+    blocking(move || st.configure_cache(id, &patch)).await?;
+    Ok(Json(s.cache(id)?))
+}
+
+async fn remove_cache(
+    State(s): St,
+    Path(key): Path<String>,
+) -> Result<impl IntoResponse, NodeError> {
+    let id = s.resolve_cache(&key)?;
+    blocking(move || s.remove_cache(id)).await?;
+    Ok(Json(json!({ "removed": id })))
+}
+
+#[derive(serde::Deserialize)]
+struct CurveQuery {
+    #[serde(default)]
+    window: bool,
+    #[serde(default = "default_points")]
+    points: usize,
+}
+
+fn default_points() -> usize {
+    40
+}
+
+async fn curve(
+    State(s): St,
+    Path(key): Path<String>,
+    Query(q): Query<CurveQuery>,
+) -> Result<impl IntoResponse, NodeError> {
+    let id = s.resolve_cache(&key)?;
+    let c = s.curve(id, q.window, q.points)?;
+    Ok(Json(json!({
+        "cache": id,
+        "windowed": q.window,
+        "block_size": s.cache.block_size(),
+        "points": c.points(),
+    })))
+}
+
+async fn list_rules(State(s): St) -> impl IntoResponse {
+    Json(s.rules())
+}
+
+async fn create_rule(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
+    let spec: RuleSpec = body(&b)?;
+    let st = s.clone();
+    let id = blocking(move || st.create_rule(&spec)).await?;
+    let rule = s.rules().into_iter().find(|r| r.id == id);
+    Ok((StatusCode::CREATED, Json(rule)))
+}
+
+async fn remove_rule(State(s): St, Path(id): Path<String>) -> Result<impl IntoResponse, NodeError> {
+    let id: u64 = id
+        .parse()
+        .map_err(|_| NodeError::Invalid(format!("rule id `{id}` is not a number")))?;
+    blocking(move || s.remove_rule(id)).await?;
+    Ok(Json(json!({ "removed": id })))
+}
+
+async fn tenants(State(s): St) -> impl IntoResponse {
+    Json(s.tenants())
+}
+
+async fn get_proportions(State(s): St) -> impl IntoResponse {
+    Json(s.bandwidth.proportions())
+}
+
+async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
+    let p: BTreeMap<String, f64> = body(&b)?;
+    s.bandwidth.set_proportions(p).map_err(NodeError::Invalid)?;
+    Ok(Json(s.bandwidth.proportions()))
+}

@@ -1,0 +1,326 @@
+//! The node's configuration file (`node.toml`): where it listens, how much memory it caches
+//! in, its exports and their backends, and the caches and rules it starts with.
+//!
+//! Everything the file sets can also be changed later through the API, except the
+//! listeners, the block size and the exports. Relative file paths are taken from
+//! `data_dir` (itself relative to the working directory), which `--data-dir` overrides.
+//! Sizes are bytes or strings with a unit (`"1GiB"`). Unknown keys are errors, so a typo
+//! never silently falls back to a default; every error names the file and the field.
+//!
+//! ```toml
+//! [node]
+//! nbd = "127.0.0.1:10809"
+//! api = "127.0.0.1:10810"
+//! cache_size = "256MiB"
+//!
+//! [[export]]
+//! name = "demo"
+//! file = "demo.img"      # created sparse with `size` if missing
+//! size = "1GiB"
+//!
+//! [[cache]]
+//! name = "demo"
+//! size = "128MiB"
+//! write_policy = "write-back"
+//!
+//! [[rule]]
+//! export = "demo"
+//! cache = "demo"
+//! ```
+
+use crate::units::ByteSize;
+use crate::NodeError;
+use cache::WritePolicy;
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+
+/// A parsed, checked `node.toml`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Listeners and node-wide settings.
+    pub node: NodeSection,
+    /// Exports served over NBD.
+    #[serde(default, rename = "export")]
+    pub exports: Vec<ExportConfig>,
+    /// Caches created at start.
+    #[serde(default, rename = "cache")]
+    pub caches: Vec<CacheSpec>,
+    /// Rules created at start.
+    #[serde(default, rename = "rule")]
+    pub rules: Vec<RuleSpec>,
+}
+
+/// The `[node]` table.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSection {
+    /// NBD listen address (`host:port`).
+    #[serde(default = "default_nbd")]
+    pub nbd: String,
+    /// HTTP API listen address (`host:port`).
+    #[serde(default = "default_api")]
+    pub api: String,
+    /// Memory for all caches of the node.
+    pub cache_size: ByteSize,
+    /// Cache block size in bytes (default 4096).
+    #[serde(default = "default_block")]
+    pub block_size: ByteSize,
+    /// Directory for relative file paths (default: the working directory).
+    #[serde(default)]
+    pub data_dir: Option<PathBuf>,
+    /// The node's level in the hierarchy (1 = host cache, 2 = storage-server cache); a
+    /// label on metrics.
+    #[serde(default = "default_level")]
+    pub level: u8,
+    /// Total bandwidth shared between tenants in proportion to their weights, bytes per
+    /// second; 0 (the default) leaves tenants unthrottled.
+    #[serde(default)]
+    pub bandwidth: ByteSize,
+}
+
+fn default_nbd() -> String {
+    "127.0.0.1:10809".into()
+}
+fn default_api() -> String {
+    "127.0.0.1:10810".into()
+}
+fn default_block() -> ByteSize {
+    ByteSize(4096)
+}
+fn default_level() -> u8 {
+    1
+}
+
+/// One `[[export]]`: a name, the tenant that owns it, and exactly one backend.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExportConfig {
+    /// The NBD export name.
+    pub name: String,
+    /// The tenant owning the export (default: the export's name); bandwidth shares and
+    /// per-tenant metrics use it.
+    #[serde(default)]
+    pub tenant: Option<String>,
+    /// A local file or block device.
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+    /// With `file`: create the file sparse with this size if it is missing.
+    #[serde(default)]
+    pub size: Option<ByteSize>,
+    /// Upstream NBD exports (`host:port/name`); several are striped by `stripe_unit`.
+    #[serde(default)]
+    pub upstream: Vec<String>,
+    /// Stripe unit for several upstreams (default 1 MiB).
+    #[serde(default)]
+    pub stripe_unit: Option<ByteSize>,
+    /// Refuse writes.
+    #[serde(default)]
+    pub read_only: bool,
+}
+
+impl ExportConfig {
+    /// The owning tenant.
+    pub fn tenant(&self) -> &str {
+        self.tenant.as_deref().unwrap_or(&self.name)
+    }
+}
+
+/// One `[[cache]]` (also the body of the API's create-cache call).
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct CacheSpec {
+    /// Name, unique on the node.
+    pub name: String,
+    /// Capacity: bytes with a unit, or a plain number of bytes.
+    pub size: ByteSize,
+    /// Eviction policy spec (`lru`, `arc`, `lirs:hir=0.01`, ...; default `lru`).
+    #[serde(default = "default_eviction")]
+    pub eviction: String,
+    /// Write policy (default write-back).
+    #[serde(default = "default_write_policy")]
+    pub write_policy: String,
+    /// Admission policy spec (`demand`, `mrfu`, `adaptive`, ...; default `demand`).
+    #[serde(default)]
+    pub admission: Option<String>,
+    /// Keep an online hit-ratio curve (SHARDS) for this cache (default on).
+    #[serde(default = "default_true")]
+    pub profile: bool,
+}
+
+fn default_eviction() -> String {
+    "lru".into()
+}
+fn default_write_policy() -> String {
+    "write-back".into()
+}
+fn default_true() -> bool {
+    true
+}
+
+/// One `[[rule]]`: requests of `client` doing `op` on `export` in `range` go to `cache`.
+#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleSpec {
+    /// The export.
+    pub export: String,
+    /// The cache, by name.
+    pub cache: String,
+    /// Client address (IP, without port) or `unix`; absent = every client.
+    #[serde(default)]
+    pub client: Option<String>,
+    /// `read` or `write`; absent = both.
+    #[serde(default)]
+    pub op: Option<cache::Op>,
+    /// Byte range `[start, end)`; absent = the whole export.
+    #[serde(default)]
+    pub range: Option<(u64, u64)>,
+}
+
+impl NodeConfig {
+    /// Reads and checks `path`; `data_dir` overrides the file's `data_dir`.
+    pub fn load(path: &Path, data_dir: Option<&Path>) -> Result<Self, NodeError> {
+        let text = std::fs::read_to_string(path).map_err(|e| NodeError::Config {
+            file: path.display().to_string(),
+            msg: e.to_string(),
+        })?;
+        let mut cfg = Self::parse(&text).map_err(|msg| NodeError::Config {
+            file: path.display().to_string(),
+            msg,
+        })?;
+        if let Some(d) = data_dir {
+            cfg.node.data_dir = Some(d.to_path_buf());
+        }
+        Ok(cfg)
+    }
+
+    /// Parses and checks the text of a `node.toml`; the error names the field.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let cfg: NodeConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    fn check(&self) -> Result<(), String> {
+        let bs = self.node.block_size.0;
+        if bs == 0 || !bs.is_power_of_two() || bs < 512 {
+            return Err(format!(
+                "node.block_size: {bs} must be a power of two of at least 512"
+            ));
+        }
+        let mut names = std::collections::HashSet::new();
+        for (i, e) in self.exports.iter().enumerate() {
+            let at = format!("export[{i}] (`{}`)", e.name);
+            if e.name.is_empty() || e.name.len() > 4096 {
+                return Err(format!("export[{i}].name must be 1 to 4096 bytes"));
+            }
+            if !names.insert(e.name.as_str()) {
+                return Err(format!("{at}: the name is used twice"));
+            }
+            match (&e.file, e.upstream.is_empty()) {
+                (Some(_), true) => {}
+                (None, false) => {
+                    if e.size.is_some() {
+                        return Err(format!("{at}.size: only a file backend takes a size"));
+                    }
+                }
+                _ => return Err(format!("{at}: give exactly one of `file` or `upstream`")),
+            }
+            if let Some(u) = e.stripe_unit {
+                if u.0 == 0 || u.0 % bs != 0 {
+                    return Err(format!(
+                        "{at}.stripe_unit: {} must be a positive multiple of the block size {bs}",
+                        u.0
+                    ));
+                }
+            }
+        }
+        let mut caches = std::collections::HashSet::new();
+        for (i, c) in self.caches.iter().enumerate() {
+            if !caches.insert(c.name.as_str()) {
+                return Err(format!("cache[{i}] (`{}`): the name is used twice", c.name));
+            }
+            c.write_policy
+                .parse::<WritePolicy>()
+                .map_err(|e| format!("cache[{i}].write_policy: {e}"))?;
+        }
+        for (i, r) in self.rules.iter().enumerate() {
+            if !names.contains(r.export.as_str()) {
+                return Err(format!(
+                    "rule[{i}].export: no export is called `{}`",
+                    r.export
+                ));
+            }
+            if !caches.contains(r.cache.as_str()) {
+                return Err(format!("rule[{i}].cache: no cache is called `{}`", r.cache));
+            }
+        }
+        Ok(())
+    }
+
+    /// Resolves a configured path against the data directory.
+    pub fn path(&self, p: &Path) -> PathBuf {
+        match &self.node.data_dir {
+            Some(d) if p.is_relative() => d.join(p),
+            _ => p.to_path_buf(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[node]
+cache_size = "64MiB"
+[[export]]
+name = "demo"
+file = "demo.img"
+size = "1GiB"
+[[cache]]
+name = "c"
+size = "32MiB"
+eviction = "arc"
+[[rule]]
+export = "demo"
+cache = "c"
+op = "read"
+"#;
+
+    #[test]
+    fn parses_defaults() {
+        let c = NodeConfig::parse(GOOD).unwrap();
+        assert_eq!(c.node.nbd, "127.0.0.1:10809");
+        assert_eq!(c.node.api, "127.0.0.1:10810");
+        assert_eq!(c.node.cache_size.0, 64 << 20);
+        assert_eq!(c.node.block_size.0, 4096);
+        assert_eq!(c.exports[0].size, Some(ByteSize(1 << 30)));
+        assert_eq!(c.caches[0].write_policy, "write-back");
+        assert_eq!(c.rules[0].op, Some(cache::Op::Read));
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let bad = GOOD.replace("cache = \"c\"", "cache = \"nope\"");
+        assert!(NodeConfig::parse(&bad)
+            .unwrap_err()
+            .contains("rule[0].cache"));
+        let bad = GOOD.replace(
+            "eviction = \"arc\"",
+            "eviction = \"arc\"\nwrite_policy = \"sometimes\"",
+        );
+        assert!(NodeConfig::parse(&bad)
+            .unwrap_err()
+            .contains("cache[0].write_policy"));
+        let bad = GOOD.replace("cache_size", "cache_sise");
+        assert!(NodeConfig::parse(&bad).unwrap_err().contains("cache_sise"));
+        let bad = GOOD.replace(
+            "file = \"demo.img\"",
+            "upstream = [\"x:1/y\"]\nfile = \"a\"",
+        );
+        assert!(NodeConfig::parse(&bad).unwrap_err().contains("exactly one"));
+        let bad = GOOD.replace("size = \"32MiB\"", "size = -3");
+        assert!(NodeConfig::parse(&bad).unwrap_err().contains("negative"));
+    }
+}

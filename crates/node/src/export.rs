@@ -1,0 +1,190 @@
+//! The NBD face of the node: every export of the node's [`NodeState`] served through its
+//! caches, with the client's address as the rules' client.
+//!
+//! A connection's export is looked up per client ([`nbd::ExportProvider::lookup_for`]), so
+//! the [`CacheExport`] it gets carries the client (the peer's IP, or `unix`) that the
+//! cache's rules match on and the tenant counters are kept under. The cache's data path is
+//! blocking (backends may block on disks or on upstream NBD connections), so each request
+//! runs on tokio's blocking pool; the connection keeps many in flight and replies out of
+//! order. Latency is timed around the whole request, bandwidth shares are waited for
+//! before it starts.
+
+use crate::latency::Latency;
+use crate::state::NodeState;
+use bytes::Bytes;
+use cache::CacheError;
+use nbd::server::export::BoxFuture;
+use nbd::{Capabilities, Export, ExportProvider};
+use std::io;
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Maps a cache error to the I/O error the NBD layer turns into an errno.
+pub fn io_error(e: CacheError) -> io::Error {
+    match e {
+        CacheError::Io { source, .. } => source,
+        CacheError::OutOfRange { .. } => io::Error::new(io::ErrorKind::InvalidInput, e.to_string()),
+        CacheError::ReadOnly(_) => io::Error::new(io::ErrorKind::PermissionDenied, e.to_string()),
+        other => io::Error::other(other.to_string()),
+    }
+}
+
+/// The client name rules see for an NBD peer: the IP without the port.
+pub fn client_of(peer: &str) -> String {
+    match peer.parse::<std::net::SocketAddr>() {
+        Ok(a) => a.ip().to_string(),
+        Err(_) => peer.to_string(),
+    }
+}
+
+/// The node's exports, looked up per client.
+pub struct NodeExports(pub Arc<NodeState>);
+
+impl ExportProvider for NodeExports {
+    fn lookup(&self, name: &str) -> Option<Arc<dyn Export>> {
+        self.lookup_for(name, "unknown")
+    }
+
+    fn lookup_for(&self, name: &str, peer: &str) -> Option<Arc<dyn Export>> {
+        let name = if name.is_empty() {
+            self.0.exports().next()?.name.clone()
+        } else {
+            name.to_string()
+        };
+        let info = self.0.export(&name)?;
+        let client = client_of(peer);
+        Some(Arc::new(CacheExport {
+            latency: self.0.latency(&name, &client),
+            tenant: info.tenant.clone().into(),
+            size: info.size,
+            read_only: info.read_only,
+            export: name.into(),
+            client: client.into(),
+            state: self.0.clone(),
+        }))
+    }
+
+    fn list(&self) -> Vec<String> {
+        self.0.exports().map(|e| e.name.clone()).collect()
+    }
+}
+
+/// One export as one client sees it.
+pub struct CacheExport {
+    state: Arc<NodeState>,
+    export: Arc<str>,
+    client: Arc<str>,
+    tenant: Arc<str>,
+    size: u64,
+    read_only: bool,
+    latency: Arc<Latency>,
+}
+
+impl CacheExport {
+    async fn run<T: Send + 'static>(
+        &self,
+        write: bool,
+        bytes: u64,
+        f: impl FnOnce(&cache::CacheNode, &str, &str) -> Result<T, CacheError> + Send + 'static,
+    ) -> io::Result<T> {
+        let start = Instant::now();
+        self.state.bandwidth.admit(&self.tenant, bytes).await;
+        let node = self.state.cache.clone();
+        let (export, client) = (self.export.clone(), self.client.clone());
+        let out = tokio::task::spawn_blocking(move || f(&node, &export, &client))
+            .await
+            .map_err(|e| io::Error::other(format!("cache task failed: {e}")))?
+            .map_err(io_error);
+        self.latency.record(write, start.elapsed());
+        out
+    }
+}
+
+impl Export for CacheExport {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn capabilities(&self) -> Capabilities {
+        Capabilities {
+            read_only: self.read_only,
+            ..Capabilities::default()
+        }
+    }
+
+    fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Bytes>> {
+        Box::pin(self.run(false, len as u64, move |node, export, client| {
+            let mut buf = vec![0u8; len as usize];
+            node.read(export, client, offset, &mut buf)?;
+            Ok(Bytes::from(buf))
+        }))
+    }
+
+    fn write(&self, offset: u64, data: Bytes, fua: bool) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(
+            self.run(true, data.len() as u64, move |node, export, client| {
+                node.write(export, client, offset, &data, fua)
+            }),
+        )
+    }
+
+    fn flush(&self) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(self.run(true, 0, move |node, export, _| node.flush(export)))
+    }
+
+    fn trim(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(self.run(true, 0, move |node, export, client| {
+            node.trim(export, client, offset, len as u64)
+        }))
+    }
+
+    fn write_zeroes(&self, offset: u64, len: u32, fua: bool) -> BoxFuture<'_, io::Result<()>> {
+        Box::pin(self.run(true, len as u64, move |node, export, client| {
+            // Whole blocks are discarded (they read back as zeros); partial blocks at the
+            // ends are written with zeros.
+            let bs = node.block_size() as u64;
+            let end = offset + len as u64;
+            let first_full = offset.div_ceil(bs) * bs;
+            let last_full = end / bs * bs;
+            if first_full < last_full {
+                if offset < first_full {
+                    node.write(
+                        export,
+                        client,
+                        offset,
+                        &vec![0; (first_full - offset) as usize],
+                        false,
+                    )?;
+                }
+                node.trim(export, client, first_full, last_full - first_full)?;
+                if last_full < end {
+                    node.write(
+                        export,
+                        client,
+                        last_full,
+                        &vec![0; (end - last_full) as usize],
+                        false,
+                    )?;
+                }
+            } else {
+                node.write(export, client, offset, &vec![0; len as usize], false)?;
+            }
+            if fua {
+                node.flush(export)?;
+            }
+            Ok(())
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn client_is_the_ip() {
+        assert_eq!(client_of("127.0.0.1:51234"), "127.0.0.1");
+        assert_eq!(client_of("[::1]:9"), "::1");
+        assert_eq!(client_of("unix"), "unix");
+    }
+}

@@ -1,0 +1,245 @@
+//! The Prometheus metrics endpoint, in the text exposition format (version 0.0.4).
+//!
+//! Written by hand rather than with a metrics crate: every counter already lives in the
+//! cache crate (partition counters under their locks, tenant atomics) and in the latency
+//! histograms; a registry would have to mirror each of them on every change. The scrape
+//! takes a snapshot and prints it, which is all the format needs.
+
+use crate::state::NodeState;
+use std::fmt::Write;
+
+/// Histogram bucket bounds for request latency, in microseconds.
+const LATENCY_BOUNDS_US: &[u64] = &[
+    50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 25_000, 50_000, 100_000, 250_000, 1_000_000,
+];
+
+/// Escapes a label value.
+fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+struct Out(String);
+
+impl Out {
+    fn help(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.0, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], v: impl std::fmt::Display) {
+        let l: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", esc(v)))
+            .collect();
+        if l.is_empty() {
+            let _ = writeln!(self.0, "{name} {v}");
+        } else {
+            let _ = writeln!(self.0, "{name}{{{}}} {v}", l.join(","));
+        }
+    }
+}
+
+/// Renders every metric of the node.
+pub fn render(state: &NodeState) -> String {
+    let mut o = Out(String::with_capacity(4096));
+    let level = state.level.to_string();
+    o.help(
+        "lachesis_node_info",
+        "gauge",
+        "Static facts about the node.",
+    );
+    o.sample(
+        "lachesis_node_info",
+        &[("level", &level), ("version", env!("CARGO_PKG_VERSION"))],
+        1,
+    );
+    o.help(
+        "lachesis_node_cache_blocks",
+        "gauge",
+        "Cache blocks of the node.",
+    );
+    o.sample(
+        "lachesis_node_cache_blocks",
+        &[("state", "total")],
+        state.cache.total_blocks(),
+    );
+    o.sample(
+        "lachesis_node_cache_blocks",
+        &[("state", "allocated")],
+        state.cache.allocated_blocks(),
+    );
+    o.help(
+        "lachesis_node_uptime_seconds",
+        "gauge",
+        "Seconds since the node started.",
+    );
+    o.sample(
+        "lachesis_node_uptime_seconds",
+        &[],
+        state.started.elapsed().as_secs_f64(),
+    );
+
+    let caches = state.caches();
+    let gauges: [(&str, &str, fn(&cache::CacheStats) -> u64); 4] = [
+        (
+            "lachesis_cache_capacity_blocks",
+            "Capacity of the cache in blocks.",
+            |s| s.capacity as u64,
+        ),
+        ("lachesis_cache_resident_blocks", "Blocks held.", |s| {
+            s.resident as u64
+        }),
+        ("lachesis_cache_dirty_blocks", "Dirty blocks held.", |s| {
+            s.dirty as u64
+        }),
+        (
+            "lachesis_cache_writing_back_blocks",
+            "Evicted dirty blocks being written back.",
+            |s| s.writing_back as u64,
+        ),
+    ];
+    for (name, help, f) in gauges {
+        o.help(name, "gauge", help);
+        for c in &caches {
+            o.sample(name, &[("cache", &c.name), ("level", &level)], f(&c.stats));
+        }
+    }
+    let counters: [(&str, &str, fn(&cache::CacheStats) -> u64); 7] = [
+        (
+            "lachesis_cache_hits_total",
+            "Block lookups found in the cache.",
+            |s| s.hits,
+        ),
+        (
+            "lachesis_cache_misses_total",
+            "Block lookups not found.",
+            |s| s.misses,
+        ),
+        (
+            "lachesis_cache_read_bytes_total",
+            "Bytes read through the cache.",
+            |s| s.read_bytes,
+        ),
+        (
+            "lachesis_cache_write_bytes_total",
+            "Bytes written through the cache.",
+            |s| s.write_bytes,
+        ),
+        ("lachesis_cache_evictions_total", "Blocks evicted.", |s| {
+            s.evictions
+        }),
+        (
+            "lachesis_cache_writebacks_total",
+            "Dirty blocks written to the backend.",
+            |s| s.writebacks,
+        ),
+        (
+            "lachesis_cache_writeback_errors_total",
+            "Failed write-backs (retried).",
+            |s| s.writeback_errors,
+        ),
+    ];
+    for (name, help, f) in counters {
+        o.help(name, "counter", help);
+        for c in &caches {
+            o.sample(name, &[("cache", &c.name), ("level", &level)], f(&c.stats));
+        }
+    }
+
+    let tenants = state.tenants();
+    o.help(
+        "lachesis_tenant_requests_total",
+        "counter",
+        "Requests of a tenant (export, client).",
+    );
+    o.help(
+        "lachesis_tenant_bytes_total",
+        "counter",
+        "Bytes moved for a tenant.",
+    );
+    o.help(
+        "lachesis_tenant_block_lookups_total",
+        "counter",
+        "Block hits and misses of a tenant at this node's level.",
+    );
+    for t in &tenants {
+        let base = [
+            ("export", t.export.as_str()),
+            ("client", t.client.as_str()),
+            ("tenant", t.tenant.as_str()),
+        ];
+        let with = |k: &'static str, v: &'static str| {
+            let mut l = base.to_vec();
+            l.push((k, v));
+            l
+        };
+        o.sample(
+            "lachesis_tenant_requests_total",
+            &with("op", "read"),
+            t.counters.reads,
+        );
+        o.sample(
+            "lachesis_tenant_requests_total",
+            &with("op", "write"),
+            t.counters.writes,
+        );
+        o.sample(
+            "lachesis_tenant_bytes_total",
+            &with("op", "read"),
+            t.counters.read_bytes,
+        );
+        o.sample(
+            "lachesis_tenant_bytes_total",
+            &with("op", "write"),
+            t.counters.write_bytes,
+        );
+        let mut hit = with("result", "hit");
+        hit.push(("level", &level));
+        o.sample("lachesis_tenant_block_lookups_total", &hit, t.counters.hits);
+        let mut miss = with("result", "miss");
+        miss.push(("level", &level));
+        o.sample(
+            "lachesis_tenant_block_lookups_total",
+            &miss,
+            t.counters.misses,
+        );
+    }
+    o.help(
+        "lachesis_tenant_latency_seconds",
+        "histogram",
+        "Request latency of a tenant at this node.",
+    );
+    for t in &tenants {
+        let lat = state.latency(&t.export, &t.client);
+        for (op, write) in [("read", false), ("write", true)] {
+            let (counts, n, sum) = lat.buckets(write, LATENCY_BOUNDS_US);
+            let base = [
+                ("export", t.export.as_str()),
+                ("client", t.client.as_str()),
+                ("op", op),
+            ];
+            for (b, c) in LATENCY_BOUNDS_US.iter().zip(&counts) {
+                let le = format!("{}", *b as f64 / 1e6);
+                let mut l = base.to_vec();
+                l.push(("le", &le));
+                o.sample("lachesis_tenant_latency_seconds_bucket", &l, c);
+            }
+            let mut l = base.to_vec();
+            l.push(("le", "+Inf"));
+            o.sample("lachesis_tenant_latency_seconds_bucket", &l, n);
+            o.sample("lachesis_tenant_latency_seconds_sum", &base, sum);
+            o.sample("lachesis_tenant_latency_seconds_count", &base, n);
+        }
+    }
+    o.0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escapes_labels() {
+        assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

@@ -1,0 +1,86 @@
+//! Byte sizes written by people: `4096`, `4KiB`, `64MiB`, `1GB`, `1TiB`. Shared by the node's
+//! configuration, its API and the command line, so every place reads sizes alike.
+
+use serde::{Deserialize, Deserializer};
+
+/// Parses a byte count with an optional unit (decimal `KB`/`MB`/`GB`/`TB` or binary
+/// `KiB`/`MiB`/`GiB`/`TiB`; `K`, `M`, `G`, `T` are decimal). The error says what was wrong.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    let x: f64 = num.parse().map_err(|_| format!("`{s}` is not a size"))?;
+    let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" => 1_000,
+        "kib" => 1 << 10,
+        "m" | "mb" => 1_000_000,
+        "mib" => 1 << 20,
+        "g" | "gb" => 1_000_000_000,
+        "gib" => 1 << 30,
+        "t" | "tb" => 1_000_000_000_000,
+        "tib" => 1 << 40,
+        u => {
+            return Err(format!(
+                "`{s}`: unknown unit `{u}` (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
+            ))
+        }
+    };
+    if !(x.is_finite() && x >= 0.0) {
+        return Err(format!("`{s}` is not a size"));
+    }
+    Ok((x * mult as f64).round() as u64)
+}
+
+/// A byte size in configuration and API bodies: a number of bytes or a string with a unit.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ByteSize(pub u64);
+
+impl<'de> Deserialize<'de> for ByteSize {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) if n >= 0 => Ok(ByteSize(n as u64)),
+            Raw::Int(n) => Err(serde::de::Error::custom(format!("size {n} is negative"))),
+            Raw::Text(s) => parse_bytes(&s)
+                .map(ByteSize)
+                .map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn units() {
+        assert_eq!(parse_bytes("4096"), Ok(4096));
+        assert_eq!(parse_bytes("4KiB"), Ok(4096));
+        assert_eq!(parse_bytes("1 GiB"), Ok(1 << 30));
+        assert_eq!(parse_bytes("1.5MB"), Ok(1_500_000));
+        assert!(parse_bytes("-1").is_err());
+        assert!(parse_bytes("12 parsecs")
+            .unwrap_err()
+            .contains("unknown unit"));
+    }
+
+    #[test]
+    fn serde_forms() {
+        let v: ByteSize = serde_json::from_str("\"64MiB\"").unwrap();
+        assert_eq!(v.0, 64 << 20);
+        let v: ByteSize = serde_json::from_str("512").unwrap();
+        assert_eq!(v.0, 512);
+        let e = serde_json::from_str::<ByteSize>("-5")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("negative"), "{e}");
+    }
+}
