@@ -34,6 +34,7 @@ pub mod node;
 pub mod partition;
 pub mod rules;
 pub mod stats;
+pub mod striped;
 pub mod volume;
 pub mod write_policy;
 
@@ -43,5 +44,6 @@ pub use node::{CacheConfig, CacheId, CacheNode, RuleId};
 pub use partition::{Partition, Route};
 pub use rules::{Op, Rule, Target};
 pub use stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};
+pub use striped::StripedBackend;
 pub use volume::{Volume, VolumeTable};
 pub use write_policy::WritePolicy;
