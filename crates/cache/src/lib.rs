@@ -30,6 +30,7 @@
 
 pub mod backend;
 pub mod error;
+pub mod hot_tier;
 pub mod node;
 pub mod partition;
 pub mod rules;
@@ -40,6 +41,7 @@ pub mod write_policy;
 
 pub use backend::{Backend, FileBackend, MemBackend};
 pub use error::{CacheError, Result};
+pub use hot_tier::{Clock, HotTier, HotTierConfig, HotTierStats, ManualClock, MonotonicClock};
 pub use node::{CacheConfig, CacheId, CacheNode, RuleId};
 pub use partition::{Partition, Route};
 pub use rules::{Op, Rule, Target};
