@@ -178,10 +178,12 @@ impl BandwidthShare {
     }
 
     fn start_of(&self, origin: Instant, q: u64, now: Instant) -> Instant {
-        let secs = q as f64 * self.quantum.as_secs_f64();
-        let at = Duration::try_from_secs_f64(secs)
-            .ok()
-            .and_then(|d| origin.checked_add(d));
+        let at = self
+            .quantum
+            .as_nanos()
+            .checked_mul(u128::from(q))
+            .and_then(|n| u64::try_from(n).ok())
+            .and_then(|n| origin.checked_add(Duration::from_nanos(n)));
         let cap = now.checked_add(MAX_DELAY).unwrap_or(now);
         match at {
             Some(t) => t.min(cap).max(now),

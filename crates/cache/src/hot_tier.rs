@@ -4,9 +4,9 @@
 //! an [`AdmissionPolicy`], eviction by LRU), copying chunks up (migration) under a rate
 //! limit, keeping the fast copies exact under concurrent writes and trims, and the tier's
 //! counters ([`HotTierStats`]). Does not own: the RAM cache above it (in the node: RAM
-//! partition -> hot tier -> slow backend; the tier is exclusive of nothing, it simply sees
-//! the RAM cache's misses), per-volume IOPS or latency goals, or choosing the chunk size
-//! and capacity (the controller does).
+//! partition -> hot tier -> slow backend; the tier sees only the RAM cache's misses and
+//! write-throughs), per-volume IOPS or latency goals, or choosing the chunk size and
+//! capacity (the controller does).
 //!
 //! How it works:
 //! * The slow backend is cut into chunks of `chunk_size` bytes (the last may be partial);
@@ -37,7 +37,11 @@
 //!   slot. Lock order: chunk stripe, then slot, then directory. No call holds two chunk
 //!   stripes or two slots.
 //!
-//! Where it falls short: migrations run synchronously on the request that triggered them
+//! Where it falls short: the tier is not kept exclusive of the RAM cache (SANCACHE keeps
+//! its tier exclusive of the array cache; here a chunk's blocks may sit in both); a
+//! throttled admission still counts as a migration inside `adaptive` (the policy cannot
+//! be told it was refused), which biases its hits-per-migration ratio downwards while
+//! the rate limit bites; migrations run synchronously on the request that triggered them
 //! (the request pays for copying a whole chunk); a trim takes the chunk locks one chunk at
 //! a time and trims the slow backend chunk by chunk, so trimming a huge range costs one
 //! slow call per chunk; a fast-device error fails the request rather than degrading to
@@ -116,7 +120,7 @@ pub struct HotTierConfig {
     pub chunk_size: u64,
     /// Chunks the fast backend holds.
     pub capacity_chunks: u64,
-    /// Admission spec for [`policy::build_admission`] (`mrfu`, `adaptive:...`, ...).
+    /// Admission spec for [`policy::admission::build_admission`] (`mrfu`, `adaptive:...`, ...).
     pub admission: String,
     /// Migrations allowed per second (0 = unlimited).
     pub max_migrations_per_sec: u64,
@@ -266,7 +270,7 @@ impl HotTier {
 
     /// Like [`new`](Self::new) with an explicit clock. Errors: zero chunk size or
     /// capacity, a fast backend smaller than `capacity_chunks * chunk_size`, a capacity
-    /// too large to index in memory, or a bad admission spec.
+    /// over 2^26 chunks, or a bad admission spec.
     pub fn with_clock(
         slow: Arc<dyn Backend>,
         fast: Arc<dyn Backend>,
@@ -297,10 +301,10 @@ impl HotTier {
         }
         let slots_n = usize::try_from(config.capacity_chunks)
             .ok()
-            .filter(|&n| n <= 1 << 32)
+            .filter(|&n| n <= 1 << 26)
             .ok_or_else(|| {
                 CacheError::Invalid(format!(
-                    "hot tier: {} chunks is more than this node can index",
+                    "hot tier: {} chunks is more than the 2^26 a tier indexes; use larger chunks",
                     config.capacity_chunks
                 ))
             })?;
