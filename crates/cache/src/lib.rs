@@ -29,19 +29,25 @@
 //! request).
 
 pub mod backend;
+pub mod bandwidth;
 pub mod error;
+pub mod hot_tier;
 pub mod node;
 pub mod partition;
 pub mod rules;
 pub mod stats;
+pub mod striped;
 pub mod volume;
 pub mod write_policy;
 
 pub use backend::{Backend, FileBackend, MemBackend};
+pub use bandwidth::{BandwidthShare, BandwidthSnapshot, TenantBandwidth};
 pub use error::{CacheError, Result};
+pub use hot_tier::{Clock, HotTier, HotTierConfig, HotTierStats, ManualClock, MonotonicClock};
 pub use node::{CacheConfig, CacheId, CacheNode, RuleId};
 pub use partition::{Partition, Route};
 pub use rules::{Op, Rule, Target};
 pub use stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};
+pub use striped::StripedBackend;
 pub use volume::{Volume, VolumeTable};
 pub use write_policy::WritePolicy;
