@@ -118,8 +118,18 @@ async fn node(State(s): St) -> Json<serde_json::Value> {
     }))
 }
 
-async fn exports(State(s): St) -> Json<Vec<crate::state::ExportInfo>> {
-    Json(s.exports().cloned().collect())
+async fn exports(State(s): St) -> Json<Vec<serde_json::Value>> {
+    Json(
+        s.exports()
+            .map(|e| {
+                let mut v = serde_json::to_value(e).unwrap_or_default();
+                if let Some(t) = s.hot_tier(&e.name) {
+                    v["hot_tier"] = serde_json::to_value(t.stats()).unwrap_or_default();
+                }
+                v
+            })
+            .collect(),
+    )
 }
 
 async fn list_caches(State(s): St) -> impl IntoResponse {
@@ -210,7 +220,10 @@ async fn tenants(State(s): St) -> impl IntoResponse {
 }
 
 async fn get_proportions(State(s): St) -> impl IntoResponse {
-    Json(s.bandwidth.proportions())
+    Json(json!({
+        "proportions": s.bandwidth.proportions(),
+        "schedule": s.bandwidth.snapshot(),
+    }))
 }
 
 async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {

@@ -117,6 +117,38 @@ pub struct ExportConfig {
     /// Refuse writes.
     #[serde(default)]
     pub read_only: bool,
+    /// A SANCACHE hot-chunk tier on a fast file between the caches and the backend.
+    #[serde(default)]
+    pub hot_tier: Option<HotTierSpec>,
+}
+
+/// `[export.hot_tier]`: hot chunks of the export kept on a fast file.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HotTierSpec {
+    /// The fast file (created with `size` if missing).
+    pub file: PathBuf,
+    /// Bytes of the fast file used for chunks.
+    pub size: ByteSize,
+    /// Chunk size (default 1 MiB).
+    #[serde(default = "default_chunk")]
+    pub chunk: ByteSize,
+    /// Placement policy spec (default `adaptive`: MRFU with SANCACHE's adaptive threshold).
+    #[serde(default = "default_tier_admission")]
+    pub admission: String,
+    /// Chunk migrations allowed per second (default 100; 0 = unlimited).
+    #[serde(default = "default_migrations")]
+    pub max_migrations_per_sec: u64,
+}
+
+fn default_chunk() -> ByteSize {
+    ByteSize(1 << 20)
+}
+fn default_tier_admission() -> String {
+    "adaptive".into()
+}
+fn default_migrations() -> u64 {
+    100
 }
 
 impl ExportConfig {
@@ -225,6 +257,17 @@ impl NodeConfig {
                     }
                 }
                 _ => return Err(format!("{at}: give exactly one of `file` or `upstream`")),
+            }
+            if let Some(h) = &e.hot_tier {
+                if h.chunk.0 == 0 || h.chunk.0 % bs != 0 {
+                    return Err(format!(
+                        "{at}.hot_tier.chunk: {} must be a positive multiple of the block size {bs}",
+                        h.chunk.0
+                    ));
+                }
+                if h.size.0 < h.chunk.0 {
+                    return Err(format!("{at}.hot_tier.size: smaller than one chunk"));
+                }
             }
             if let Some(u) = e.stripe_unit {
                 if u.0 == 0 || u.0 % bs != 0 {

@@ -100,6 +100,33 @@ impl RunningNode {
     }
 }
 
+/// Opens `path`, creating it sparse with `size` bytes if it is missing.
+fn open_or_create(path: &Path, size: Option<u64>) -> Result<cache::FileBackend, String> {
+    if !path.exists() {
+        let size = size.ok_or_else(|| {
+            format!(
+                "{} does not exist and no `size` says how big to create it",
+                path.display()
+            )
+        })?;
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        f.set_len(size)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        tracing::info!(path = %path.display(), size, "created sparse file");
+    }
+    let b = cache::FileBackend::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    if let Some(size) = size {
+        if cache::Backend::size(&b) != size {
+            tracing::warn!(path = %path.display(), configured = size, actual = cache::Backend::size(&b),
+                "file exists with another size; using its actual size");
+        }
+    }
+    Ok(b)
+}
+
 async fn open_backend(
     cfg: &NodeConfig,
     e: &ExportConfig,
@@ -110,29 +137,7 @@ async fn open_backend(
     };
     if let Some(file) = &e.file {
         let path = cfg.path(file);
-        if !path.exists() {
-            let size = e.size.ok_or_else(|| {
-                field(format!(
-                    "{} does not exist and no `size` says how big to create it",
-                    path.display()
-                ))
-            })?;
-            if let Some(dir) = path.parent() {
-                std::fs::create_dir_all(dir)?;
-            }
-            let f = std::fs::File::create(&path)
-                .map_err(|err| field(format!("{}: {err}", path.display())))?;
-            f.set_len(size.0)?;
-            tracing::info!(path = %path.display(), size = size.0, "created sparse backing file");
-        }
-        let b = cache::FileBackend::open(&path)
-            .map_err(|err| field(format!("{}: {err}", path.display())))?;
-        if let Some(size) = e.size {
-            if cache::Backend::size(&b) != size.0 {
-                tracing::warn!(path = %path.display(), configured = size.0, actual = cache::Backend::size(&b),
-                    "backing file exists with another size; serving its actual size");
-            }
-        }
+        let b = open_or_create(&path, e.size.map(|s| s.0)).map_err(field)?;
         return Ok((Arc::new(b), format!("file:{}", path.display())));
     }
     let mut members: Vec<Arc<dyn cache::Backend>> = Vec::new();
@@ -149,18 +154,12 @@ async fn open_backend(
         ));
     }
     let unit = e.stripe_unit.map(|u| u.0).unwrap_or(1 << 20);
-    let striped = striped_backend(members, unit).map_err(field)?;
+    let striped =
+        cache::StripedBackend::new(members, unit).map_err(|err| field(err.to_string()))?;
     Ok((
         Arc::new(striped),
         format!("stripe({}; unit {unit})", e.upstream.join(", ")),
     ))
-}
-
-fn striped_backend(
-    _members: Vec<Arc<dyn cache::Backend>>,
-    _unit: u64,
-) -> Result<cache::FileBackend, String> {
-    Err("striping over several upstreams is not available yet".into())
 }
 
 /// Builds the node's state from `cfg`: backends, caches, rules.
@@ -172,7 +171,32 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
     let blocks = (cfg.node.cache_size.0 / bs as u64) as usize;
     let mut state = NodeState::new(blocks, bs, cfg.node.level, cfg.node.bandwidth.0)?;
     for e in &cfg.exports {
-        let (backend, desc) = open_backend(cfg, e).await?;
+        let (mut backend, mut desc) = open_backend(cfg, e).await?;
+        let mut tier = None;
+        if let Some(h) = &e.hot_tier {
+            let at = |msg: String| NodeError::Config {
+                file: "node.toml".into(),
+                msg: format!("export `{}`.hot_tier: {msg}", e.name),
+            };
+            let path = cfg.path(&h.file);
+            let fast = open_or_create(&path, Some(h.size.0)).map_err(at)?;
+            let t = Arc::new(
+                cache::HotTier::new(
+                    backend,
+                    Arc::new(fast),
+                    cache::HotTierConfig {
+                        chunk_size: h.chunk.0,
+                        capacity_chunks: h.size.0 / h.chunk.0,
+                        admission: h.admission.clone(),
+                        max_migrations_per_sec: h.max_migrations_per_sec,
+                    },
+                )
+                .map_err(|err| at(err.to_string()))?,
+            );
+            desc = format!("{desc} + hot tier {} ({})", path.display(), h.admission);
+            backend = t.clone();
+            tier = Some(t);
+        }
         let size = backend.size();
         state.add_export(
             ExportInfo {
@@ -183,6 +207,7 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
                 backend: desc,
             },
             backend,
+            tier,
         )?;
     }
     for c in &cfg.caches {

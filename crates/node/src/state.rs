@@ -122,6 +122,7 @@ pub struct NodeState {
     /// When the node started.
     pub started: Instant,
     exports: BTreeMap<String, ExportInfo>,
+    hot_tiers: BTreeMap<String, Arc<cache::HotTier>>,
     profilers: Mutex<BTreeMap<CacheId, Arc<Mutex<OnlineProfiler>>>>,
     latency: Mutex<BTreeMap<(String, String), Arc<Latency>>>,
     /// Bandwidth shares between tenants (unlimited when the node sets no bandwidth).
@@ -141,6 +142,7 @@ impl NodeState {
             level,
             started: Instant::now(),
             exports: BTreeMap::new(),
+            hot_tiers: BTreeMap::new(),
             profilers: Mutex::default(),
             latency: Mutex::default(),
             bandwidth: crate::share::Share::new(bandwidth),
@@ -152,8 +154,12 @@ impl NodeState {
         &mut self,
         info: ExportInfo,
         backend: Arc<dyn cache::Backend>,
+        hot_tier: Option<Arc<cache::HotTier>>,
     ) -> Result<(), NodeError> {
         self.cache.add_export(&info.name, backend)?;
+        if let Some(t) = hot_tier {
+            self.hot_tiers.insert(info.name.clone(), t);
+        }
         self.exports.insert(info.name.clone(), info);
         Ok(())
     }
@@ -161,6 +167,11 @@ impl NodeState {
     /// The exports.
     pub fn exports(&self) -> impl Iterator<Item = &ExportInfo> {
         self.exports.values()
+    }
+
+    /// The hot-chunk tier of an export, if it has one.
+    pub fn hot_tier(&self, export: &str) -> Option<&Arc<cache::HotTier>> {
+        self.hot_tiers.get(export)
     }
 
     /// One export.

@@ -19,7 +19,10 @@ impl TestNode {
         let dir = tempfile::tempdir().unwrap();
         let text = format!(
             "{}",
-            toml.replace("[node]", "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"")
+            toml.replace(
+                "[node]",
+                "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\""
+            )
         );
         let mut cfg = NodeConfig::parse(&text).unwrap();
         cfg.node.data_dir = Some(dir.path().to_path_buf());
@@ -60,7 +63,10 @@ impl TestNode {
         };
         let status = r.status();
         let text = r.into_string().unwrap();
-        (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+        (
+            status,
+            serde_json::from_str(&text).unwrap_or(Value::String(text)),
+        )
     }
 
     pub fn stop(mut self) {
