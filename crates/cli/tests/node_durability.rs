@@ -1,0 +1,217 @@
+//! Nothing lost: fio writes with verification through a write-back cache of a real
+//! `lachesis serve` process while `lachesis ctl` resizes the cache, switches its eviction
+//! and write policies and finally removes it; a second run writes again through a new
+//! cache and ends with a FLUSH, after which the node is killed with SIGKILL. fio then
+//! verifies, on the backing file itself, every block both runs wrote.
+
+mod common;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+struct Node {
+    child: Child,
+    nbd: String,
+    api: String,
+}
+
+impl Drop for Node {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn serve(config: &std::path::Path, data: &std::path::Path) -> Node {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+        .args([
+            "serve",
+            config.to_str().unwrap(),
+            "--data-dir",
+            data.to_str().unwrap(),
+        ])
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lachesis serve");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines
+        .by_ref()
+        .map(|l| l.unwrap())
+        .find(|l| l.starts_with("lachesis node: NBD on"))
+        .expect("the node announces its addresses");
+    // Keep draining stderr so the node never blocks on a full pipe.
+    std::thread::spawn(move || for _ in lines {});
+    let word = |after: &str| {
+        let rest = &line[line.find(after).unwrap() + after.len()..];
+        rest.split([' ', '/'])
+            .find(|s| !s.is_empty())
+            .unwrap()
+            .to_string()
+    };
+    Node {
+        nbd: word("NBD on "),
+        api: word("http://"),
+        child,
+    }
+}
+
+fn ctl(api: &str, args: &[&str]) -> String {
+    let mut all = vec!["ctl", "--api", api];
+    all.extend_from_slice(args);
+    common::ok(&all)
+}
+
+fn fio(args: &[&str]) {
+    let out = Command::new("fio")
+        .args(args)
+        .output()
+        .expect("fio must be installed (.ci/run installs it)");
+    assert!(
+        out.status.success(),
+        "fio {args:?}:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn job(name: &str, offset: &str, size: &str, seed: &str) -> Vec<String> {
+    [
+        format!("--name={name}"),
+        "--rw=randwrite".into(),
+        "--bs=4k".into(),
+        format!("--offset={offset}"),
+        format!("--size={size}"),
+        "--verify=crc32c".into(),
+        format!("--randseed={seed}"),
+        "--output-format=terse".into(),
+    ]
+    .to_vec()
+}
+
+fn refs(v: &[String]) -> Vec<&str> {
+    v.iter().map(String::as_str).collect()
+}
+
+#[test]
+fn acknowledged_writes_survive_online_changes_and_sigkill_after_flush() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("node.toml");
+    std::fs::write(
+        &config,
+        r#"
+[node]
+nbd = "127.0.0.1:0"
+api = "127.0.0.1:0"
+cache_size = "64MiB"
+[[export]]
+name = "demo"
+file = "demo.img"
+size = "256MiB"
+[[cache]]
+name = "wb"
+size = "32MiB"
+write_policy = "write-back"
+[[rule]]
+export = "demo"
+cache = "wb"
+"#,
+    )
+    .unwrap();
+    let node = serve(&config, dir.path());
+    let uri = format!("--uri=nbd://{}/demo", node.nbd);
+
+    // Run 1: 64 MiB of verified random writes while the cache is changed under it.
+    let api = node.api.clone();
+    let changes = std::thread::spawn(move || {
+        let steps: &[&[&str]] = &[
+            &["configure", "wb", "--size", "4MiB"],
+            &["configure", "wb", "--eviction", "arc"],
+            &["configure", "wb", "--size", "48MiB", "--eviction", "lirs"],
+            &["configure", "wb", "--write-policy", "write-through"],
+            &[
+                "configure",
+                "wb",
+                "--write-policy",
+                "write-back",
+                "--eviction",
+                "s3fifo",
+            ],
+            &["configure", "wb", "--size", "8MiB"],
+            &["remove-cache", "wb"],
+        ];
+        for s in steps {
+            std::thread::sleep(Duration::from_millis(150));
+            ctl(&api, s);
+        }
+    });
+    let mut run1 = job("run1", "0", "64m", "11");
+    run1.extend([
+        "--ioengine=nbd".into(),
+        uri.clone(),
+        "--iodepth=8".into(),
+        "--do_verify=1".into(),
+        "--rate=24m".into(),
+    ]);
+    fio(&refs(&run1));
+    changes.join().unwrap();
+    assert!(
+        ctl(&node.api, &["caches"]).trim() == "[]",
+        "the cache was removed"
+    );
+
+    // Run 2: a new write-back cache larger than the data, then FLUSH (end_fsync), SIGKILL.
+    ctl(
+        &node.api,
+        &[
+            "create-cache",
+            "wb2",
+            "--size",
+            "32MiB",
+            "--write-policy",
+            "write-back",
+        ],
+    );
+    ctl(
+        &node.api,
+        &["create-rule", "--export", "demo", "--cache", "wb2"],
+    );
+    let mut run2 = job("run2", "128m", "16m", "22");
+    run2.extend([
+        "--ioengine=nbd".into(),
+        uri,
+        "--iodepth=16".into(),
+        "--do_verify=0".into(),
+        "--end_fsync=1".into(),
+    ]);
+    fio(&refs(&run2));
+    let stats: serde_json::Value =
+        serde_json::from_str(&ctl(&node.api, &["stats", "wb2"])).unwrap();
+    assert_eq!(stats["stats"]["dirty"], 0, "{stats}");
+    assert!(
+        stats["stats"]["writebacks"].as_u64().unwrap() >= 4096,
+        "the FLUSH wrote the 4,096 dirty blocks back: {stats}"
+    );
+    let mut node = node;
+    node.child.kill().unwrap(); // SIGKILL: no shutdown path runs
+    node.child.wait().unwrap();
+
+    // Every block of both runs is on the backing file.
+    let file = format!("--filename={}", dir.path().join("demo.img").display());
+    for (name, offset, size, seed) in [("run1", "0", "64m", "11"), ("run2", "128m", "16m", "22")] {
+        let mut v = job(name, offset, size, seed);
+        v.extend([
+            "--ioengine=psync".into(),
+            file.clone(),
+            "--verify_only".into(),
+        ]);
+        fio(&refs(&v));
+    }
+    // The check has teeth: a region nobody wrote does not verify.
+    let mut wrong = job("run2", "192m", "16m", "22");
+    wrong.extend(["--ioengine=psync".into(), file, "--verify_only".into()]);
+    let out = Command::new("fio").args(refs(&wrong)).output().unwrap();
+    assert!(
+        !out.status.success(),
+        "verifying an unwritten region must fail"
+    );
+}
