@@ -430,6 +430,39 @@ impl CacheNode {
         w.entry(client.into()).or_default().record(write, bytes, o);
     }
 
+    /// Whether a read of `len` bytes of `export` at `offset` by `client` would find every
+    /// block in memory right now, so it needs no backend I/O (unless a block is evicted
+    /// before the read runs). Has no side effects: no counters, no policy updates. The node
+    /// uses it to serve hits inline instead of handing them to a blocking thread.
+    pub fn read_is_resident(&self, export: &str, client: &str, offset: u64, len: u64) -> bool {
+        let r = read_lock(&self.routing);
+        let Ok(ex) = Self::export(&r, export, offset, len) else {
+            return false;
+        };
+        let vol = &*ex.vol;
+        let bs = self.block_size as u64;
+        Self::for_each_run(
+            &r,
+            vol,
+            client,
+            Op::Read,
+            offset,
+            len,
+            |off, n, t| match t {
+                Target::Cached(c) => {
+                    let part = Self::part_of(&r, c)?;
+                    if (off / bs..(off + n).div_ceil(bs)).all(|b| part.contains(vol.key(b))) {
+                        Ok(())
+                    } else {
+                        Err(CacheError::Invalid(String::new()))
+                    }
+                }
+                _ => Err(CacheError::Invalid(String::new())),
+            },
+        )
+        .is_ok()
+    }
+
     /// Reads `buf.len()` bytes of `export` at `offset` for `client`.
     pub fn read(&self, export: &str, client: &str, offset: u64, buf: &mut [u8]) -> Result<()> {
         let r = read_lock(&self.routing);

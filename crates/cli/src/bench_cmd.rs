@@ -31,6 +31,12 @@ enum BenchWhat {
     Mrc(MrcBench),
     /// Allocation: 5,000 tenants over 1 TB at 1 MB steps against plain water-filling; MLMS with its LP.
     Alloc,
+    /// The node's data path against nbdkit and qemu-nbd on loopback (needs fio, nbdkit, qemu-nbd).
+    Nbd {
+        /// Seconds per measurement.
+        #[arg(long, default_value_t = 5)]
+        seconds: u32,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -121,6 +127,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             );
             Ok(())
         }
+        BenchWhat::Nbd { seconds } => crate::bench_nbd::run(seconds),
         BenchWhat::Mrc(b) => crate::bench_mrc::run(b.requests, b.objects, &b.dir, !b.no_minisim),
     }
 }

@@ -20,6 +20,9 @@ fn esc(v: &str) -> String {
         .replace('\n', "\\n")
 }
 
+/// A metric read off a cache's counters: name, help, getter.
+type CacheMetric = (&'static str, &'static str, fn(&cache::CacheStats) -> u64);
+
 struct Out(String);
 
 impl Out {
@@ -80,7 +83,7 @@ pub fn render(state: &NodeState) -> String {
     );
 
     let caches = state.caches();
-    let gauges: [(&str, &str, fn(&cache::CacheStats) -> u64); 4] = [
+    let gauges: [CacheMetric; 4] = [
         (
             "lachesis_cache_capacity_blocks",
             "Capacity of the cache in blocks.",
@@ -104,7 +107,7 @@ pub fn render(state: &NodeState) -> String {
             o.sample(name, &[("cache", &c.name), ("level", &level)], f(&c.stats));
         }
     }
-    let counters: [(&str, &str, fn(&cache::CacheStats) -> u64); 7] = [
+    let counters: [CacheMetric; 7] = [
         (
             "lachesis_cache_hits_total",
             "Block lookups found in the cache.",

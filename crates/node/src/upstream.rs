@@ -67,6 +67,15 @@ impl UpstreamBackend {
     }
 }
 
+impl UpstreamBackend {
+    /// Blocks on `f`: directly on a blocking-pool thread, and through `block_in_place` on a
+    /// runtime worker (the node serves cache hits inline; a block evicted meanwhile makes
+    /// such a read reach the backend).
+    fn wait<T>(&self, f: impl std::future::Future<Output = T>) -> T {
+        tokio::task::block_in_place(|| self.handle.block_on(f))
+    }
+}
+
 impl Backend for UpstreamBackend {
     fn size(&self) -> u64 {
         self.client.size()
@@ -75,10 +84,7 @@ impl Backend for UpstreamBackend {
     fn read_at(&self, offset: u64, buf: &mut [u8]) -> io::Result<()> {
         let mut at = 0usize;
         for (off, n) in Self::chunks(offset, buf.len() as u64) {
-            let data = self
-                .handle
-                .block_on(self.client.read(off, n as u32))
-                .map_err(io_err)?;
+            let data = self.wait(self.client.read(off, n as u32)).map_err(io_err)?;
             buf[at..at + n as usize].copy_from_slice(&data);
             at += n as usize;
         }
@@ -89,8 +95,7 @@ impl Backend for UpstreamBackend {
         let mut at = 0usize;
         for (off, n) in Self::chunks(offset, data.len() as u64) {
             let part = Bytes::copy_from_slice(&data[at..at + n as usize]);
-            self.handle
-                .block_on(self.client.write(off, part, false))
+            self.wait(self.client.write(off, part, false))
                 .map_err(io_err)?;
             at += n as usize;
         }
@@ -98,15 +103,14 @@ impl Backend for UpstreamBackend {
     }
 
     fn flush(&self) -> io::Result<()> {
-        self.handle.block_on(self.client.flush()).map_err(io_err)
+        self.wait(self.client.flush()).map_err(io_err)
     }
 
     fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
         // The cache's contract: a trimmed range reads back as zeros, so write zeroes
         // rather than a discard whose contents the protocol leaves unspecified.
         for (off, n) in Self::chunks(offset, len) {
-            self.handle
-                .block_on(self.client.write_zeroes(off, n as u32, false))
+            self.wait(self.client.write_zeroes(off, n as u32, false))
                 .map_err(io_err)?;
         }
         Ok(())

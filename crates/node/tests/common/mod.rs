@@ -17,12 +17,9 @@ impl TestNode {
     /// Starts a node from `toml` (listeners on port 0, data in a temp dir).
     pub fn start(toml: &str) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let text = format!(
-            "{}",
-            toml.replace(
-                "[node]",
-                "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\""
-            )
+        let text = toml.replace(
+            "[node]",
+            "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"",
         );
         let mut cfg = NodeConfig::parse(&text).unwrap();
         cfg.node.data_dir = Some(dir.path().to_path_buf());

@@ -1,0 +1,350 @@
+//! `lachesis bench nbd`: the data path side by side with plain NBD servers, in one run, on
+//! loopback, with the same load generator (fio's nbd engine) for every server.
+//!
+//! * Hit path: our node with a cache holding the whole export against nbdkit's memory
+//!   plugin, both filled with the same data first: 4 KiB random reads at queue depth 32
+//!   (IOPS), at queue depth 1 (mean latency), and 1 MiB sequential reads (throughput).
+//! * Miss path: our node with a cache far smaller than the export (nearly every read
+//!   misses and goes to the file) against `qemu-nbd` and nbdkit's file plugin serving the
+//!   same file.
+//! * Hierarchy: a level-1 node striped over two level-2 nodes, with a working set that fits
+//!   in level 1, against the single node's hit path after warm-up.
+//!
+//! The figures are ratios from one run because absolute times on shared machines move a
+//! lot from run to run; the targets are printed beside them.
+
+use anyhow::{bail, Context};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// What one fio run measured.
+#[derive(Clone, Copy, Debug, Default)]
+struct Fio {
+    iops: f64,
+    bw: f64,
+    lat_us: f64,
+}
+
+fn fio(uri: &str, rw: &str, bs: &str, qd: u32, seconds: u32, size: &str) -> anyhow::Result<Fio> {
+    let out = Command::new("fio")
+        .args([
+            "--name=bench",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            &format!("--rw={rw}"),
+            &format!("--bs={bs}"),
+            &format!("--iodepth={qd}"),
+            &format!("--size={size}"),
+            &format!("--runtime={seconds}"),
+            "--time_based",
+            "--ramp_time=1",
+            "--randrepeat=0",
+            "--output-format=json",
+        ])
+        .output()
+        .context("running fio (install Debian's fio)")?;
+    if !out.status.success() {
+        bail!("fio on {uri}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let text = String::from_utf8_lossy(&out.stdout);
+    let start = text.find('{').context("fio printed no JSON")?;
+    let v: serde_json::Value = serde_json::from_str(&text[start..]).context("fio's JSON")?;
+    let side = if rw.contains("write") {
+        "write"
+    } else {
+        "read"
+    };
+    let r = &v["jobs"][0][side];
+    Ok(Fio {
+        iops: r["iops"].as_f64().unwrap_or(0.0),
+        bw: r["bw_bytes"].as_f64().unwrap_or(0.0),
+        lat_us: r["clat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0,
+    })
+}
+
+fn fill(uri: &str, size: &str) -> anyhow::Result<()> {
+    let out = Command::new("fio")
+        .args([
+            "--name=fill",
+            "--ioengine=nbd",
+            &format!("--uri={uri}"),
+            "--rw=write",
+            "--bs=1m",
+            "--iodepth=4",
+            &format!("--size={size}"),
+            "--output-format=terse",
+        ])
+        .output()
+        .context("running fio")?;
+    if !out.status.success() {
+        bail!("filling {uri}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    Ok(())
+}
+
+fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+struct Peer(Child);
+
+impl Drop for Peer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn peer(cmd: &str, args: &[String], port: u16) -> anyhow::Result<Peer> {
+    let child = Command::new(cmd)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {cmd} (install Debian's nbdkit and qemu-utils)"))?;
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            return Ok(Peer(child));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    bail!("{cmd} did not start listening on port {port}")
+}
+
+fn node_config(dir: &Path, body: &str) -> anyhow::Result<node::config::NodeConfig> {
+    let text = format!("[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\n{body}");
+    let mut cfg = node::config::NodeConfig::parse(&text).map_err(anyhow::Error::msg)?;
+    cfg.node.data_dir = Some(dir.to_path_buf());
+    Ok(cfg)
+}
+
+fn row(what: &str, ours: f64, peer: f64, unit: &str, target: &str, higher_is_better: bool) {
+    let ratio = if higher_is_better {
+        ours / peer
+    } else {
+        peer / ours
+    };
+    println!("{what:<44} {ours:>12.1} {peer:>12.1} {unit:<6} {ratio:>6.2}   {target}");
+}
+
+/// Runs the benchmark; `seconds` per measurement.
+pub fn run(seconds: u32) -> anyhow::Result<()> {
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let size = "256m";
+    println!("data path on loopback, fio's nbd engine for every server, {seconds} s per figure");
+    println!(
+        "{:<44} {:>12} {:>12} {:<6} {:>6}   target",
+        "measure", "lachesis", "peer", "unit", "ratio"
+    );
+
+    // Hit path: whole export cached, against nbdkit memory.
+    let cfg = node_config(
+        dir.path(),
+        r#"cache_size = "320MiB"
+[[export]]
+name = "hot"
+file = "hot.img"
+size = "256MiB"
+[[cache]]
+name = "hot"
+size = "300MiB"
+profile = false
+[[rule]]
+export = "hot"
+cache = "hot"
+"#,
+    )?;
+    let ours = rt.block_on(node::start(&cfg))?;
+    let our_uri = format!("nbd://{}/hot", ours.nbd_addr);
+    fill(&our_uri, size)?;
+    let port = free_port()?;
+    let nbdkit = peer(
+        "nbdkit",
+        &[
+            "--foreground".into(),
+            "-i".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+            "memory".into(),
+            "256M".into(),
+        ],
+        port,
+    )?;
+    let kit_uri = format!("nbd://127.0.0.1:{port}/");
+    fill(&kit_uri, size)?;
+    let (a, b) = (
+        fio(&our_uri, "randread", "4k", 32, seconds, size)?,
+        fio(&kit_uri, "randread", "4k", 32, seconds, size)?,
+    );
+    row(
+        "hit: 4 KiB random read QD32 vs nbdkit memory",
+        a.iops / 1e3,
+        b.iops / 1e3,
+        "kIOPS",
+        ">= 0.90",
+        true,
+    );
+    let (a, b) = (
+        fio(&our_uri, "randread", "4k", 1, seconds, size)?,
+        fio(&kit_uri, "randread", "4k", 1, seconds, size)?,
+    );
+    row(
+        "hit: 4 KiB random read QD1 latency",
+        a.lat_us,
+        b.lat_us,
+        "µs",
+        ">= 0.83 (1.2x)",
+        false,
+    );
+    let (a, b) = (
+        fio(&our_uri, "read", "1m", 4, seconds, size)?,
+        fio(&kit_uri, "read", "1m", 4, seconds, size)?,
+    );
+    row(
+        "hit: 1 MiB sequential read QD4",
+        a.bw / 1e6,
+        b.bw / 1e6,
+        "MB/s",
+        ">= 0.90",
+        true,
+    );
+    let hit_qd32 = fio(&our_uri, "randread", "4k", 32, seconds, "64m")?;
+    drop(nbdkit);
+    rt.block_on(ours.shutdown())?;
+
+    // Miss path: a 1 MiB cache over a 256 MiB file, against qemu-nbd and nbdkit file.
+    let cfg = node_config(
+        dir.path(),
+        r#"cache_size = "8MiB"
+[[export]]
+name = "cold"
+file = "hot.img"
+[[cache]]
+name = "cold"
+size = "1MiB"
+profile = false
+[[rule]]
+export = "cold"
+cache = "cold"
+"#,
+    )?;
+    let ours = rt.block_on(node::start(&cfg))?;
+    let our_uri = format!("nbd://{}/cold", ours.nbd_addr);
+    let file = dir.path().join("hot.img").display().to_string();
+    let a = fio(&our_uri, "randread", "4k", 32, seconds, size)?;
+    let port = free_port()?;
+    let q = peer(
+        "qemu-nbd",
+        &[
+            "-f".into(),
+            "raw".into(),
+            "-b".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+            "-x".into(),
+            "cold".into(),
+            "--persistent".into(),
+            "--shared=8".into(),
+            "--cache=writeback".into(),
+            file.clone(),
+        ],
+        port,
+    )?;
+    let b = fio(
+        &format!("nbd://127.0.0.1:{port}/cold"),
+        "randread",
+        "4k",
+        32,
+        seconds,
+        size,
+    )?;
+    drop(q);
+    row(
+        "miss: 4 KiB random read QD32 vs qemu-nbd",
+        a.iops / 1e3,
+        b.iops / 1e3,
+        "kIOPS",
+        ">= 0.90",
+        true,
+    );
+    let port = free_port()?;
+    let k = peer(
+        "nbdkit",
+        &[
+            "--foreground".into(),
+            "-i".into(),
+            "127.0.0.1".into(),
+            "-p".into(),
+            port.to_string(),
+            "file".into(),
+            file,
+        ],
+        port,
+    )?;
+    let b = fio(
+        &format!("nbd://127.0.0.1:{port}/"),
+        "randread",
+        "4k",
+        32,
+        seconds,
+        size,
+    )?;
+    drop(k);
+    row(
+        "miss: 4 KiB random read QD32 vs nbdkit file",
+        a.iops / 1e3,
+        b.iops / 1e3,
+        "kIOPS",
+        ">= 0.90",
+        true,
+    );
+    rt.block_on(ours.shutdown())?;
+
+    // Hierarchy: level 1 striped over two level-2 nodes, 64 MiB working set.
+    let l2 = |name: &str| -> anyhow::Result<node::RunningNode> {
+        let cfg = node_config(dir.path(), &format!("cache_size = \"64MiB\"\nlevel = 2\n[[export]]\nname = \"v\"\nfile = \"{name}.img\"\nsize = \"128MiB\"\n"))?;
+        Ok(rt.block_on(node::start(&cfg))?)
+    };
+    let (x, y) = (l2("l2a")?, l2("l2b")?);
+    let cfg = node_config(
+        dir.path(),
+        &format!(
+            r#"cache_size = "96MiB"
+[[export]]
+name = "t"
+upstream = ["{}/v", "{}/v"]
+[[cache]]
+name = "l1"
+size = "80MiB"
+profile = false
+[[rule]]
+export = "t"
+cache = "l1"
+"#,
+            x.nbd_addr, y.nbd_addr
+        ),
+    )?;
+    let l1 = rt.block_on(node::start(&cfg))?;
+    let uri = format!("nbd://{}/t", l1.nbd_addr);
+    fill(&uri, "64m")?;
+    let a = fio(&uri, "randread", "4k", 32, seconds, "64m")?;
+    row(
+        "L1 over two L2, fitting set vs one node's hits",
+        a.iops / 1e3,
+        hit_qd32.iops / 1e3,
+        "kIOPS",
+        ">= 0.90",
+        true,
+    );
+    for n in [l1, x, y] {
+        rt.block_on(n.shutdown())?;
+    }
+    Ok(())
+}
