@@ -10,7 +10,8 @@
 //!    Pareto frontier of the set);
 //! 3. candidates: the fair point, and for `λ = 0, 0.1, …, 1` every tenant's frontier point
 //!    minimising `λ·c1/C1 + (1−λ)·c2/C2`; the infeasible-partition filter drops candidates
-//!    over either level's capacity or a tenant's reachable level-2 capacity — instead of
+//!    over either level's capacity or whose level-2 totals cannot be placed on the
+//!    tenants' servers (exactly, by maximum flow: [`flow`]) — instead of
 //!    discarding them outright, tenants are dropped from the SLO set (largest normalised
 //!    need first) until the rest fits;
 //! 4. spare space goes one grid step at a time to the (tenant, level) with the largest
@@ -28,6 +29,7 @@
 //! tenant's request rate times its predicted latency — a fixed point, since a tenant that
 //! misses more inserts more).
 
+pub mod flow;
 pub mod lp;
 pub mod model;
 
@@ -155,7 +157,6 @@ type Point = (u64, u64);
 struct Ctx<'a> {
     p: &'a MlmsProblem,
     c2_total: u64,
-    per_server: Vec<u64>,
     reach: Vec<u64>,
     fair: Vec<Point>,
     lat_fair: Vec<f64>,
@@ -210,7 +211,6 @@ impl<'a> Ctx<'a> {
         Ok(Ctx {
             p,
             c2_total,
-            per_server,
             reach,
             fair,
             lat_fair,
@@ -278,45 +278,16 @@ impl<'a> Ctx<'a> {
         out
     }
 
-    /// Free level-2 room per server after a feasible placement of `pts`' level-2 totals (a
-    /// witness that the partition is placeable), or `None` — the infeasible-partition
-    /// filter. The witness is a proportional greedy (tenants with fewest servers first,
-    /// each split over its servers in proportion to their free room); it is conservative:
-    /// a partition only an LP could place is filtered (solving an LP per candidate would
-    /// cost more than the whole interval's budget). The fair point always passes.
+    /// Free level-2 room per server after a placement of `pts`' level-2 totals on the
+    /// tenants' servers (a witness that the partition is placeable), or `None` when no
+    /// placement exists — the infeasible-partition filter, exact by maximum flow
+    /// ([`flow::place`]).
     fn room(&self, pts: &[Point]) -> Option<Vec<f64>> {
         let p = self.p;
-        let mut free: Vec<f64> = p.servers.iter().map(|&c| c as f64).collect();
-        let mut order: Vec<usize> = (0..pts.len()).collect();
-        order.sort_by_key(|&i| (p.tenants[i].servers.len(), i));
-        let mut ok = true;
-        for i in order {
-            let avail: f64 = p.tenants[i].servers.iter().map(|&s| free[s]).sum();
-            let need = pts[i].1 as f64;
-            if need > avail + 1e-9 {
-                ok = false;
-                break;
-            }
-            if need > 0.0 {
-                for &s in &p.tenants[i].servers {
-                    free[s] -= need * free[s] / avail;
-                }
-            }
-        }
-        if ok {
-            return Some(free);
-        }
-        // The fair point is placeable by construction (each server split evenly).
-        if pts == self.fair.as_slice() {
-            let mut free: Vec<f64> = p.servers.iter().map(|&c| c as f64).collect();
-            for t in &p.tenants {
-                for &s in &t.servers {
-                    free[s] -= (p.servers[s] / self.per_server[s]) as f64;
-                }
-            }
-            return Some(free);
-        }
-        None
+        let links: Vec<Vec<usize>> = p.tenants.iter().map(|t| t.servers.clone()).collect();
+        let demand: Vec<u64> = pts.iter().map(|pt| pt.1).collect();
+        flow::place(&p.servers, &links, &demand)
+            .map(|free| free.into_iter().map(|f| f as f64).collect())
     }
 
     /// Hands spare grid steps to the best (tenant, level) by projected gain; a level-2
