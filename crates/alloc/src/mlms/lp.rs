@@ -13,11 +13,14 @@
 //! server); minimising the maximum server load fraction instead would balance servers but
 //! leave a tenant's stripe lopsided. When every even share already fits — the common case —
 //! the answer is the even split with `t = 0` and no LP is solved. The LP uses `good_lp` with
-//! the pure-Rust `microlp` solver. Sizes are fractional blocks; the caller rounds.
+//! the pure-Rust `clarabel` interior-point solver: on 64 tenants × 64 servers it solves in
+//! about a seventh of the time of `microlp`'s simplex (19 ms against 130–170 ms for a whole
+//! MLMS interval, measured side by side). Sizes are fractional blocks (an interior-point
+//! answer is exact to about 1e-8 of the totals); the caller rounds.
 
 use crate::AllocError;
 use good_lp::{
-    constraint, microlp, variable, Expression, ProblemVariables, Solution, SolverModel, Variable,
+    constraint, variable, Expression, ProblemVariables, Solution, SolverModel, Variable,
 };
 
 /// Where each tenant's level-2 space lives.
@@ -81,7 +84,7 @@ pub fn spread_level2(
         .iter()
         .map(|c| c.iter().map(|_| vars.add(variable().min(0.0))).collect())
         .collect();
-    let mut model = vars.minimise(t).using(microlp);
+    let mut model = vars.minimise(t).using(good_lp::clarabel);
     let mut per_server: Vec<Expression> = vec![Expression::from(0.0); capacity.len()];
     for i in 0..n {
         let mut sum = Expression::from(0.0);
