@@ -64,6 +64,49 @@ fn fio(uri: &str, rw: &str, bs: &str, qd: u32, seconds: u32, size: &str) -> anyh
     })
 }
 
+/// One fio load: pattern, block size, queue depth, over the first `size` bytes.
+#[derive(Clone, Copy)]
+struct Load<'a> {
+    rw: &'a str,
+    bs: &'a str,
+    qd: u32,
+    size: &'a str,
+    seconds: u32,
+}
+
+impl Load<'_> {
+    fn run(&self, uri: &str) -> anyhow::Result<Fio> {
+        fio(uri, self.rw, self.bs, self.qd, self.seconds, self.size)
+    }
+}
+
+/// What a row compares.
+#[derive(Clone, Copy)]
+enum Metric {
+    KiloIops,
+    MeanLatencyMicros,
+    MegabytesPerSec,
+}
+
+/// Runs `load` against our server and the peer, one after the other, and prints the row.
+fn compare(
+    what: &str,
+    load: Load,
+    ours: &str,
+    peer: &str,
+    metric: Metric,
+    target: &str,
+) -> anyhow::Result<Fio> {
+    let (a, b) = (load.run(ours)?, load.run(peer)?);
+    let (pick, unit, higher): (fn(&Fio) -> f64, &str, bool) = match metric {
+        Metric::KiloIops => (|f| f.iops / 1e3, "kIOPS", true),
+        Metric::MeanLatencyMicros => (|f| f.lat_us, "µs", false),
+        Metric::MegabytesPerSec => (|f| f.bw / 1e6, "MB/s", true),
+    };
+    row(what, pick(&a), pick(&b), unit, target, higher);
+    Ok(a)
+}
+
 fn fill(uri: &str, size: &str) -> anyhow::Result<()> {
     let out = Command::new("fio")
         .args([
@@ -97,7 +140,7 @@ impl Drop for Peer {
     }
 }
 
-fn peer(cmd: &str, args: &[String], port: u16) -> anyhow::Result<Peer> {
+fn peer(cmd: &str, args: &[&str], port: u16) -> anyhow::Result<Peer> {
     let child = Command::new(cmd)
         .args(args)
         .stdout(Stdio::null())
@@ -166,54 +209,57 @@ cache = "hot"
     let nbdkit = peer(
         "nbdkit",
         &[
-            "--foreground".into(),
-            "-i".into(),
-            "127.0.0.1".into(),
-            "-p".into(),
-            port.to_string(),
-            "memory".into(),
-            "256M".into(),
+            "--foreground",
+            "-i",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "memory",
+            "256M",
         ],
         port,
     )?;
     let kit_uri = format!("nbd://127.0.0.1:{port}/");
     fill(&kit_uri, size)?;
-    let (a, b) = (
-        fio(&our_uri, "randread", "4k", 32, seconds, size)?,
-        fio(&kit_uri, "randread", "4k", 32, seconds, size)?,
-    );
-    row(
+    let rand4k = |qd| Load {
+        rw: "randread",
+        bs: "4k",
+        qd,
+        size,
+        seconds,
+    };
+    use Metric::*;
+    compare(
         "hit: 4 KiB random read QD32 vs nbdkit memory",
-        a.iops / 1e3,
-        b.iops / 1e3,
-        "kIOPS",
+        rand4k(32),
+        &our_uri,
+        &kit_uri,
+        KiloIops,
         ">= 0.90",
-        true,
-    );
-    let (a, b) = (
-        fio(&our_uri, "randread", "4k", 1, seconds, size)?,
-        fio(&kit_uri, "randread", "4k", 1, seconds, size)?,
-    );
-    row(
+    )?;
+    compare(
         "hit: 4 KiB random read QD1 latency",
-        a.lat_us,
-        b.lat_us,
-        "µs",
+        rand4k(1),
+        &our_uri,
+        &kit_uri,
+        MeanLatencyMicros,
         ">= 0.83 (1.2x)",
-        false,
-    );
-    let (a, b) = (
-        fio(&our_uri, "read", "1m", 4, seconds, size)?,
-        fio(&kit_uri, "read", "1m", 4, seconds, size)?,
-    );
-    row(
+    )?;
+    let seq = Load {
+        rw: "read",
+        bs: "1m",
+        qd: 4,
+        size,
+        seconds,
+    };
+    compare(
         "hit: 1 MiB sequential read QD4",
-        a.bw / 1e6,
-        b.bw / 1e6,
-        "MB/s",
+        seq,
+        &our_uri,
+        &kit_uri,
+        MegabytesPerSec,
         ">= 0.90",
-        true,
-    );
+    )?;
     let hit_qd32 = fio(&our_uri, "randread", "4k", 32, seconds, "64m")?;
     drop(nbdkit);
     rt.block_on(ours.shutdown())?;
@@ -242,18 +288,18 @@ cache = "cold"
     let q = peer(
         "qemu-nbd",
         &[
-            "-f".into(),
-            "raw".into(),
-            "-b".into(),
-            "127.0.0.1".into(),
-            "-p".into(),
-            port.to_string(),
-            "-x".into(),
-            "cold".into(),
-            "--persistent".into(),
-            "--shared=8".into(),
-            "--cache=writeback".into(),
-            file.clone(),
+            "-f",
+            "raw",
+            "-b",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "-x",
+            "cold",
+            "--persistent",
+            "--shared=8",
+            "--cache=writeback",
+            &file,
         ],
         port,
     )?;
@@ -278,13 +324,13 @@ cache = "cold"
     let k = peer(
         "nbdkit",
         &[
-            "--foreground".into(),
-            "-i".into(),
-            "127.0.0.1".into(),
-            "-p".into(),
-            port.to_string(),
-            "file".into(),
-            file,
+            "--foreground",
+            "-i",
+            "127.0.0.1",
+            "-p",
+            &port.to_string(),
+            "file",
+            &file,
         ],
         port,
     )?;
