@@ -3,18 +3,14 @@
 use mrc::{build_curve, mean_absolute_error, spread_sizes, Method, MrcError};
 use policy::sim::simulate;
 use proptest::prelude::*;
-use std::path::PathBuf;
 use trace::{KeyMode, Request};
 
 fn shared_trace() -> Vec<Request> {
-    let mut d = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    let path = loop {
-        let c = d.join("shared/traces/cloudPhysicsIO.oracleGeneral.bin");
-        if c.exists() {
-            break c;
-        }
-        assert!(d.pop(), "shared/traces not found");
-    };
+    let path = trace::find_shared_trace(
+        "cloudPhysicsIO.oracleGeneral.bin",
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")),
+    )
+    .expect("shared/traces not found");
     trace::open(&path, None)
         .unwrap()
         .map(Result::unwrap)

@@ -16,21 +16,16 @@ use std::path::PathBuf;
 
 const TRACE: &str = "cloudPhysicsIO.oracleGeneral.bin";
 
-/// Locates `shared/traces/<name>` above the crate (see `libcachesim_parity.rs`).
+/// Locates `shared/traces/<name>` above the crate.
 fn trace_path(name: &str) -> PathBuf {
-    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        let p = dir.join("shared").join("traces").join(name);
-        if p.is_file() {
-            return p;
-        }
-        if !dir.pop() {
+    trace::find_shared_trace(name, std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap_or_else(
+        || {
             panic!(
                 "shared/traces/{name} not found above {}",
                 env!("CARGO_MANIFEST_DIR")
-            );
-        }
-    }
+            )
+        },
+    )
 }
 
 /// The `obj_id` of every 24-byte oracleGeneral record.

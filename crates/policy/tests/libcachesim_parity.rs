@@ -58,30 +58,16 @@ const LIBCACHESIM_LRUK: [u64; 8] = [108938, 106503, 96486, 95452, 93707, 89798, 
 /// independent heap-based Python model of the same rule gives the same counts.
 const LRUK_HISTORY: [u64; 8] = [106341, 98504, 95110, 94760, 92547, 84347, 78134, 64977];
 
-/// Locates `shared/traces/<name>`: CI clones the repository with `shared/` as a sibling of
-/// its root (`<manifest>/../../../shared`); from a worktree it may be further up, so walk up.
+/// Locates `shared/traces/<name>` above the crate (see `trace::find_shared_trace`).
 fn trace_path(name: &str) -> PathBuf {
-    let direct = PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/traces/"
-    ))
-    .join(name);
-    if direct.is_file() {
-        return direct;
-    }
-    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        let p = dir.join("shared").join("traces").join(name);
-        if p.is_file() {
-            return p;
-        }
-        if !dir.pop() {
+    trace::find_shared_trace(name, std::path::Path::new(env!("CARGO_MANIFEST_DIR"))).unwrap_or_else(
+        || {
             panic!(
                 "shared/traces/{name} not found above {}",
                 env!("CARGO_MANIFEST_DIR")
-            );
-        }
-    }
+            )
+        },
+    )
 }
 
 /// The `obj_id` of every 24-byte oracleGeneral record (`u32 time, u64 obj_id, u32 size,

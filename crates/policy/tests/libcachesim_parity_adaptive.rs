@@ -83,23 +83,9 @@ const REFERENCE: &[(&str, usize, f64)] = &[
 /// (spec, capacity) pairs whose miss count is not libCacheSim's exactly (but within 0.005).
 const NOT_EXACT: &[(&str, usize)] = &[("lirs", 10), ("lirs", 10000), ("lirs", 20000)];
 
-/// Locates `shared/traces/<name>` by walking up from this crate (CI clones the repository
-/// with `shared/` as a sibling of its root; a worktree finds it further up).
+/// Locates `shared/traces/<name>` above the crate (see `trace::find_shared_trace`).
 fn trace_path(name: &str) -> Option<PathBuf> {
-    let mut dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        for p in [
-            dir.join("shared").join("traces").join(name),
-            dir.join("..").join("shared").join("traces").join(name),
-        ] {
-            if p.is_file() {
-                return Some(p);
-            }
-        }
-        if !dir.pop() {
-            return None;
-        }
-    }
+    trace::find_shared_trace(name, std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
 }
 
 /// The `obj_id` of every 24-byte oracleGeneral record (`u32 time, u64 obj_id, u32 size,

@@ -22,6 +22,7 @@ pub mod error;
 pub mod formats;
 pub mod info;
 pub mod request;
+pub mod shared;
 pub mod skip;
 pub mod synth;
 
@@ -30,4 +31,5 @@ pub use formats::oracle;
 pub use formats::{detect, open, Format, TraceReader};
 pub use info::TraceInfo;
 pub use request::{KeyMode, Op, Request, SECTOR};
+pub use shared::find_shared_trace;
 pub use skip::SkipBad;

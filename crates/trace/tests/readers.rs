@@ -5,14 +5,8 @@ use std::path::{Path, PathBuf};
 use trace::{open, Format, Op, SkipBad, TraceError, TraceInfo};
 
 fn shared(name: &str) -> PathBuf {
-    let mut d = Path::new(env!("CARGO_MANIFEST_DIR")).to_path_buf();
-    loop {
-        let c = d.join("shared/traces").join(name);
-        if c.exists() {
-            return c;
-        }
-        assert!(d.pop(), "shared/traces/{name} not found above the crate");
-    }
+    trace::find_shared_trace(name, Path::new(env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or_else(|| panic!("shared/traces/{name} not found above the crate"))
 }
 
 #[test]

@@ -1,7 +1,6 @@
 //! Helpers shared by the CLI tests: run the built binary, find the shared traces.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
 use std::process::{Command, Output};
 
 /// Runs `lachesis` with `args`.
@@ -32,12 +31,8 @@ pub fn fails(args: &[&str]) -> String {
 
 /// The path of `shared/traces/NAME`, found by walking up from the crate.
 pub fn shared(name: &str) -> String {
-    let mut d = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    loop {
-        let c = d.join("shared/traces").join(name);
-        if c.exists() {
-            return c.display().to_string();
-        }
-        assert!(d.pop(), "shared/traces/{name} not found");
-    }
+    trace::find_shared_trace(name, std::path::Path::new(env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or_else(|| panic!("shared/traces/{name} not found"))
+        .display()
+        .to_string()
 }
