@@ -252,7 +252,9 @@ fn hull(t: &UtilityTenant, step: u64) -> Vec<(u64, f64)> {
         while h.len() >= 2 {
             let (a, b) = (h[h.len() - 2], h[h.len() - 1]);
             // Drop b if it is not strictly above the chord a -> (k, v).
-            let cross = (b.0 - a.0) as f64 * (v - a.1) - (b.1 - a.1) * (k - a.0) as f64;
+            // Sizes fit in i64; converting from i64 is one instruction, from u64 several.
+            let cross =
+                (b.0 - a.0) as i64 as f64 * (v - a.1) - (b.1 - a.1) * (k - a.0) as i64 as f64;
             if cross >= 0.0 {
                 h.pop();
             } else {
@@ -264,8 +266,14 @@ fn hull(t: &UtilityTenant, step: u64) -> Vec<(u64, f64)> {
     push(&mut h, lo, eval(lo));
     let mut last = lo;
     for p in pts {
-        let a = p.cache_size / step;
-        for k in [a, p.cache_size.div_ceil(step)] {
+        // Two u64 divisions per point are a good part of the hull's time; a step of one
+        // block (curves already at the allocation's granularity) needs none.
+        let (a, b) = if step == 1 {
+            (p.cache_size, p.cache_size)
+        } else {
+            (p.cache_size / step, p.cache_size.div_ceil(step))
+        };
+        for k in [a, b] {
             if k > last && k < hi {
                 last = k;
                 let v = eval(k);
@@ -284,7 +292,7 @@ type Hull = Vec<(u64, f64)>;
 
 /// Slope of hull segment `j` (from vertex `j` to `j + 1`).
 fn slope(h: &[(u64, f64)], j: usize) -> f64 {
-    (h[j + 1].1 - h[j].1) / (h[j + 1].0 - h[j].0) as f64
+    (h[j + 1].1 - h[j].1) / (h[j + 1].0 - h[j].0) as i64 as f64
 }
 
 /// Greedy over hull segments with a max-heap: whole segments by slope, ties to the lowest
@@ -329,50 +337,76 @@ fn greedy_heap(hulls: &[Hull], mut free: u64) -> (Vec<u64>, Vec<usize>, Option<u
 /// The same allocation as [`greedy_heap`], found by a threshold search instead: the heap
 /// hands out segments in decreasing slope, so the result is "every segment steeper than
 /// λ*, then the segments of slope exactly λ* in tenant order", where λ* is the smallest
-/// slope whose steeper segments fit. λ* is found by bisection over the bit patterns of
-/// non-negative `f64`s (exact, at most 64 rounds), each round counting, per tenant, the
-/// segments steeper than λ by binary search (hull slopes strictly decrease).
-/// O(64 · T · log V) — independent of the capacity.
+/// slope (or 0) whose steeper segments fit. λ* is found by a randomised selection over the
+/// union of the hulls' slopes: keep a bracket `(a, b]` (nothing fits above `a`...
+/// everything steeper than `b` fits) and, per tenant, the window of its slopes strictly
+/// inside it (slopes strictly decrease, so a window is a range); each round draws a pivot
+/// uniformly from all windows, counts the demand at the pivot by binary search within the
+/// windows, and moves one end of the bracket to it. Expected O(log V) rounds of
+/// O(T log V) — independent of the capacity, and about a third of the rounds a bisection
+/// over `f64` bit patterns needs.
 fn greedy_threshold(hulls: &[Hull], free: u64) -> (Vec<u64>, Vec<usize>, Option<usize>) {
-    // Number of segments of hull i steeper than lam (slopes strictly decrease).
-    let count = |i: usize, lam: f64| -> usize {
-        let h = &hulls[i];
-        let (mut a, mut b) = (0usize, h.len() - 1);
-        while a < b {
-            let m = (a + b) / 2;
-            if slope(h, m) > lam {
-                a = m + 1;
-            } else {
-                b = m;
-            }
-        }
-        a
+    let slopes: Vec<Vec<f64>> = hulls
+        .iter()
+        .map(|h| {
+            (0..h.len().saturating_sub(1))
+                .map(|j| slope(h, j))
+                .collect()
+        })
+        .collect();
+    // Segments of hull i steeper than lam, searching only within lo..hi.
+    let count_in = |i: usize, lam: f64, lo: usize, hi: usize| -> usize {
+        lo + slopes[i][lo..hi].partition_point(|&s| s > lam)
     };
-    let seg_slope = |i: usize, j: usize| (j + 1 < hulls[i].len()).then(|| slope(&hulls[i], j));
-    let demand = |lam: f64| -> u64 {
-        (0..hulls.len()).fold(0u64, |acc, i| {
-            acc.saturating_add(hulls[i][count(i, lam)].0 - hulls[i][0].0)
+    let count = |i: usize, lam: f64| count_in(i, lam, 0, slopes[i].len());
+    let seg_slope = |i: usize, j: usize| slopes[i].get(j).copied();
+    let demand_of = |cnt: &[usize]| -> u64 {
+        cnt.iter().enumerate().fold(0u64, |acc, (i, &c)| {
+            acc.saturating_add(hulls[i][c].0 - hulls[i][0].0)
         })
     };
-    let top = (0..hulls.len())
-        .filter_map(|i| seg_slope(i, 0))
-        .fold(0.0f64, f64::max);
-    // Smallest bit pattern (>= 0.0) whose demand fits.
-    let (mut lo, mut hi) = (0u64, top.to_bits());
-    if demand(0.0) > free {
-        // demand(hi) = 0 fits; demand(lo) does not.
-        while hi - lo > 1 {
-            let m = lo + (hi - lo) / 2;
-            if demand(f64::from_bits(m)) <= free {
-                hi = m;
+    let n = hulls.len();
+    let at_zero: Vec<usize> = (0..n).map(|i| count(i, 0.0)).collect();
+    let lam = if demand_of(&at_zero) <= free {
+        0.0
+    } else {
+        // Bracket: demand(a) > free, demand(b) <= free; windows hold the slopes in (a, b).
+        let mut b = f64::INFINITY;
+        let mut lo = vec![0usize; n]; // first index with slope < b
+        let mut hi = at_zero; // first index with slope <= a (a = 0 now)
+        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
+        loop {
+            let total: usize = (0..n).map(|i| hi[i] - lo[i]).sum();
+            if total == 0 {
+                break b;
+            }
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let mut r = (rng % total as u64) as usize;
+            let mut pivot = 0.0;
+            for i in 0..n {
+                let w = hi[i] - lo[i];
+                if r < w {
+                    pivot = slopes[i][lo[i] + r];
+                    break;
+                }
+                r -= w;
+            }
+            // Counts at the pivot: every slope before lo[i] is >= b > pivot, so only
+            // the window needs searching.
+            let cnt: Vec<usize> = (0..n).map(|i| count_in(i, pivot, lo[i], hi[i])).collect();
+            if demand_of(&cnt) <= free {
+                b = pivot;
+                for i in 0..n {
+                    // Slopes equal to the pivot are not inside (a, b) any more.
+                    lo[i] = lo[i] + slopes[i][lo[i]..hi[i]].partition_point(|&s| s >= pivot);
+                }
             } else {
-                lo = m;
+                hi = cnt;
             }
         }
-    } else {
-        hi = 0;
-    }
-    let lam = f64::from_bits(hi);
+    };
     let mut seg: Vec<usize> = (0..hulls.len()).map(|i| count(i, lam)).collect();
     let mut k: Vec<u64> = (0..hulls.len()).map(|i| hulls[i][seg[i]].0).collect();
     let mut left = free - (0..hulls.len()).map(|i| k[i] - hulls[i][0].0).sum::<u64>();
