@@ -435,6 +435,10 @@ impl Partition {
         if misses.is_empty() {
             return Ok(out);
         }
+        // Fills hold the stripes of the missed blocks from the backend read until the data
+        // is installed, like every backend write does, so a fill never reads the backend
+        // in the middle of a write-back or write-through of the same block.
+        let stripes = vol.lock_blocks(misses[0].0, misses[misses.len() - 1].0);
         let mut scratch = vec![0u8; misses.len() * self.bs];
         let mut err = None;
         let mut i = 0;
@@ -466,6 +470,7 @@ impl Partition {
             }
             out.evictions = g.st.stats.evictions - ev0;
         }
+        drop(stripes);
         if let Some(e) = err {
             return Err(e);
         }
@@ -563,6 +568,10 @@ impl Partition {
             evictions += g.st.stats.evictions - ev0;
         }
         while !pending.is_empty() {
+            // As in `read`: hold the stripes while the old bytes are read and merged.
+            let lo = pending.iter().map(|p| p.0).min().unwrap_or(0);
+            let hi = pending.iter().map(|p| p.0).max().unwrap_or(0);
+            let stripes = vol.lock_blocks(lo, hi);
             let mut scratch = vec![0u8; pending.len() * self.bs];
             let mut err = None;
             for (i, &(b, _)) in pending.iter().enumerate() {
@@ -596,6 +605,7 @@ impl Partition {
             }
             evictions += g.st.stats.evictions - ev0;
             drop(g);
+            drop(stripes);
             if let Some(e) = err {
                 self.drain(victims);
                 return Err(e);

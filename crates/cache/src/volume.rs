@@ -4,7 +4,10 @@
 //! `volume_id << 40 | block_number` (2^40 blocks per export, 2^24 exports), and owns the
 //! export's *block locks*: a fixed array of striped mutexes that serialise every operation
 //! that writes one block to the backend (write-through, write-around, write-back of a
-//! dirty block, trim). Holding the stripe of a block across the backend write and the
+//! dirty block, trim) and every fill that reads one from it into the cache (a read miss,
+//! the old bytes of a partial write-back write). Fills used to read without them, relying
+//! on generation counts alone; the stress test then saw, about once in ten runs, a block
+//! read back older than a read just before it while a write of it was in flight. Holding the stripe of a block across the backend write and the
 //! metadata update that follows is what keeps the backend and the cache in the same order
 //! for one block. Stripes are per export, not per partition, so the ordering holds no
 //! matter which partition the block is cached in. Lock order: routing table, then stripes
