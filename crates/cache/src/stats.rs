@@ -1,6 +1,6 @@
 //! Counters of partitions and tenants, and the hook for an online profiler.
 //!
-//! A partition keeps plain counters inside its lock ([`Counters`]); a snapshot is a
+//! A partition keeps plain counters inside its lock (`Counters`); a snapshot is a
 //! [`CacheStats`]. Per-tenant counters ([`TenantStats`], keyed by export and client in the
 //! node) are atomics, updated once per request from the [`OpOutcome`] a partition returns.
 //! A hit is a block found in memory (resident, or waiting in the write-back table); a

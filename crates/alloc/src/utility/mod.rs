@@ -276,7 +276,12 @@ fn hull(t: &UtilityTenant, step: u64) -> Vec<(u64, f64)> {
         for k in [a, b] {
             if k > last && k < hi {
                 last = k;
-                let v = eval(k);
+                // A point on the grid is its own value: no walk, no interpolation.
+                let v = if k.saturating_mul(step) == p.cache_size {
+                    t.weight * (1.0 - p.miss_ratio)
+                } else {
+                    eval(k)
+                };
                 push(&mut h, k, v);
             }
         }
