@@ -430,37 +430,48 @@ impl CacheNode {
         w.entry(client.into()).or_default().record(write, bytes, o);
     }
 
-    /// Whether a read of `len` bytes of `export` at `offset` by `client` would find every
-    /// block in memory right now, so it needs no backend I/O (unless a block is evicted
-    /// before the read runs). Has no side effects: no counters, no policy updates. The node
-    /// uses it to serve hits inline instead of handing them to a blocking thread.
-    pub fn read_is_resident(&self, export: &str, client: &str, offset: u64, len: u64) -> bool {
+    /// Reads like [`CacheNode::read`] but only if the request goes to one cache and every
+    /// block is in memory, so it needs no backend I/O; `Ok(false)` (nothing read, nothing
+    /// counted) otherwise. The node serves such hits inline instead of handing them to a
+    /// blocking thread.
+    pub fn read_if_resident(
+        &self,
+        export: &str,
+        client: &str,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<bool> {
         let r = read_lock(&self.routing);
-        let Ok(ex) = Self::export(&r, export, offset, len) else {
-            return false;
-        };
+        let ex = Self::export(&r, export, offset, buf.len() as u64)?;
         let vol = &*ex.vol;
-        let bs = self.block_size as u64;
+        let mut runs = 0;
+        let mut target = Target::Direct;
         Self::for_each_run(
             &r,
             vol,
             client,
             Op::Read,
             offset,
-            len,
-            |off, n, t| match t {
-                Target::Cached(c) => {
-                    let part = Self::part_of(&r, c)?;
-                    if (off / bs..(off + n).div_ceil(bs)).all(|b| part.contains(vol.key(b))) {
-                        Ok(())
-                    } else {
-                        Err(CacheError::Invalid(String::new()))
-                    }
-                }
-                _ => Err(CacheError::Invalid(String::new())),
+            buf.len() as u64,
+            |_, _, t| {
+                runs += 1;
+                target = t;
+                Ok(())
             },
-        )
-        .is_ok()
+        )?;
+        let Target::Cached(c) = target else {
+            return Ok(false);
+        };
+        if runs != 1 {
+            return Ok(false);
+        }
+        match Self::part_of(&r, c)?.read_resident(vol, offset, buf) {
+            Some(out) => {
+                Self::record(ex, client, false, buf.len() as u64, out);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
     }
 
     /// Reads `buf.len()` bytes of `export` at `offset` for `client`.

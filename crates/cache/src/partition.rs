@@ -381,6 +381,42 @@ impl Partition {
         lock(&self.inner).st.observer = observer;
     }
 
+    /// Reads `buf.len()` bytes of `vol` at `offset` only if every block is resident, in one
+    /// hold of the lock; `None` (and nothing changed) if any block is not.
+    pub fn read_resident(&self, vol: &Volume, offset: u64, buf: &mut [u8]) -> Option<OpOutcome> {
+        if buf.is_empty() {
+            return Some(OpOutcome::default());
+        }
+        let bs = self.bs as u64;
+        let len = buf.len();
+        let (first, last) = (offset / bs, (offset + len as u64 - 1) / bs);
+        let mut g = lock(&self.inner);
+        let Inner { bc, st } = &mut *g;
+        if !(first..=last).all(|b| bc.lookup(vol.key(b)).is_some()) {
+            return None;
+        }
+        for b in first..=last {
+            let key = vol.key(b);
+            let (in_off, dst) = seg(b, offset, len, bs);
+            if let Some(o) = st.observer.as_mut() {
+                o.observe(key);
+            }
+            let Some(slot) = bc.lookup(key) else {
+                continue; // checked above under the same lock
+            };
+            bc.access(key, |_, _| {});
+            let s = slot as usize * self.bs + in_off;
+            buf[dst.clone()].copy_from_slice(&st.arena[s..s + dst.len()]);
+        }
+        let hits = last - first + 1;
+        st.stats.hits += hits;
+        st.stats.read_bytes += len as u64;
+        Some(OpOutcome {
+            hits,
+            ..OpOutcome::default()
+        })
+    }
+
     /// Reads `buf.len()` bytes of `vol` at `offset` (the caller checked the range).
     pub fn read(
         &self,

@@ -283,7 +283,7 @@ cache = "cold"
     let ours = rt.block_on(node::start(&cfg))?;
     let our_uri = format!("nbd://{}/cold", ours.nbd_addr);
     let file = dir.path().join("hot.img").display().to_string();
-    let a = fio(&our_uri, "randread", "4k", 32, seconds, size)?;
+    let a = rand4k(32).run(&our_uri)?;
     let port = free_port()?;
     let q = peer(
         "qemu-nbd",
@@ -303,14 +303,7 @@ cache = "cold"
         ],
         port,
     )?;
-    let b = fio(
-        &format!("nbd://127.0.0.1:{port}/cold"),
-        "randread",
-        "4k",
-        32,
-        seconds,
-        size,
-    )?;
+    let b = rand4k(32).run(&format!("nbd://127.0.0.1:{port}/cold"))?;
     drop(q);
     row(
         "miss: 4 KiB random read QD32 vs qemu-nbd",
@@ -334,14 +327,7 @@ cache = "cold"
         ],
         port,
     )?;
-    let b = fio(
-        &format!("nbd://127.0.0.1:{port}/"),
-        "randread",
-        "4k",
-        32,
-        seconds,
-        size,
-    )?;
+    let b = rand4k(32).run(&format!("nbd://127.0.0.1:{port}/"))?;
     drop(k);
     row(
         "miss: 4 KiB random read QD32 vs nbdkit file",

@@ -6,10 +6,9 @@
 //! cache's rules match on and the tenant counters are kept under. The cache's data path is
 //! blocking (backends may block on disks or on upstream NBD connections), so each request
 //! runs under `block_in_place` (on a current-thread runtime, on the blocking pool); the
-//! connection keeps many in flight and replies out of order. Reads whose blocks are all in
-//! memory (checked without side effects) are served inline with no hand-off at all. A
-//! block evicted between the check and the read makes that read do its backend I/O
-//! inline, which every backend tolerates (the upstream backend uses `block_in_place`).
+//! connection keeps many in flight and replies out of order. A read whose blocks are all in
+//! memory is found and copied in one hold of its partition's lock
+//! ([`cache::CacheNode::read_if_resident`]) and served inline, with no hand-off at all.
 //! Latency is timed around the whole request; bandwidth shares are waited for before it
 //! starts.
 
@@ -130,24 +129,22 @@ impl Export for CacheExport {
     }
 
     fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Bytes>> {
-        if len <= INLINE_READ_MAX
-            && self.state.bandwidth.total() == 0
-            && self
-                .state
-                .cache
-                .read_is_resident(&self.export, &self.client, offset, len as u64)
-        {
-            // A hit needs no I/O: serve it on this worker, skipping two thread hand-offs.
+        if len <= INLINE_READ_MAX && self.state.bandwidth.total() == 0 {
+            // A hit needs no I/O: serve it on this worker, with no hand-off at all.
             let start = Instant::now();
             let mut buf = vec![0u8; len as usize];
-            let out = self
+            match self
                 .state
                 .cache
-                .read(&self.export, &self.client, offset, &mut buf)
-                .map(|()| Bytes::from(buf))
-                .map_err(io_error);
-            self.latency.record(false, start.elapsed());
-            return Box::pin(std::future::ready(out));
+                .read_if_resident(&self.export, &self.client, offset, &mut buf)
+            {
+                Ok(true) => {
+                    self.latency.record(false, start.elapsed());
+                    return Box::pin(std::future::ready(Ok(Bytes::from(buf))));
+                }
+                Ok(false) => {}
+                Err(e) => return Box::pin(std::future::ready(Err(io_error(e)))),
+            }
         }
         Box::pin(self.run(false, len as u64, move |node, export, client| {
             let mut buf = vec![0u8; len as usize];
@@ -182,28 +179,18 @@ impl Export for CacheExport {
             let end = offset + len as u64;
             let first_full = offset.div_ceil(bs) * bs;
             let last_full = end / bs * bs;
+            let zeros =
+                |at: u64, n: u64| node.write(export, client, at, &vec![0; n as usize], false);
             if first_full < last_full {
                 if offset < first_full {
-                    node.write(
-                        export,
-                        client,
-                        offset,
-                        &vec![0; (first_full - offset) as usize],
-                        false,
-                    )?;
+                    zeros(offset, first_full - offset)?;
                 }
                 node.trim(export, client, first_full, last_full - first_full)?;
                 if last_full < end {
-                    node.write(
-                        export,
-                        client,
-                        last_full,
-                        &vec![0; (end - last_full) as usize],
-                        false,
-                    )?;
+                    zeros(last_full, end - last_full)?;
                 }
             } else {
-                node.write(export, client, offset, &vec![0; len as usize], false)?;
+                zeros(offset, len as u64)?;
             }
             if fua {
                 node.flush(export)?;

@@ -69,8 +69,7 @@ impl UpstreamBackend {
 
 impl UpstreamBackend {
     /// Blocks on `f`: directly on a blocking-pool thread, and through `block_in_place` on a
-    /// runtime worker (the node serves cache hits inline; a block evicted meanwhile makes
-    /// such a read reach the backend).
+    /// runtime worker (the node runs cache misses under `block_in_place`).
     fn wait<T>(&self, f: impl std::future::Future<Output = T>) -> T {
         tokio::task::block_in_place(|| self.handle.block_on(f))
     }
