@@ -60,7 +60,7 @@ fn fio(uri: &str, rw: &str, bs: &str, qd: u32, seconds: u32, size: &str) -> anyh
     Ok(Fio {
         iops: r["iops"].as_f64().unwrap_or(0.0),
         bw: r["bw_bytes"].as_f64().unwrap_or(0.0),
-        lat_us: r["clat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0,
+        lat_us: r["lat_ns"]["mean"].as_f64().unwrap_or(0.0) / 1000.0,
     })
 }
 

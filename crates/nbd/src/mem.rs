@@ -90,13 +90,19 @@ impl MemExport {
     /// Synchronous read of `len` bytes at `offset` (zeroes where never written).
     pub fn read_sync(&self, offset: u64, len: usize) -> Bytes {
         let mut out = BytesMut::zeroed(len);
-        for (page, start, range) in pages(offset, len) {
+        self.read_into(offset, &mut out);
+        out.freeze()
+    }
+
+    /// Synchronous read of `out.len()` bytes at `offset` into `out`.
+    pub fn read_into(&self, offset: u64, out: &mut [u8]) {
+        for (page, start, range) in pages(offset, out.len()) {
             let shard = lock_read(&self.shards[shard_of(page)]);
-            if let Some(p) = shard.get(&page) {
-                out[range.clone()].copy_from_slice(&p[start..start + range.len()]);
+            match shard.get(&page) {
+                Some(p) => out[range.clone()].copy_from_slice(&p[start..start + range.len()]),
+                None => out[range].fill(0),
             }
         }
-        out.freeze()
     }
 
     /// Synchronous write of `data` at `offset`.
@@ -161,6 +167,11 @@ impl Export for MemExport {
 
     fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Bytes>> {
         Box::pin(async move { Ok(self.read_sync(offset, len as usize)) })
+    }
+
+    fn read_now(&self, offset: u64, buf: &mut [u8]) -> Option<io::Result<()>> {
+        self.read_into(offset, buf);
+        Some(Ok(()))
     }
 
     fn write(&self, offset: u64, data: Bytes, fua: bool) -> BoxFuture<'_, io::Result<()>> {

@@ -268,7 +268,6 @@ async fn fatal_handshake_errors_close_only_that_connection() {
     server.stop().await;
 }
 
-#[tokio::test]
 async fn commands_byte_for_byte() {
     let server = Server::start().await;
     let mut s = go(&server, "disk").await;
@@ -304,7 +303,6 @@ async fn commands_byte_for_byte() {
     server.stop().await;
 }
 
-#[tokio::test]
 async fn bad_requests_get_errors_and_the_connection_survives() {
     let server = Server::start().await;
     let mut s = go(&server, "disk").await;
@@ -354,7 +352,6 @@ async fn bad_requests_get_errors_and_the_connection_survives() {
     server.stop().await;
 }
 
-#[tokio::test]
 async fn read_only_export_refuses_writes_with_eperm() {
     let server = Server::start().await;
     let mut s = go(&server, "ro").await;
@@ -373,7 +370,6 @@ async fn read_only_export_refuses_writes_with_eperm() {
     server.stop().await;
 }
 
-#[tokio::test]
 async fn disconnect_answers_pipelined_requests_first() {
     let server = Server::start().await;
     let mut s = go(&server, "disk").await;
@@ -388,7 +384,6 @@ async fn disconnect_answers_pipelined_requests_first() {
     server.stop().await;
 }
 
-#[tokio::test]
 async fn a_write_split_across_many_segments_is_reassembled() {
     let server = Server::start().await;
     let mut s = go(&server, "disk").await;
@@ -504,3 +499,30 @@ mod garbage {
         }
     }
 }
+
+/// Runs a transmission-phase test on both paths: a current-thread runtime keeps
+/// connections as async tasks, a multi-threaded one gives each its own thread.
+macro_rules! on_both_paths {
+    ($($name:ident),* $(,)?) => {
+        mod async_path {
+            $(#[tokio::test]
+            async fn $name() {
+                super::$name().await
+            })*
+        }
+        mod threaded_path {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                super::$name().await
+            })*
+        }
+    };
+}
+
+on_both_paths!(
+    commands_byte_for_byte,
+    bad_requests_get_errors_and_the_connection_survives,
+    read_only_export_refuses_writes_with_eperm,
+    disconnect_answers_pipelined_requests_first,
+    a_write_split_across_many_segments_is_reassembled,
+);

@@ -87,23 +87,25 @@ async fn write_reply<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// Serve one accepted connection until the client leaves or the server shuts down.
-pub(crate) async fn handle<R, W>(
-    mut r: R,
-    mut w: W,
-    exports: Arc<dyn ExportProvider>,
-    peer: String,
-    config: ServerConfig,
-    mut shutdown: watch::Receiver<bool>,
-) -> io::Result<()>
+/// Run the negotiation of one accepted connection: the export the client chose and the
+/// bytes already read past the handshake, or `None` when the client left, timed out or
+/// the server is shutting down.
+pub(crate) async fn negotiation<R, W>(
+    r: &mut R,
+    w: &mut W,
+    exports: &dyn ExportProvider,
+    peer: &str,
+    config: &ServerConfig,
+    shutdown: &mut watch::Receiver<bool>,
+) -> io::Result<Option<(Arc<dyn Export>, BytesMut)>>
 where
-    R: AsyncRead + Unpin + Send + 'static,
-    W: AsyncWrite + Unpin + Send + 'static,
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
 {
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let negotiation = tokio::time::timeout(
         config.handshake_timeout,
-        negotiate(&mut r, &mut w, &mut buf, exports.as_ref(), &peer),
+        negotiate(r, w, &mut buf, exports, peer),
     );
     let export = tokio::select! {
         res = negotiation => match res {
@@ -113,15 +115,13 @@ where
                 None
             }
         },
-        _ = stopped(&mut shutdown) => None,
+        _ = stopped(shutdown) => None,
     };
-    let Some(export) = export else {
-        return Ok(());
-    };
-    transmission(r, w, buf, export, config, shutdown).await
+    Ok(export.map(|e| (e, buf)))
 }
 
-async fn transmission<R, W>(
+/// The transmission phase on the async runtime (see the module docs).
+pub(crate) async fn transmission<R, W>(
     mut r: R,
     w: W,
     mut buf: BytesMut,
@@ -239,7 +239,7 @@ where
 
 /// Budget of request and reply payload held by one connection's requests, in KiB
 /// (64 MiB: two maximum-size requests, or 16384 requests of 4 KiB).
-const IN_FLIGHT_KIB: u32 = 64 * 1024;
+pub(crate) const IN_FLIGHT_KIB: u32 = 64 * 1024;
 
 /// Wait for a request slot and `kib` KiB of payload budget.
 async fn admit(

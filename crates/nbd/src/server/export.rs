@@ -91,6 +91,16 @@ pub trait Export: Send + Sync + 'static {
     /// Read `len` bytes at `offset`.
     fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Bytes>>;
 
+    /// Read `buf.len()` bytes at `offset` into `buf` *only if* that needs no waiting (the
+    /// data is in memory); `None` means "use [`Export::read`]". The threaded transmission
+    /// path answers such reads on the connection's own thread, copying straight into the
+    /// reply, so a cache hit costs no hand-off. `Some(Ok(()))` must fill all of `buf`.
+    /// The default never answers.
+    fn read_now(&self, offset: u64, buf: &mut [u8]) -> Option<io::Result<()>> {
+        let _ = (offset, buf);
+        None
+    }
+
     /// Write `data` at `offset`; durable before returning when `fua`.
     fn write(&self, offset: u64, data: Bytes, fua: bool) -> BoxFuture<'_, io::Result<()>>;
 
