@@ -3,10 +3,16 @@
 //! * [`bench_alloc`]: 5,000 tenants with 1,000-point curves sharing 1 TB in 1 MB blocks
 //!   (capacity 1,000,000 blocks, step 1 block), half concave-ish (exponential decay to a
 //!   floor), half non-concave (a loop: flat until a cliff, then a decay). Times the fast
-//!   method against plain Algorithm 3.1. The plain method scans all 5,000 tenants for each
-//!   of up to 1,000,000 steps (5·10⁹ gain comparisons), far too slow to run in full: it is
-//!   run for its first `plain_steps` steps and its time is extrapolated linearly to the
-//!   whole capacity (each step costs the same O(T) scan, so linear extrapolation is fair).
+//!   method against plain Algorithm 3.1. The fast method is run [`FAST_RUNS`] times (each
+//!   run from scratch: hulls, greedy, fix-up, nothing kept between runs) and its median
+//!   and best wall times are reported, so one run slowed by a busy machine does not
+//!   decide the figure; the heap variant likewise. The plain method scans all 5,000
+//!   tenants for each of up to 1,000,000 steps (5·10⁹ gain comparisons), far too slow to
+//!   run in full: it is run once for its first `plain_steps` steps and its time is
+//!   extrapolated linearly to the whole capacity (each step costs the same O(T) scan, so
+//!   linear extrapolation is fair). The ratio printed is plain over the fast median.
+//!   [`standard_curves`] and [`utility_problem`] build the instance, for the
+//!   `bench_alloc` example (a profiling harness) as for the bench.
 //! * [`bench_mlms`]: MLMS for 64 tenants and 64 storage servers, each tenant connected to
 //!   16 servers, server capacities uneven enough that the level-2 LP has work to do.
 
@@ -20,6 +26,9 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::time::Instant;
 
+/// How many times [`bench_alloc`] runs the fast method (median and best reported).
+pub const FAST_RUNS: usize = 5;
+
 /// Result of [`bench_alloc`].
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 pub struct AllocBench {
@@ -27,10 +36,15 @@ pub struct AllocBench {
     pub tenants: usize,
     /// Capacity in steps.
     pub capacity_steps: u64,
-    /// Seconds of the fast method (hulls, greedy, fix-up).
-    pub fast_seconds: f64,
-    /// Seconds of the fast method with the heap greedy instead of the threshold search.
-    pub fast_heap_seconds: f64,
+    /// Runs of the fast method (and of its heap variant).
+    pub fast_runs: usize,
+    /// Median seconds of the fast method (hulls, greedy, fix-up) over `fast_runs` runs.
+    pub fast_median_seconds: f64,
+    /// Best seconds of the fast method over `fast_runs` runs.
+    pub fast_best_seconds: f64,
+    /// Median seconds of the fast method with the heap greedy instead of the threshold
+    /// search, over `fast_runs` runs.
+    pub fast_heap_median_seconds: f64,
     /// Objective the fast method reached.
     pub fast_value: f64,
     /// Hull optimum (upper bound on any allocation).
@@ -72,14 +86,25 @@ pub fn synthetic_curve(rng: &mut impl Rng, points: usize, concave: bool) -> HitR
     HitRatioCurve::from_pairs(pts).expect("sizes increase, ratios in [0, 1]")
 }
 
-/// Times the fast method and plain Algorithm 3.1 (first `plain_steps` steps, extrapolated)
-/// on `tenants` synthetic tenants sharing `capacity` blocks, seeded by `seed`.
-pub fn bench_alloc_with(tenants: usize, capacity: u64, plain_steps: u64, seed: u64) -> AllocBench {
+/// `tenants` seeded synthetic curves of `points` points, every other one concave-ish.
+pub fn bench_curves(tenants: usize, points: usize, seed: u64) -> Vec<HitRatioCurve> {
     let mut rng = StdRng::seed_from_u64(seed);
-    let curves: Vec<HitRatioCurve> = (0..tenants)
-        .map(|i| synthetic_curve(&mut rng, 1000, i % 2 == 0))
-        .collect();
-    let p = UtilityProblem {
+    (0..tenants)
+        .map(|i| synthetic_curve(&mut rng, points, i % 2 == 0))
+        .collect()
+}
+
+/// The curves of the standard instance: 5,000 tenants × 1,000 points, seed 42.
+pub fn standard_curves() -> Vec<HitRatioCurve> {
+    bench_curves(5000, 1000, 42)
+}
+
+/// Capacity of the standard instance: 1 TB in 1 MB blocks, step 1 block.
+pub const STANDARD_CAPACITY: u64 = 1_000_000;
+
+/// A utility problem over `curves`, weight 1 each, no minimums or maximums, step 1 block.
+pub fn utility_problem(curves: &[HitRatioCurve], capacity: u64) -> UtilityProblem<'_> {
+    UtilityProblem {
         tenants: curves
             .iter()
             .map(|c| UtilityTenant {
@@ -91,13 +116,39 @@ pub fn bench_alloc_with(tenants: usize, capacity: u64, plain_steps: u64, seed: u
             .collect(),
         step: 1,
         capacity_steps: capacity,
-    };
-    let t = Instant::now();
-    let f = fast(&p, FixUp::Round).expect("valid instance");
-    let fast_seconds = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let h = fast_with(&p, FixUp::Round, Greedy::Heap).expect("valid instance");
-    let fast_heap_seconds = t.elapsed().as_secs_f64();
+    }
+}
+
+/// Median and best of `runs` timings of `f`, with its last result.
+fn time_runs<T>(runs: usize, mut f: impl FnMut() -> T) -> (f64, f64, T) {
+    let mut secs = Vec::with_capacity(runs);
+    let mut last = None;
+    for _ in 0..runs.max(1) {
+        let t = Instant::now();
+        let r = f();
+        secs.push(t.elapsed().as_secs_f64());
+        last = Some(r);
+    }
+    secs.sort_by(f64::total_cmp);
+    (
+        secs[secs.len() / 2],
+        secs[0],
+        last.expect("at least one run"),
+    )
+}
+
+/// Times the fast method ([`FAST_RUNS`] runs) and plain Algorithm 3.1 (once, first
+/// `plain_steps` steps, extrapolated) on `tenants` synthetic tenants sharing `capacity`
+/// blocks, seeded by `seed`.
+pub fn bench_alloc_with(tenants: usize, capacity: u64, plain_steps: u64, seed: u64) -> AllocBench {
+    let curves = bench_curves(tenants, 1000, seed);
+    let p = utility_problem(&curves, capacity);
+    let (fast_median_seconds, fast_best_seconds, f) = time_runs(FAST_RUNS, || {
+        fast(&p, FixUp::Round).expect("valid instance")
+    });
+    let (fast_heap_median_seconds, _, h) = time_runs(FAST_RUNS, || {
+        fast_with(&p, FixUp::Round, Greedy::Heap).expect("valid instance")
+    });
     assert_eq!(h.steps, f.steps, "heap and threshold greedy agree");
     let t = Instant::now();
     let (_, ran) = water_fill_capped(&p, plain_steps).expect("valid instance");
@@ -105,8 +156,10 @@ pub fn bench_alloc_with(tenants: usize, capacity: u64, plain_steps: u64, seed: u
     AllocBench {
         tenants,
         capacity_steps: capacity,
-        fast_seconds,
-        fast_heap_seconds,
+        fast_runs: FAST_RUNS,
+        fast_median_seconds,
+        fast_best_seconds,
+        fast_heap_median_seconds,
         fast_value: f.value,
         hull_value: f.hull_value,
         plain_steps: ran,
@@ -117,7 +170,7 @@ pub fn bench_alloc_with(tenants: usize, capacity: u64, plain_steps: u64, seed: u
 
 /// The standard instance: 5,000 tenants, 1 TB in 1 MB blocks, plain method for 2,000 steps.
 pub fn bench_alloc() -> AllocBench {
-    bench_alloc_with(5000, 1_000_000, 2000, 42)
+    bench_alloc_with(5000, STANDARD_CAPACITY, 2000, 42)
 }
 
 /// Result of [`bench_mlms`].

@@ -96,6 +96,12 @@ pub fn allocate(input: &AllocInput) -> Result<AllocOutput, AllocError> {
         return crate::mlms::allocate_levels(input, &curves);
     }
     let step = input.step;
+    if step > input.capacity {
+        return Err(AllocError::StepAboveCapacity {
+            step,
+            capacity: input.capacity,
+        });
+    }
     let prio: Vec<Option<u64>> = input.tenants.iter().map(|t| t.spec.priority).collect();
     let rest = take_priority(&prio, input.capacity)?;
     let free: Vec<usize> = (0..input.tenants.len())

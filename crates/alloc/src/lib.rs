@@ -53,6 +53,16 @@ pub enum AllocError {
     /// The step (epsilon) is zero.
     #[error("step is zero: the allocation step must be at least one block")]
     ZeroStep,
+    /// The step is larger than the capacity: not one step fits.
+    #[error(
+        "step is {step} blocks, larger than the capacity of {capacity} blocks: not one step fits"
+    )]
+    StepAboveCapacity {
+        /// The step in blocks.
+        step: u64,
+        /// The capacity in blocks.
+        capacity: u64,
+    },
     /// Two tenants share a name.
     #[error("tenant `{0}` appears twice")]
     DuplicateTenant(String),

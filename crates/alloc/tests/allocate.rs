@@ -201,6 +201,15 @@ fn bad_input_is_a_clear_error() {
         Err(AllocError::PriorityExceedsCapacity { .. })
     ));
     inp.tenants[0].spec.priority = None;
+    inp.step = 101;
+    assert_eq!(
+        allocate(&inp).unwrap_err(),
+        AllocError::StepAboveCapacity {
+            step: 101,
+            capacity: 100
+        }
+    );
+    inp.step = 10;
     inp.objective = Objective::Mlms;
     assert!(matches!(allocate(&inp), Err(AllocError::BadInput(_))));
 }
@@ -260,6 +269,17 @@ fn slo_file_from_toml_and_mlms_entry() {
     assert_eq!(
         allocate(&bad).unwrap_err(),
         AllocError::NoConnectedServer("large".into())
+    );
+    // A connection for a tenant that does not exist is a typo, not a no-op.
+    let mut bad = inp.clone();
+    bad.mlms
+        .as_mut()
+        .unwrap()
+        .connect
+        .insert("lagre".into(), vec![1]);
+    assert_eq!(
+        allocate(&bad).unwrap_err(),
+        AllocError::BadInput("mlms.connect names tenant `lagre`, which is not a tenant".into())
     );
 }
 

@@ -3,7 +3,10 @@
 //! Input curves are what `lachesis mrc --json` writes, with a `tenant` field added: one
 //! object, a JSON list of them, or JSON Lines. A tenant's utility weight is its `requests`
 //! unless `--weights` says otherwise. `--capacity` and `--step` are blocks, or bytes with a
-//! unit converted with the curves' `block_size`.
+//! unit converted with the curves' `block_size` (rounded down; less than one block is an
+//! error). A `--weights` entry or an SLO-file tenant without a curve is an error naming
+//! it, as is a step larger than the capacity. Output goes to stdout; a reader that closes
+//! early (`| head`) ends it quietly.
 
 use crate::sizes::parse_bytes;
 use anyhow::{bail, Context};
@@ -83,6 +86,9 @@ fn blocks(s: &str, block_size: Option<u32>, what: &str) -> anyhow::Result<u64> {
     let bs = block_size.with_context(|| {
         format!("--{what} {s}: the curves carry no block_size to convert bytes with (they are object-mode curves); give blocks")
     })?;
+    if bytes > 0 && bytes < bs as u64 {
+        bail!("--{what} {s} is less than one block of the curves ({bs} bytes)");
+    }
     Ok(bytes / bs as u64)
 }
 
@@ -135,12 +141,26 @@ pub fn run(a: AllocArgs) -> anyhow::Result<()> {
             weights.insert(k.trim().to_string(), x);
         }
     }
-    let mut tenants = Vec::new();
-    for (i, c) in curves.into_iter().enumerate() {
-        let name = c
-            .tenant
+    let name_of = |i: usize, c: &CurveObject| {
+        c.tenant
             .clone()
-            .unwrap_or_else(|| format!("tenant{}", i + 1));
+            .unwrap_or_else(|| format!("tenant{}", i + 1))
+    };
+    let names: Vec<String> = curves
+        .iter()
+        .enumerate()
+        .map(|(i, c)| name_of(i, c))
+        .collect();
+    let mut unknown: Vec<&String> = weights.keys().filter(|k| !names.contains(k)).collect();
+    unknown.sort();
+    if let Some(k) = unknown.first() {
+        bail!(
+            "--weights names tenant `{k}`, which has no curve in {}",
+            a.curves.display()
+        );
+    }
+    let mut tenants = Vec::new();
+    for (c, name) in curves.into_iter().zip(names) {
         let curve =
             HitRatioCurve::new(c.points).with_context(|| format!("curve of tenant `{name}`"))?;
         let mut spec = slo
@@ -184,26 +204,40 @@ pub fn run(a: AllocArgs) -> anyhow::Result<()> {
     let mut out = allocate(&input)?;
     out.seconds = Some(start.elapsed().as_secs_f64());
     if a.json {
-        println!("{}", serde_json::to_string(&out)?);
-        return Ok(());
+        return print(&format!("{}\n", serde_json::to_string(&out)?));
     }
-    println!(
-        "objective {:?}, capacity {} blocks, step {}, {} tenants, {:.3} ms",
+    let mlms = out.objective == Objective::Mlms;
+    let mut text = format!(
+        "objective {:?}, capacity {} blocks, step {}, {} tenants, {:.3} ms\n",
         out.objective,
         out.capacity,
         step,
         out.tenants.len(),
         1e3 * out.seconds.unwrap_or(0.0)
     );
-    println!(
-        "{:<16} {:>12} {:>10} {:>10} {:>8}  reason",
-        "tenant", "size", "hit ratio", "latency", "SLO"
+    // MLMS: `size` is level 1 and the hit ratio counts both levels, so show level 2 too.
+    let level2 = |t: &lachesis_alloc::TenantAllocation| {
+        if mlms {
+            format!(" {:>12}", t.level2_size.unwrap_or(0))
+        } else {
+            String::new()
+        }
+    };
+    text += &format!(
+        "{:<16} {:>12}{} {:>10} {:>10} {:>8}  reason\n",
+        "tenant",
+        "size",
+        if mlms { "      level 2" } else { "" },
+        "hit ratio",
+        "latency",
+        "SLO"
     );
     for t in &out.tenants {
-        println!(
-            "{:<16} {:>12} {:>10.4} {:>10} {:>8}  {}",
+        text += &format!(
+            "{:<16} {:>12}{} {:>10.4} {:>10} {:>8}  {}\n",
             t.tenant,
             t.size,
+            level2(t),
             t.predicted_hit_ratio,
             t.predicted_latency
                 .map_or("-".into(), |l| format!("{l:.3}")),
@@ -215,5 +249,14 @@ pub fn run(a: AllocArgs) -> anyhow::Result<()> {
             t.reason.as_deref().unwrap_or("")
         );
     }
-    Ok(())
+    print(&text)
+}
+
+/// Writes to stdout; a reader that went away (`| head`) is not an error.
+fn print(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    match std::io::stdout().lock().write_all(text.as_bytes()) {
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(()),
+        r => Ok(r?),
+    }
 }

@@ -296,4 +296,146 @@ fn alloc_from_mrc_curves() {
         "magic",
     ]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("--objective magic"));
+    let alloc = |extra: &[&str]| -> serde_json::Value {
+        let mut args = vec!["alloc", "--curves", &f, "--json"];
+        args.extend_from_slice(extra);
+        serde_json::from_str(ok(&args).trim()).unwrap()
+    };
+    let sizes = |v: &serde_json::Value| -> Vec<u64> {
+        v["tenants"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["size"].as_u64().unwrap())
+            .collect()
+    };
+    // Bytes with a unit, converted with the curves' 4 KiB blocks; a step of 1,000 blocks.
+    let v = alloc(&["--capacity", "48000KiB"]);
+    assert_eq!(v["capacity"], 12000);
+    assert_eq!(sizes(&v), [4000, 8000]);
+    assert_eq!(
+        sizes(&alloc(&["--capacity", "12000", "--step", "1000"])),
+        [4000, 8000]
+    );
+    // Weights instead of the request counts: a tenant worth nothing gets nothing.
+    let v = alloc(&["--capacity", "12000", "--weights", "hot=0"]);
+    assert_eq!(sizes(&v), [0, 8000]);
+    let v = alloc(&["--capacity", "12000", "--weights", "loop=0"]);
+    assert_eq!(sizes(&v), [12000, 0]);
+    assert!((v["tenants"][0]["predicted_hit_ratio"].as_f64().unwrap() - 0.898418).abs() < 1e-6);
+    // SLOs: hot's latency target is met, loop's bandwidth target is out of its curve's reach.
+    let slo = write(
+        d.path(),
+        "slo.toml",
+        r#"
+[[tenants]]
+name = "hot"
+slo = { kind = "latency", target = 5.5, cache = 1.0, storage = 10.0 }
+[[tenants]]
+name = "loop"
+slo = { kind = "bandwidth", target = 990.0, cache = 1000.0, storage = 200.0 }
+"#,
+    );
+    let v = alloc(&["--capacity", "12000", "--objective", "slo", "--slo", &slo]);
+    assert_eq!(sizes(&v), [4000, 8000]);
+    assert_eq!(v["tenants"][0]["slo_met"], true);
+    assert!((v["tenants"][0]["predicted_latency"].as_f64().unwrap() - 2.9908225).abs() < 1e-9);
+    assert_eq!(v["tenants"][1]["slo_met"], false);
+    let why = v["tenants"][1]["reason"].as_str().unwrap();
+    assert!(
+        why.contains("unreachable") && why.contains("0.9875"),
+        "{why}"
+    );
+    // MLMS: hot reaches server 0 only, loop every server.
+    let mlms = |connect: &str| {
+        write(
+            d.path(),
+            "mlms.toml",
+            &format!(
+                "[mlms]\nservers = [6000, 6000]\nlatencies = {{ lat1 = 0.05, lat2 = 0.5, lat_disk = 8.0 }}\n[mlms.connect]\n{connect}"
+            ),
+        )
+    };
+    let m = mlms("hot = [0]\n");
+    let v = alloc(&["--capacity", "6000", "--objective", "mlms", "--slo", &m]);
+    assert_eq!(sizes(&v), [5952, 0]);
+    assert_eq!(v["tenants"][0]["level2_size"], 1870);
+    assert_eq!(v["tenants"][1]["level2_size"], 8041);
+    assert!((v["tenants"][1]["predicted_latency"].as_f64().unwrap() - 0.8).abs() < 1e-9);
+    let human = ok(&[
+        "alloc",
+        "--curves",
+        &f,
+        "--capacity",
+        "6000",
+        "--objective",
+        "mlms",
+        "--slo",
+        &m,
+    ]);
+    assert!(
+        human.contains("level 2") && human.contains("8041"),
+        "{human}"
+    );
+    // Bad input names what is wrong.
+    let bad = |extra: &[&str]| {
+        let mut args = vec!["alloc", "--curves", &f];
+        args.extend_from_slice(extra);
+        common::fails(&args)
+    };
+    let e = bad(&[
+        "--capacity",
+        "6000",
+        "--objective",
+        "mlms",
+        "--slo",
+        &mlms("hot = [0]\nloop = []\n"),
+    ]);
+    assert!(
+        e.contains("tenant `loop` is connected to no storage server"),
+        "{e}"
+    );
+    let e = bad(&[
+        "--capacity",
+        "6000",
+        "--objective",
+        "mlms",
+        "--slo",
+        &mlms("ghost = [0]\n"),
+    ]);
+    assert!(e.contains("mlms.connect names tenant `ghost`"), "{e}");
+    let e = bad(&["--capacity", "12000", "--weights", "ghost=1"]);
+    assert!(e.contains("--weights names tenant `ghost`"), "{e}");
+    let e = bad(&["--capacity", "12000", "--weights", "hot=-1"]);
+    assert!(e.contains("--weights: `-1` is not a weight"), "{e}");
+    let e = bad(&["--capacity", "1KiB"]);
+    assert!(e.contains("--capacity 1KiB is less than one block"), "{e}");
+    let e = bad(&["--capacity", "0"]);
+    assert!(e.contains("capacity is zero"), "{e}");
+    let e = bad(&["--capacity", "12000", "--step", "13000"]);
+    assert!(
+        e.contains("step is 13000 blocks, larger than the capacity"),
+        "{e}"
+    );
+    // A curve whose miss ratio rises: an error naming the tenant, unless repaired.
+    let mut lines: Vec<serde_json::Value> = curves
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    lines[0]["points"][3]["miss_ratio"] = 0.999.into();
+    let text: String = lines.iter().map(|v| format!("{v}\n")).collect();
+    let rising = write(d.path(), "rising.jsonl", &text);
+    let e = common::fails(&["alloc", "--curves", &rising, "--capacity", "12000"]);
+    assert!(
+        e.contains("tenant `hot`") && e.contains("not monotone"),
+        "{e}"
+    );
+    ok(&[
+        "alloc",
+        "--curves",
+        &rising,
+        "--capacity",
+        "12000",
+        "--repair-curves",
+    ]);
 }

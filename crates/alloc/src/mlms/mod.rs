@@ -542,6 +542,17 @@ pub(crate) fn allocate_levels(
             "mlms: no level-2 server capacity".into(),
         ));
     }
+    let mut strangers: Vec<&String> = cfg
+        .connect
+        .keys()
+        .filter(|n| !input.tenants.iter().any(|t| &t.spec.name == *n))
+        .collect();
+    strangers.sort();
+    if let Some(n) = strangers.first() {
+        return Err(AllocError::BadInput(format!(
+            "mlms.connect names tenant `{n}`, which is not a tenant"
+        )));
+    }
     let all: Vec<usize> = (0..cfg.servers.len()).collect();
     let tenants = input
         .tenants

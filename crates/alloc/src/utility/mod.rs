@@ -16,24 +16,36 @@
 //! * [`fast`] — the method that scales: each tenant's `f_i` is replaced by its concave hull
 //!   on the step grid (built from the curve's points only: between two grid points that
 //!   bracket no curve point `f_i` is linear, so only `floor`/`ceil` of each point's size
-//!   can be a hull vertex), then a max-heap hands out *whole hull segments* by slope
-//!   (greedy is exact on concave functions, and every step of a segment gains the same).
-//!   Cost O((T + V) log T) for V hull vertices handed out — at most O((T + C) log T).
-//!   The same allocation is found faster by a threshold search on the slope (the heap
+//!   can be a hull vertex), then whole *hull segments* are handed out by slope (greedy is
+//!   exact on concave functions, and every step of a segment gains the same).
+//!   The hulls of all tenants live in flat buffers, as indices of curve points when every
+//!   vertex is one (4 bytes a vertex; fresh memory costs page faults) — see `hull.rs`.
+//!   A max-heap hands the segments out in O((T + V) log T) for V segments handed out;
+//!   the same allocation is found faster by a threshold search on the slope (the heap
 //!   hands out segments in decreasing slope, so the result is "all segments steeper than
-//!   λ*, then those at λ* by tenant index"), O(64 · T · log V) whatever the capacity;
-//!   that is the default ([`Greedy`]), and a test holds the two to equality.
-//!   Every tenant ends on a hull vertex, where hull and curve agree, except at most one:
+//!   λ*, then those at λ* by tenant index"): sampled rounds that close a bracket around λ*
+//!   with exact counts by binary search in each tenant's window of slopes, a few rounds
+//!   of O(T log V) and one small sort, whatever the capacity — see `greedy.rs`. That is
+//!   the default ([`Greedy`]), and tests hold the two to equality.
+//!   Every tenant ends on a hull vertex, where hull and curve agree (the hull holds the
+//!   very `f64` the curve gives, so the objective is summed from it without reading the
+//!   curves again), except at most one:
 //!   the one being served when the capacity ran out. For it (only if its curve is below
 //!   the hull there) there are two fix-ups, [`FixUp`]:
 //!   - `Round` (UCP-style): either keep it where it is, or round it down to the segment's
 //!     lower vertex and give the freed steps, one at a time, to the other tenants by their
 //!     actual next-step gain; whichever is worth more. The result is within that one
 //!     segment's hull gain of the optimum: `exact >= fast` and
-//!     `exact <= hull_value` (the hull optimum bounds every allocation).
+//!     `exact <= hull_value` (the hull optimum bounds every allocation). The heap of
+//!     next-step gains starts from each tenant's hull slope, an upper bound, and reads a
+//!     tenant's curve only when its bound comes to the top (see `redistribute`): the same
+//!     steps as a heap of actual gains, for a few curve look-ups instead of two per tenant.
 //!   - `Talus` (Beckmann & Sanchez, HPCA'15): keep the hull allocation and serve that tenant
 //!     by two shadow partitions at the segment's end points, splitting its accesses so the
 //!     mix earns exactly the hull value; see [`TalusSplit`].
+//!
+//! On `lachesis bench alloc`'s instance (5,000 tenants × 1,000 points, 10⁶ steps) the
+//! hull building is most of the time now; it reads every curve point once.
 
 use crate::AllocError;
 use mrc::HitRatioCurve;
@@ -221,228 +233,10 @@ pub fn water_fill_capped(
     Ok((k, rounds))
 }
 
-/// The upper concave hull of `f` on `[min, top]` as vertices `(k, f(k))`, from the grid
-/// points that bracket the curve's points.
-fn hull(t: &UtilityTenant, step: u64) -> Vec<(u64, f64)> {
-    let (lo, hi) = (t.min_steps, t.top(step));
-    let pts = t.curve.points();
-    // Candidate grid points in increasing order (floor/ceil of increasing sizes are
-    // non-decreasing), each with f evaluated by walking the points alongside, streamed
-    // straight into the monotone-chain hull (no intermediate buffer: at 5,000 tenants ×
-    // 1,000 points the buffers alone would be 160 MB of page faults).
-    let mut j = 0; // first point with cache_size >= size
-    let mut eval = |k: u64| -> f64 {
-        let size = k.saturating_mul(step);
-        while j < pts.len() && pts[j].cache_size < size {
-            j += 1;
-        }
-        let miss = if j == pts.len() {
-            pts[pts.len() - 1].miss_ratio
-        } else if pts[j].cache_size == size || j == 0 {
-            pts[j].miss_ratio
-        } else {
-            let (a, b) = (pts[j - 1], pts[j]);
-            let f = (size - a.cache_size) as f64 / (b.cache_size - a.cache_size) as f64;
-            a.miss_ratio + f * (b.miss_ratio - a.miss_ratio)
-        };
-        t.weight * (1.0 - miss)
-    };
-    let mut h: Vec<(u64, f64)> = Vec::with_capacity(pts.len() + 2);
-    let push = |h: &mut Vec<(u64, f64)>, k: u64, v: f64| {
-        while h.len() >= 2 {
-            let (a, b) = (h[h.len() - 2], h[h.len() - 1]);
-            // Drop b if it is not strictly above the chord a -> (k, v).
-            // Sizes fit in i64; converting from i64 is one instruction, from u64 several.
-            let cross =
-                (b.0 - a.0) as i64 as f64 * (v - a.1) - (b.1 - a.1) * (k - a.0) as i64 as f64;
-            if cross >= 0.0 {
-                h.pop();
-            } else {
-                break;
-            }
-        }
-        h.push((k, v));
-    };
-    push(&mut h, lo, eval(lo));
-    let mut last = lo;
-    for p in pts {
-        // Two u64 divisions per point are a good part of the hull's time; a step of one
-        // block (curves already at the allocation's granularity) needs none.
-        let (a, b) = if step == 1 {
-            (p.cache_size, p.cache_size)
-        } else {
-            (p.cache_size / step, p.cache_size.div_ceil(step))
-        };
-        for k in [a, b] {
-            if k > last && k < hi {
-                last = k;
-                // A point on the grid is its own value: no walk, no interpolation.
-                let v = if k.saturating_mul(step) == p.cache_size {
-                    t.weight * (1.0 - p.miss_ratio)
-                } else {
-                    eval(k)
-                };
-                push(&mut h, k, v);
-            }
-        }
-    }
-    if hi > lo {
-        let v = eval(hi);
-        push(&mut h, hi, v);
-    }
-    h
-}
-
-type Hull = Vec<(u64, f64)>;
-
-/// Slope of hull segment `j` (from vertex `j` to `j + 1`).
-fn slope(h: &[(u64, f64)], j: usize) -> f64 {
-    (h[j + 1].1 - h[j].1) / (h[j + 1].0 - h[j].0) as i64 as f64
-}
-
-/// Greedy over hull segments with a max-heap: whole segments by slope, ties to the lowest
-/// tenant index. Returns the steps, each tenant's segment index, and the tenant left
-/// inside a segment, if any. O((T + V) log T) for V segments handed out. Kept as the
-/// reference for [`greedy_threshold`], which computes the same result faster.
-fn greedy_heap(hulls: &[Hull], mut free: u64) -> (Vec<u64>, Vec<usize>, Option<usize>) {
-    let mut k: Vec<u64> = hulls.iter().map(|h| h[0].0).collect();
-    let mut seg = vec![0usize; k.len()];
-    let mut heap: BinaryHeap<(Gain, Reverse<usize>)> = hulls
-        .iter()
-        .enumerate()
-        .filter(|(_, h)| h.len() >= 2)
-        .map(|(i, h)| (Gain(slope(h, 0)), Reverse(i)))
-        .collect();
-    let mut mid = None;
-    while free > 0 {
-        let Some((Gain(g), Reverse(i))) = heap.pop() else {
-            break;
-        };
-        if g <= 0.0 {
-            break;
-        }
-        let h = &hulls[i];
-        let len = h[seg[i] + 1].0 - k[i];
-        if len <= free {
-            free -= len;
-            k[i] += len;
-            seg[i] += 1;
-            if seg[i] + 1 < h.len() {
-                heap.push((Gain(slope(h, seg[i])), Reverse(i)));
-            }
-        } else {
-            k[i] += free;
-            free = 0;
-            mid = Some(i);
-        }
-    }
-    (k, seg, mid)
-}
-
-/// The same allocation as [`greedy_heap`], found by a threshold search instead: the heap
-/// hands out segments in decreasing slope, so the result is "every segment steeper than
-/// λ*, then the segments of slope exactly λ* in tenant order", where λ* is the smallest
-/// slope (or 0) whose steeper segments fit. λ* is found by a randomised selection over the
-/// union of the hulls' slopes: keep a bracket `(a, b]` (nothing fits above `a`...
-/// everything steeper than `b` fits) and, per tenant, the window of its slopes strictly
-/// inside it (slopes strictly decrease, so a window is a range); each round draws a pivot
-/// uniformly from all windows, counts the demand at the pivot by binary search within the
-/// windows, and moves one end of the bracket to it. Expected O(log V) rounds of
-/// O(T log V) — independent of the capacity, and about a third of the rounds a bisection
-/// over `f64` bit patterns needs.
-fn greedy_threshold(hulls: &[Hull], free: u64) -> (Vec<u64>, Vec<usize>, Option<usize>) {
-    let slopes: Vec<Vec<f64>> = hulls
-        .iter()
-        .map(|h| {
-            (0..h.len().saturating_sub(1))
-                .map(|j| slope(h, j))
-                .collect()
-        })
-        .collect();
-    // Segments of hull i steeper than lam, searching only within lo..hi.
-    let count_in = |i: usize, lam: f64, lo: usize, hi: usize| -> usize {
-        lo + slopes[i][lo..hi].partition_point(|&s| s > lam)
-    };
-    let count = |i: usize, lam: f64| count_in(i, lam, 0, slopes[i].len());
-    let seg_slope = |i: usize, j: usize| slopes[i].get(j).copied();
-    let demand_of = |cnt: &[usize]| -> u64 {
-        cnt.iter().enumerate().fold(0u64, |acc, (i, &c)| {
-            acc.saturating_add(hulls[i][c].0 - hulls[i][0].0)
-        })
-    };
-    let n = hulls.len();
-    let at_zero: Vec<usize> = (0..n).map(|i| count(i, 0.0)).collect();
-    let lam = if demand_of(&at_zero) <= free {
-        0.0
-    } else {
-        // Bracket: demand(a) > free, demand(b) <= free; windows hold the slopes in (a, b).
-        let mut b = f64::INFINITY;
-        let mut lo = vec![0usize; n]; // first index with slope < b
-        let mut hi = at_zero; // first index with slope <= a (a = 0 now)
-        let mut rng = 0x9E37_79B9_7F4A_7C15u64;
-        loop {
-            let total: usize = (0..n).map(|i| hi[i] - lo[i]).sum();
-            if total == 0 {
-                break b;
-            }
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let mut r = (rng % total as u64) as usize;
-            let mut pivot = 0.0;
-            for i in 0..n {
-                let w = hi[i] - lo[i];
-                if r < w {
-                    pivot = slopes[i][lo[i] + r];
-                    break;
-                }
-                r -= w;
-            }
-            // Counts at the pivot: every slope before lo[i] is >= b > pivot, so only
-            // the window needs searching.
-            let cnt: Vec<usize> = (0..n).map(|i| count_in(i, pivot, lo[i], hi[i])).collect();
-            if demand_of(&cnt) <= free {
-                b = pivot;
-                for i in 0..n {
-                    // Slopes equal to the pivot are not inside (a, b) any more.
-                    lo[i] = lo[i] + slopes[i][lo[i]..hi[i]].partition_point(|&s| s >= pivot);
-                }
-            } else {
-                hi = cnt;
-            }
-        }
-    };
-    let mut seg: Vec<usize> = (0..hulls.len()).map(|i| count(i, lam)).collect();
-    let mut k: Vec<u64> = (0..hulls.len()).map(|i| hulls[i][seg[i]].0).collect();
-    let mut left = free - (0..hulls.len()).map(|i| k[i] - hulls[i][0].0).sum::<u64>();
-    let mut mid = None;
-    if lam > 0.0 {
-        for i in 0..hulls.len() {
-            if left == 0 {
-                break;
-            }
-            // (Rounding can leave two consecutive segments of one hull at equal slope.)
-            while left > 0 && seg_slope(i, seg[i]) == Some(lam) {
-                let len = hulls[i][seg[i] + 1].0 - k[i];
-                if len <= left {
-                    left -= len;
-                    k[i] += len;
-                    seg[i] += 1;
-                } else {
-                    k[i] += left;
-                    left = 0;
-                    mid = Some(i);
-                }
-            }
-        }
-    }
-    (k, seg, mid)
-}
-
 /// How [`fast_with`] hands out hull segments (both give the same allocation).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Greedy {
-    /// Threshold search over slopes, O(64 · T · log V).
+    /// Threshold search over slopes, O(T log V) per sampling round, a few rounds.
     Threshold,
     /// Max-heap of segments, O((T + V) log T).
     Heap,
@@ -461,23 +255,27 @@ pub fn fast_with(
 ) -> Result<FastAllocation, AllocError> {
     p.validate()?;
     let s = p.step;
-    let hulls: Vec<Vec<(u64, f64)>> = p.tenants.iter().map(|t| hull(t, s)).collect();
+    let hulls = Hulls::new(&p.tenants, s);
     let free = p.capacity_steps - p.tenants.iter().map(|t| t.min_steps).sum::<u64>();
     let (k, seg, mid) = match greedy {
-        Greedy::Threshold => greedy_threshold(&hulls, free),
-        Greedy::Heap => greedy_heap(&hulls, free),
+        Greedy::Threshold => greedy::threshold(&hulls, free),
+        Greedy::Heap => greedy::heap(&hulls, free),
     };
     let hull_at = |i: usize, k: u64| -> f64 {
-        let h = &hulls[i];
+        let h = hulls.get(i);
         let j = seg[i];
-        if j + 1 >= h.len() || k == h[j].0 {
-            return h[j].1;
+        if j + 1 >= h.len() || k == h.k(j) {
+            return h.v(j);
         }
-        h[j].1 + slope(h, j) * (k - h[j].0) as f64
+        h.v(j) + h.slope(j) * (k - h.k(j)) as f64
     };
     let hull_value: f64 = (0..k.len()).map(|i| hull_at(i, k[i])).sum();
+    // f at each tenant's allocation. Every tenant but `mid` stands on a hull vertex, where
+    // the hull holds f(k) itself (computed exactly as `UtilityTenant::f` computes it), so
+    // only `mid` needs the curve.
+    let mut vals: Vec<f64> = (0..k.len()).map(|i| hulls.get(i).v(seg[i])).collect();
     let Some(j) = mid else {
-        let value = p.value(&k);
+        let value = vals.iter().sum();
         return Ok(FastAllocation {
             steps: k,
             value,
@@ -485,13 +283,14 @@ pub fn fast_with(
             talus: None,
         });
     };
-    let (low, high) = (hulls[j][seg[j]].0, hulls[j][seg[j] + 1].0);
+    let (low, high) = (hulls.get(j).k(seg[j]), hulls.get(j).k(seg[j] + 1));
     let actual = p.tenants[j].f(k[j], s);
+    vals[j] = actual;
+    let keep: f64 = vals.iter().sum();
     if hull_at(j, k[j]) - actual <= 1e-12 {
-        let value = p.value(&k);
         return Ok(FastAllocation {
             steps: k,
-            value,
+            value: keep,
             hull_value,
             talus: None,
         });
@@ -499,7 +298,7 @@ pub fn fast_with(
     match fix {
         FixUp::Talus => {
             let rho = (high - k[j]) as f64 / (high - low) as f64;
-            let value = p.value(&k) - actual + hull_at(j, k[j]);
+            let value = keep - actual + hull_at(j, k[j]);
             let talus = Some(TalusSplit {
                 tenant: j,
                 size: k[j],
@@ -515,12 +314,12 @@ pub fn fast_with(
             })
         }
         FixUp::Round => {
-            let keep = p.value(&k);
             let mut r = k.clone();
             let freed = r[j] - low;
             r[j] = low;
-            redistribute(p, &mut r, freed, j);
-            let rounded = p.value(&r);
+            vals[j] = hulls.get(j).v(seg[j]);
+            redistribute(p, &hulls, &seg, &mut r, &mut vals, freed, j);
+            let rounded: f64 = vals.iter().sum();
             let (steps, value) = if rounded > keep {
                 (r, rounded)
             } else {
@@ -537,34 +336,65 @@ pub fn fast_with(
 }
 
 /// Gives up to `free` steps one at a time to the tenants (except `skip`) by actual
-/// next-step gain, while some gain is positive.
-fn redistribute(p: &UtilityProblem, k: &mut [u64], mut free: u64, skip: usize) {
+/// next-step gain, while some gain is positive; `vals[i]` follows `f(k[i])`.
+///
+/// Every tenant starts on a vertex of its hull (`seg[i]`), so its first gain is at most
+/// the slope of the hull segment that starts there (the curve is below the hull, and
+/// equal to it at the vertex). The heap starts with those bounds, padded for rounding,
+/// and a popped bound is replaced by the actual gain: an actual gain that reaches the top
+/// beats every other tenant's bound, hence its actual gain, so the steps go exactly where
+/// a heap of actual gains sends them — while only the few tenants that come near the top
+/// read their curves (a heap of every tenant's actual gain costs two curve look-ups each).
+fn redistribute(
+    p: &UtilityProblem,
+    hulls: &Hulls,
+    seg: &[usize],
+    k: &mut [u64],
+    vals: &mut [f64],
+    mut free: u64,
+    skip: usize,
+) {
     let s = p.step;
-    let next = |i: usize, k: u64| -> Option<(Gain, Reverse<usize>)> {
-        let t = &p.tenants[i];
-        (k < t.top(s)).then(|| (Gain(t.f(k + 1, s) - t.f(k, s)), Reverse(i)))
-    };
-    let mut heap: BinaryHeap<_> = (0..k.len())
-        .filter(|&i| i != skip)
-        .filter_map(|i| next(i, k[i]))
+    // (gain or bound, tenant, f(k + 1) if the gain is exact)
+    let mut heap: BinaryHeap<(Gain, Reverse<usize>, Option<Gain>)> = (0..k.len())
+        .filter(|&i| i != skip && seg[i] + 1 < hulls.get(i).len())
+        .map(|i| {
+            let h = hulls.get(i);
+            let pad = 1e-9 * (h.v(seg[i]).abs() + h.v(seg[i] + 1).abs()) + f64::MIN_POSITIVE;
+            (Gain(h.slope(seg[i]) + pad), Reverse(i), None)
+        })
         .collect();
+    let exact = |i: usize, k: u64, now: f64| {
+        let t = &p.tenants[i];
+        (k < t.top(s)).then(|| {
+            let up = t.f(k + 1, s);
+            (Gain(up - now), Reverse(i), Some(Gain(up)))
+        })
+    };
     while free > 0 {
-        let Some((Gain(g), Reverse(i))) = heap.pop() else {
+        let Some((Gain(g), Reverse(i), up)) = heap.pop() else {
             break;
         };
         if g <= 0.0 {
             break;
         }
-        k[i] += 1;
-        free -= 1;
-        if let Some(e) = next(i, k[i]) {
-            heap.push(e);
+        match up {
+            None => heap.extend(exact(i, k[i], vals[i])),
+            Some(Gain(up)) => {
+                k[i] += 1;
+                vals[i] = up;
+                free -= 1;
+                heap.extend(exact(i, k[i], up));
+            }
         }
     }
 }
 
 mod exact;
+mod greedy;
+mod hull;
 pub use exact::exact;
+use hull::Hulls;
 
 #[cfg(test)]
 mod tests;

@@ -127,11 +127,11 @@ fn threshold_search_equals_the_heap() {
         p.tenants[1].max_steps = 7;
         // Equal slopes across tenants: two copies of one curve.
         p.tenants[3].curve = p.tenants[2].curve;
-        let hulls: Vec<Hull> = p.tenants.iter().map(|t| hull(t, step)).collect();
+        let hulls = Hulls::new(&p.tenants, step);
         let free = cap - p.tenants.iter().map(|t| t.min_steps).sum::<u64>();
         assert_eq!(
-            greedy_heap(&hulls, free),
-            greedy_threshold(&hulls, free),
+            greedy::heap(&hulls, free),
+            greedy::threshold(&hulls, free),
             "cap {cap}"
         );
     }
@@ -142,9 +142,145 @@ fn hull_uses_grid_points_around_off_grid_curve_points() {
     // Cliff at 15 blocks with step 10: on the grid f(1)=0.5*... check the hull vertices.
     let c = curve(&[(0, 1.0), (15, 0.0)]);
     let t = tenant(&c);
-    let h = hull(&t, 10);
+    let mut h = Vec::new();
+    hull::build(&mut h, &t, 10);
+    // Size 10 is no curve point: the hull is stored as pairs.
+    assert_eq!(
+        h.iter().map(|v| v.2 == u32::MAX).collect::<Vec<_>>(),
+        [false, true, true]
+    );
     let ks: Vec<u64> = h.iter().map(|v| v.0).collect();
     assert_eq!(ks, vec![0, 1, 2]);
     assert!((h[1].1 - 10.0 / 15.0).abs() < 1e-12);
     assert_eq!(h[2].1, 1.0);
+}
+
+/// The Round fix-up as first written: one curve look-up pair per tenant for every gain,
+/// the objective by [`UtilityProblem::value`]. The fast method's lazy version must agree.
+fn eager_round(p: &UtilityProblem, hull_alloc: &FastAllocation) -> (Vec<u64>, f64) {
+    let k = hull_alloc.steps.clone();
+    let keep = p.value(&k);
+    let Some(split) = &hull_alloc.talus else {
+        return (k, keep);
+    };
+    let s = p.step;
+    let mut r = k.clone();
+    let mut free = r[split.tenant] - split.low;
+    r[split.tenant] = split.low;
+    let next = |i: usize, k: u64| -> Option<(Gain, Reverse<usize>)> {
+        let t = &p.tenants[i];
+        (k < t.top(s)).then(|| (Gain(t.f(k + 1, s) - t.f(k, s)), Reverse(i)))
+    };
+    let mut heap: BinaryHeap<_> = (0..r.len())
+        .filter(|&i| i != split.tenant)
+        .filter_map(|i| next(i, r[i]))
+        .collect();
+    while free > 0 {
+        let Some((Gain(g), Reverse(i))) = heap.pop() else {
+            break;
+        };
+        if g <= 0.0 {
+            break;
+        }
+        r[i] += 1;
+        free -= 1;
+        heap.extend(next(i, r[i]));
+    }
+    let rounded = p.value(&r);
+    if rounded > keep {
+        (r, rounded)
+    } else {
+        (k, keep)
+    }
+}
+
+/// A seeded instance of `n` synthetic tenants with mixed weights, minimums and maximums.
+fn mixed_instance(curves: &[HitRatioCurve], seed: u64, step: u64) -> UtilityProblem<'_> {
+    use rand::{Rng, SeedableRng};
+    let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+    let tenants: Vec<UtilityTenant> = curves
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let mut t = tenant(c);
+            if seed % 2 == 1 {
+                t.weight = [0.0, 0.5, 1.0, 2.5, 1e-6][rng.gen_range(0..5)];
+                if rng.gen_bool(0.3) {
+                    t.min_steps = rng.gen_range(0..20);
+                }
+                if rng.gen_bool(0.3) {
+                    t.max_steps = t.min_steps + rng.gen_range(0..300);
+                }
+            }
+            // Some tenants share a curve: equal slopes across tenants.
+            if seed.is_multiple_of(3) && i % 4 == 1 {
+                t.curve = &curves[i - 1];
+            }
+            t
+        })
+        .collect();
+    let mins: u64 = tenants.iter().map(|t| t.min_steps).sum();
+    let tops: u64 = tenants.iter().map(|t| t.top(step)).sum();
+    let capacity_steps = mins + rng.gen_range(0..=tops.saturating_sub(mins) + 10);
+    UtilityProblem {
+        tenants,
+        step,
+        capacity_steps,
+    }
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(300))]
+
+    /// Threshold search and heap agree, including instances big enough for several
+    /// sampling rounds; the lazy Round fix-up and the bookkept objective agree with the
+    /// eager fix-up and `value` to the bit.
+    #[test]
+    fn threshold_heap_and_fix_up_agree_with_the_references(
+        seed in 0u64..1_000_000,
+        n in 1usize..60,
+        points in 2usize..200,
+        step in proptest::sample::select(vec![1u64, 1, 2, 3, 7]),
+    ) {
+        use rand::SeedableRng;
+        let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
+        let curves: Vec<HitRatioCurve> = (0..n)
+            .map(|i| crate::bench::synthetic_curve(&mut rng, points, !(i as u64 + seed).is_multiple_of(3)))
+            .collect();
+        let p = mixed_instance(&curves, seed, step);
+        let hulls = Hulls::new(&p.tenants, step);
+        let free = p.capacity_steps - p.tenants.iter().map(|t| t.min_steps).sum::<u64>();
+        let th = greedy::threshold(&hulls, free);
+        proptest::prop_assert_eq!(&greedy::heap(&hulls, free), &th);
+        let talus = fast(&p, FixUp::Talus).unwrap();
+        proptest::prop_assert_eq!(&talus.steps, &th.0);
+        let round = fast(&p, FixUp::Round).unwrap();
+        let (steps, value) = eager_round(&p, &talus);
+        proptest::prop_assert_eq!(&round.steps, &steps);
+        proptest::prop_assert_eq!(round.value.to_bits(), value.to_bits());
+        proptest::prop_assert_eq!(round.value.to_bits(), p.value(&round.steps).to_bits());
+    }
+}
+
+#[test]
+fn fix_up_agrees_with_the_reference_on_the_bench_instance() {
+    use rand::SeedableRng;
+    let mut rng = rand::rngs::StdRng::seed_from_u64(5);
+    let curves: Vec<HitRatioCurve> = (0..400)
+        .map(|i| crate::bench::synthetic_curve(&mut rng, 1000, i % 2 == 0))
+        .collect();
+    for cap in [20_000, 80_000, 150_000] {
+        let p = UtilityProblem {
+            tenants: curves.iter().map(tenant).collect(),
+            step: 1,
+            capacity_steps: cap,
+        };
+        let talus = fast(&p, FixUp::Talus).unwrap();
+        let round = fast(&p, FixUp::Round).unwrap();
+        let (steps, value) = eager_round(&p, &talus);
+        assert_eq!(round.steps, steps, "cap {cap}");
+        assert_eq!(round.value.to_bits(), value.to_bits(), "cap {cap}");
+        let heap = fast_with(&p, FixUp::Round, Greedy::Heap).unwrap();
+        assert_eq!(heap, round, "cap {cap}");
+    }
 }
