@@ -142,6 +142,16 @@ impl GhostRing {
         self.head = to;
     }
 
+    /// Whether `key` is the live ghost with sequence number `seq` (false for a number
+    /// that was dropped, removed, or reused by another key since).
+    #[inline]
+    pub fn holds(&self, seq: u32, key: Key) -> bool {
+        let i = seq & self.mask();
+        (seq.wrapping_sub(self.tail) & SEQ_MASK) < self.span() as u32
+            && !self.is_dead(i)
+            && self.keys[i as usize] == key
+    }
+
     /// Removes the live ghost with sequence number `seq` (a ghost hit).
     #[inline]
     pub fn remove(&mut self, seq: u32) {

@@ -152,6 +152,13 @@ impl<'a> Directory<'a> {
         *v = GHOST | tag;
     }
 
+    /// Drops every ghost for which `keep(key, tag)` is false (a sweep of the whole
+    /// directory, for policies that leave dropped ghosts behind and clean up in bulk).
+    pub fn retain_ghosts(&mut self, mut keep: impl FnMut(Key, u32) -> bool) {
+        self.map
+            .retain(|&k, v| *v & GHOST == 0 || keep(k, *v & !GHOST));
+    }
+
     /// Drops ghost `key` from the directory.
     #[inline]
     pub fn forget(&mut self, key: Key) {

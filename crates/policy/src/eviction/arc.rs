@@ -35,9 +35,11 @@
 //! (ghosts are never reordered, only pushed, dropped at the back, or removed on a hit). So
 //! the cache's single lookup per access also finds a ghost and its list, a demotion
 //! rewrites the victim's entry in place instead of removing it from one map and adding it
-//! to another, and dropping the oldest ghost reads its key from the ring's back. A miss
-//! costs the directory one lookup, one rewrite, one insertion and at most one removal
-//! (a dropped ghost), against three more lookups in a separate ghost map.
+//! to another, and dropping the oldest ghost only advances the ring: its directory entry
+//! stays behind, stale (a tag counts only while the ring still holds that key at that
+//! sequence number), until a sweep removes the stale entries in one sequential pass once
+//! a capacity's worth of ghosts were dropped. A miss costs the directory one lookup, one
+//! rewrite and one insertion, against three more operations in a separate ghost map.
 //!
 //! ## Hooks and libCacheSim
 //! `on_miss_in` sees the incoming key and its ghost tag, so a ghost hit adapts `p` and
@@ -67,6 +69,16 @@ const IN_T2: u8 = 1;
 /// Bit of a ghost's directory tag (above its 30-bit sequence number) set for B2.
 const B2_TAG: u32 = 1 << 30;
 
+/// The ring a ghost tag points into.
+#[inline]
+fn ring_of<'a>(b1: &'a GhostRing, b2: &'a GhostRing, tag: u32) -> &'a GhostRing {
+    if tag & B2_TAG == 0 {
+        b1
+    } else {
+        b2
+    }
+}
+
 /// What the pending miss (between `on_miss` and `on_insert`) was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Pending {
@@ -94,6 +106,8 @@ pub struct Arc {
     b1: GhostRing,
     /// B2's keys; each has a directory tag with its sequence number here and [`B2_TAG`].
     b2: GhostRing,
+    /// Ghosts dropped since the last sweep of their stale directory entries.
+    stale: usize,
     pending: Pending,
 }
 
@@ -108,6 +122,7 @@ impl Default for Arc {
             which: Vec::new(),
             b1: GhostRing::default(),
             b2: GhostRing::default(),
+            stale: 0,
             pending: Pending::None,
         }
     }
@@ -148,12 +163,21 @@ impl Arc {
         slot
     }
 
-    /// Drops the LRU ghost of B1 (or B2).
+    /// Drops the LRU ghost of B1 (or B2). Its directory entry is left behind, stale (the
+    /// ring no longer [`GhostRing::holds`] it, so a lookup treats it as absent), and swept
+    /// out with the others once there are as many as the capacity: a sequential pass
+    /// instead of a random, usually cold, directory removal per drop.
     #[inline]
     fn drop_ghost(&mut self, from_b1: bool, dir: Option<&mut Directory<'_>>) {
         let ring = if from_b1 { &mut self.b1 } else { &mut self.b2 };
-        if let Some(key) = ring.pop_back() {
-            dir.expect("ghosts only exist with a directory").forget(key);
+        if ring.pop_back().is_some() {
+            self.stale += 1;
+            if self.stale > self.capacity.max(64) {
+                let dir = dir.expect("ghosts only exist with a directory");
+                let (b1, b2) = (&self.b1, &self.b2);
+                dir.retain_ghosts(|key, tag| ring_of(b1, b2, tag).holds(tag & SEQ_MASK, key));
+                self.stale = 0;
+            }
         }
     }
 
@@ -255,10 +279,9 @@ impl EvictionPolicy for Arc {
     }
 
     #[inline]
-    fn on_miss_in(&mut self, _key: Key, ghost: Option<u32>) {
+    fn on_miss_in(&mut self, key: Key, ghost: Option<u32>) {
         self.pending = match ghost {
-            None => Pending::New,
-            Some(tag) => {
+            Some(tag) if ring_of(&self.b1, &self.b2, tag).holds(tag & SEQ_MASK, key) => {
                 let (b1, b2) = (self.b1.len() as f64, self.b2.len() as f64);
                 if tag & B2_TAG == 0 {
                     let delta = (b2 / b1).max(1.0);
@@ -272,6 +295,8 @@ impl EvictionPolicy for Arc {
                     Pending::GhostB2
                 }
             }
+            // Not a ghost, or a stale entry of a dropped one.
+            _ => Pending::New,
         };
     }
 
