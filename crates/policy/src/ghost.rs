@@ -142,6 +142,15 @@ impl GhostRing {
         self.head = to;
     }
 
+    /// Whether sequence number `seq` may belong to a live ghost: it is in the live window
+    /// and not removed. Without [`GhostRing::holds`]'s key check, a number dropped so long
+    /// ago that the numbers wrapped around passes too (a harmless keep in a sweep).
+    #[inline]
+    pub fn may_hold(&self, seq: u32) -> bool {
+        (seq.wrapping_sub(self.tail) & SEQ_MASK) < self.span() as u32
+            && !self.is_dead(seq & self.mask())
+    }
+
     /// Whether `key` is the live ghost with sequence number `seq` (false for a number
     /// that was dropped, removed, or reused by another key since).
     #[inline]
