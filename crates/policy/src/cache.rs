@@ -9,13 +9,18 @@
 //! [`EvictionPolicy`] which block leaves and its [`AdmissionPolicy`] whether a missed block
 //! enters.
 //!
+//! The directory also holds the ghosts of a policy that keeps them there (ARC, see
+//! [`Directory`]): a value with the [`GHOST`] bit is a ghost's tag, not a slot, so one
+//! lookup per access tells a hit, a ghost hit and a cold miss apart. The resident count is
+//! therefore `keys.len() - free.len()`, not the directory's length.
+//!
 //! Invariant: after any call returns, `len() <= capacity()`.
 
 use crate::admission::AdmissionPolicy;
 use crate::keymap::KeyMap;
-use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot, GHOST};
 
-type Directory = KeyMap<Slot>;
+type DirMap = KeyMap<u32>;
 
 /// The outcome of one access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -38,7 +43,7 @@ impl Access {
 
 /// A cache of fixed-size blocks with a pluggable eviction policy `P`.
 pub struct BlockCache<P: EvictionPolicy = Box<dyn EvictionPolicy>> {
-    dir: Directory,
+    dir: DirMap,
     keys: Vec<Key>,
     free: Vec<Slot>,
     capacity: usize,
@@ -52,10 +57,10 @@ pub struct BlockCache<P: EvictionPolicy = Box<dyn EvictionPolicy>> {
 impl<P: EvictionPolicy> BlockCache<P> {
     /// An empty cache of `capacity` blocks evicting with `policy`, without history.
     pub fn new(capacity: usize, mut policy: P) -> Self {
-        policy.set_capacity(capacity);
         let reserve = capacity.min(1 << 24);
-        let mut dir = Directory::default();
+        let mut dir = DirMap::default();
         dir.reserve(reserve);
+        policy.set_capacity_in(capacity, &mut Directory::new(&mut dir, &[]));
         BlockCache {
             dir,
             keys: Vec::with_capacity(reserve),
@@ -90,13 +95,13 @@ impl<P: EvictionPolicy> BlockCache<P> {
     /// Number of resident blocks.
     #[inline]
     pub fn len(&self) -> usize {
-        self.dir.len()
+        self.keys.len() - self.free.len()
     }
 
     /// Whether no block is resident.
     #[inline]
     pub fn is_empty(&self) -> bool {
-        self.dir.is_empty()
+        self.len() == 0
     }
 
     /// The eviction policy.
@@ -112,7 +117,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
     /// The slot of `key` if resident, without counting an access.
     #[inline]
     pub fn lookup(&self, key: Key) -> Option<Slot> {
-        self.dir.get(&key).copied()
+        self.dir.get(&key).copied().filter(|&v| v & GHOST == 0)
     }
 
     /// The key stored in a resident `slot`.
@@ -127,45 +132,61 @@ impl<P: EvictionPolicy> BlockCache<P> {
     #[inline]
     pub fn access(&mut self, key: Key, mut on_evict: impl FnMut(Key, Slot)) -> Access {
         self.clock += 1;
-        if let Some(&slot) = self.dir.get(&key) {
-            if let Some(a) = self.admission.as_mut() {
-                a.access(key, true);
+        let ghost = match self.dir.get(&key) {
+            Some(&v) if v & GHOST != 0 => Some(v & !GHOST),
+            Some(&slot) => return self.hit(slot, key),
+            None => None,
+        };
+        self.policy.on_miss_in(key, ghost);
+        let admitted = match self.admission.as_mut() {
+            Some(a) => a.access(key, false),
+            None => true,
+        };
+        if !admitted || self.capacity == 0 {
+            if ghost.is_some() {
+                // The policy dropped its ghost in `on_miss_in`.
+                self.dir.remove(&key);
             }
-            self.policy.on_hit(slot, key);
-            if let Some(st) = self.stamps.as_mut() {
-                let h = &mut st[slot as usize];
-                h.last_access = self.clock;
-                h.hits = h.hits.saturating_add(1);
-            }
-            return Access::Hit(slot);
-        }
-        self.policy.on_miss(key);
-        if let Some(a) = self.admission.as_mut() {
-            if !a.access(key, false) {
-                return Access::Bypassed;
-            }
-        }
-        if self.capacity == 0 {
             return Access::Bypassed;
         }
-        while self.dir.len() >= self.capacity {
+        while self.len() >= self.capacity {
             let victim = self.evict_one();
             on_evict(self.keys[victim as usize], victim);
         }
         Access::Inserted(self.insert_new(key))
     }
 
+    #[inline]
+    fn hit(&mut self, slot: Slot, key: Key) -> Access {
+        if let Some(a) = self.admission.as_mut() {
+            a.access(key, true);
+        }
+        self.policy.on_hit(slot, key);
+        if let Some(st) = self.stamps.as_mut() {
+            let h = &mut st[slot as usize];
+            h.last_access = self.clock;
+            h.hits = h.hits.saturating_add(1);
+        }
+        Access::Hit(slot)
+    }
+
     /// Removes the policy's victim from the directory and returns its (now free) slot.
     #[inline]
     fn evict_one(&mut self) -> Slot {
-        let victim = self.policy.evict();
+        let mut dir = Directory::new(&mut self.dir, &self.keys);
+        let victim = self.policy.evict_in(&mut dir);
+        let buried = dir.buried();
         let vkey = self.keys[victim as usize];
-        let removed = self.dir.remove(&vkey);
-        debug_assert_eq!(
-            removed,
-            Some(victim),
-            "policy evicted a slot that is not resident"
-        );
+        if buried {
+            debug_assert!(self.dir.get(&vkey).is_some_and(|&v| v & GHOST != 0));
+        } else {
+            let removed = self.dir.remove(&vkey);
+            debug_assert_eq!(
+                removed,
+                Some(victim),
+                "policy evicted a slot that is not resident"
+            );
+        }
         if let Some(a) = self.admission.as_mut() {
             a.on_evict(vkey);
         }
@@ -201,7 +222,10 @@ impl<P: EvictionPolicy> BlockCache<P> {
 
     /// Drops `key` if resident (trim, invalidation) and returns the slot it had.
     pub fn remove(&mut self, key: Key) -> Option<Slot> {
-        let slot = self.dir.remove(&key)?;
+        let slot = match self.dir.entry(key) {
+            hashbrown::hash_map::Entry::Occupied(e) if *e.get() & GHOST == 0 => e.remove(),
+            _ => return None,
+        };
         self.policy.on_remove(slot, key);
         self.free.push(slot);
         Some(slot)
@@ -210,12 +234,13 @@ impl<P: EvictionPolicy> BlockCache<P> {
     /// Changes the capacity online. Shrinking evicts the policy's victims until the cache
     /// fits, reporting each with `on_evict` before the call returns; growing evicts nothing.
     pub fn resize(&mut self, capacity: usize, mut on_evict: impl FnMut(Key, Slot)) {
-        while self.dir.len() > capacity {
+        while self.len() > capacity {
             let victim = self.evict_one();
             on_evict(self.keys[victim as usize], victim);
         }
         self.capacity = capacity;
-        self.policy.set_capacity(capacity);
+        self.policy
+            .set_capacity_in(capacity, &mut Directory::new(&mut self.dir, &self.keys));
     }
 
     /// Resident blocks ordered by last access, oldest first (SOPA's LRU history list).
@@ -236,7 +261,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
                 .map_or(BlockHistory::default(), |st| st[s as usize])
         };
         let mut v: Vec<(Slot, Key, BlockHistory)> =
-            self.dir.iter().map(|(&k, &s)| (s, k, meta(s))).collect();
+            self.resident().map(|(k, s)| (s, k, meta(s))).collect();
         v.sort_unstable_by_key(|&(s, _, h)| (h.last_access, s));
         v
     }
@@ -245,7 +270,14 @@ impl<P: EvictionPolicy> BlockCache<P> {
     /// replayed, oldest access first, into `new`'s `on_reconstruct` (by default `on_insert`). No block is dropped or
     /// moved and no data is written. Returns the old policy.
     pub fn switch_policy(&mut self, mut new: P) -> P {
-        new.set_capacity(self.capacity);
+        if self.dir.len() > self.len() {
+            // The old policy's ghosts mean nothing to the new one.
+            self.dir.retain(|_, v| *v & GHOST == 0);
+        }
+        new.set_capacity_in(
+            self.capacity,
+            &mut Directory::new(&mut self.dir, &self.keys),
+        );
         for (slot, key, history) in self.history_with_meta() {
             new.on_reconstruct(slot, key, history);
         }
@@ -254,6 +286,9 @@ impl<P: EvictionPolicy> BlockCache<P> {
 
     /// Iterates over resident `(key, slot)` pairs in no particular order.
     pub fn resident(&self) -> impl Iterator<Item = (Key, Slot)> + '_ {
-        self.dir.iter().map(|(&k, &s)| (k, s))
+        self.dir
+            .iter()
+            .filter(|&(_, &s)| s & GHOST == 0)
+            .map(|(&k, &s)| (k, s))
     }
 }

@@ -15,6 +15,7 @@
 pub mod admission;
 pub mod cache;
 pub mod eviction;
+pub mod ghost;
 pub mod heap;
 pub mod keymap;
 pub mod list;

@@ -20,7 +20,14 @@
 //! [`EvictionPolicy::on_remove`] when a block leaves for another reason (trim,
 //! invalidation), and [`EvictionPolicy::set_capacity`] before first use and on every resize.
 //! A slot is never given to `on_insert` while the policy still tracks it as resident.
+//!
+//! The cache actually calls the directory forms [`EvictionPolicy::on_miss_in`],
+//! [`EvictionPolicy::evict_in`] and [`EvictionPolicy::set_capacity_in`], whose defaults
+//! forward to the plain hooks; a policy that keeps its ghosts in the cache's directory
+//! (ARC, see [`Directory`]) overrides them.
 //! [`crate::sanity::Checked`] wraps any policy and asserts this contract in tests.
+
+use crate::keymap::KeyMap;
 
 /// Index of a resident block in the cache's directory. The cache hands out slots densely
 /// from `0` and recycles them, so a policy can keep per-slot metadata in a `Vec`.
@@ -47,12 +54,34 @@ pub trait EvictionPolicy: Send {
     /// ghost lists adapt here.
     fn on_miss(&mut self, _key: Key) {}
 
+    /// [`EvictionPolicy::on_miss`] as the cache calls it: `ghost` is the tag this policy
+    /// left in the directory for `key` with [`Directory::bury`], if any. The default
+    /// ignores it (a policy that never buries never sees one).
+    #[inline]
+    fn on_miss_in(&mut self, key: Key, _ghost: Option<u32>) {
+        self.on_miss(key)
+    }
+
     /// A new block was placed in `slot`.
     fn on_insert(&mut self, slot: Slot, key: Key);
 
     /// Chooses a resident block to evict, forgets it as resident (it may keep it as a
     /// ghost) and returns its slot. Called only when at least one block is resident.
     fn evict(&mut self) -> Slot;
+
+    /// [`EvictionPolicy::evict`] as the cache calls it, with its directory, so a policy
+    /// can keep the victim's key there as a ghost ([`Directory::bury`]) and drop old
+    /// ghosts ([`Directory::forget`]). The default ignores the directory.
+    #[inline]
+    fn evict_in(&mut self, _dir: &mut Directory<'_>) -> Slot {
+        self.evict()
+    }
+
+    /// [`EvictionPolicy::set_capacity`] as the cache calls it, with its directory, so a
+    /// policy can drop ghosts it no longer has room for. The default ignores the directory.
+    fn set_capacity_in(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
+        self.set_capacity(capacity)
+    }
 
     /// A resident block leaves without being chosen by `evict` (trim, invalidation).
     fn on_remove(&mut self, slot: Slot, key: Key);
@@ -63,6 +92,78 @@ pub trait EvictionPolicy: Send {
     /// does not make them relearn it (SOPA replays blocks only; this keeps their history).
     fn on_reconstruct(&mut self, slot: Slot, key: Key, _history: BlockHistory) {
         self.on_insert(slot, key)
+    }
+}
+
+/// Tag bit of a ghost entry in the cache's directory; a value without it is a slot.
+pub const GHOST: u32 = 1 << 31;
+
+/// The cache's directory (key to slot) as a policy sees it during
+/// [`EvictionPolicy::evict_in`]: a policy that keeps history of evicted blocks (ARC) may
+/// leave the victim's key in the directory as a ghost carrying a 31-bit tag of its own, so
+/// the cache's one lookup per access finds resident blocks and ghosts alike, and a ghost
+/// costs no map of the policy's own. The cache hands the tag back on a miss
+/// ([`EvictionPolicy::on_miss_in`]), overwrites the entry when the block enters again,
+/// drops it when the block is not admitted, and drops every ghost when the policy is
+/// switched. The policy must [`Directory::forget`] a ghost it no longer tracks.
+pub struct Directory<'a> {
+    map: &'a mut KeyMap<u32>,
+    keys: &'a [Key],
+    buried: bool,
+}
+
+impl<'a> Directory<'a> {
+    /// Wraps the cache's map and its keys by slot.
+    pub(crate) fn new(map: &'a mut KeyMap<u32>, keys: &'a [Key]) -> Self {
+        Directory {
+            map,
+            keys,
+            buried: false,
+        }
+    }
+
+    /// Whether [`Directory::bury`] was called.
+    pub(crate) fn buried(&self) -> bool {
+        self.buried
+    }
+
+    /// The key of resident `slot`.
+    #[inline]
+    pub fn key_of(&self, slot: Slot) -> Key {
+        self.keys[slot as usize]
+    }
+
+    /// Makes `key`, the key of the resident slot `evict_in` is about to return, a ghost
+    /// tagged `tag` (below [`GHOST`]) instead of removing it from the directory.
+    #[inline]
+    pub fn bury(&mut self, key: Key, tag: u32) {
+        debug_assert!(tag < GHOST);
+        let v = self.map.get_mut(&key).expect("buried key is resident");
+        debug_assert!(*v & GHOST == 0, "buried key is already a ghost");
+        *v = GHOST | tag;
+        self.buried = true;
+    }
+
+    /// Changes the tag of ghost `key`.
+    #[inline]
+    pub fn retag(&mut self, key: Key, tag: u32) {
+        let v = self.map.get_mut(&key).expect("retagged key is a ghost");
+        debug_assert!(*v & GHOST != 0);
+        *v = GHOST | tag;
+    }
+
+    /// Drops every ghost for which `keep(key, tag)` is false (a sweep of the whole
+    /// directory, for policies that leave dropped ghosts behind and clean up in bulk).
+    pub fn retain_ghosts(&mut self, mut keep: impl FnMut(Key, u32) -> bool) {
+        self.map
+            .retain(|&k, v| *v & GHOST == 0 || keep(k, *v & !GHOST));
+    }
+
+    /// Drops ghost `key` from the directory.
+    #[inline]
+    pub fn forget(&mut self, key: Key) {
+        let v = self.map.remove(&key);
+        debug_assert!(v.is_some_and(|v| v & GHOST != 0), "forgot a non-ghost");
     }
 }
 
@@ -92,12 +193,23 @@ impl<P: EvictionPolicy + ?Sized> EvictionPolicy for Box<P> {
         (**self).on_miss(key)
     }
     #[inline]
+    fn on_miss_in(&mut self, key: Key, ghost: Option<u32>) {
+        (**self).on_miss_in(key, ghost)
+    }
+    #[inline]
     fn on_insert(&mut self, slot: Slot, key: Key) {
         (**self).on_insert(slot, key)
     }
     #[inline]
     fn evict(&mut self) -> Slot {
         (**self).evict()
+    }
+    #[inline]
+    fn evict_in(&mut self, dir: &mut Directory<'_>) -> Slot {
+        (**self).evict_in(dir)
+    }
+    fn set_capacity_in(&mut self, capacity: usize, dir: &mut Directory<'_>) {
+        (**self).set_capacity_in(capacity, dir)
     }
     #[inline]
     fn on_remove(&mut self, slot: Slot, key: Key) {

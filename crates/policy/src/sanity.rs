@@ -2,7 +2,7 @@
 //! [`crate::policy`]) around any policy. Tests run every policy through it; it panics on
 //! the first violation, naming the policy and the event.
 
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{Directory, EvictionPolicy, Key, Slot};
 use rustc_hash::FxHashMap;
 
 /// A policy wrapped with contract checks.
@@ -28,11 +28,8 @@ impl<P: EvictionPolicy> Checked<P> {
     }
 }
 
-impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
-    fn name(&self) -> String {
-        self.inner.name()
-    }
-    fn set_capacity(&mut self, capacity: usize) {
+impl<P: EvictionPolicy> Checked<P> {
+    fn check_set_capacity(&mut self, capacity: usize) {
         assert!(
             self.resident.len() <= capacity,
             "{}: set_capacity({capacity}) with {} resident",
@@ -40,7 +37,41 @@ impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
             self.resident.len()
         );
         self.capacity = capacity;
+    }
+    fn check_miss(&self, key: Key) {
+        assert!(
+            !self.resident.values().any(|&k| k == key) || self.resident.len() > 4096,
+            "{}: on_miss for a resident key",
+            self.inner.name()
+        );
+    }
+    fn check_evict(&mut self, evict: impl FnOnce(&mut P) -> Slot) -> Slot {
+        assert!(
+            !self.resident.is_empty(),
+            "{}: evict on empty",
+            self.inner.name()
+        );
+        let s = evict(&mut self.inner);
+        assert!(
+            self.resident.remove(&s).is_some(),
+            "{}: evict returned slot {s}, which is not resident",
+            self.inner.name()
+        );
+        s
+    }
+}
+
+impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
+    fn name(&self) -> String {
+        self.inner.name()
+    }
+    fn set_capacity(&mut self, capacity: usize) {
+        self.check_set_capacity(capacity);
         self.inner.set_capacity(capacity)
+    }
+    fn set_capacity_in(&mut self, capacity: usize, dir: &mut Directory<'_>) {
+        self.check_set_capacity(capacity);
+        self.inner.set_capacity_in(capacity, dir)
     }
     fn on_hit(&mut self, slot: Slot, key: Key) {
         assert_eq!(
@@ -52,12 +83,12 @@ impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
         self.inner.on_hit(slot, key)
     }
     fn on_miss(&mut self, key: Key) {
-        assert!(
-            !self.resident.values().any(|&k| k == key) || self.resident.len() > 4096,
-            "{}: on_miss for a resident key",
-            self.inner.name()
-        );
+        self.check_miss(key);
         self.inner.on_miss(key)
+    }
+    fn on_miss_in(&mut self, key: Key, ghost: Option<u32>) {
+        self.check_miss(key);
+        self.inner.on_miss_in(key, ghost)
     }
     fn on_insert(&mut self, slot: Slot, key: Key) {
         assert!(
@@ -74,18 +105,10 @@ impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
         self.inner.on_insert(slot, key)
     }
     fn evict(&mut self) -> Slot {
-        assert!(
-            !self.resident.is_empty(),
-            "{}: evict on empty",
-            self.inner.name()
-        );
-        let s = self.inner.evict();
-        assert!(
-            self.resident.remove(&s).is_some(),
-            "{}: evict returned slot {s}, which is not resident",
-            self.inner.name()
-        );
-        s
+        self.check_evict(|p| p.evict())
+    }
+    fn evict_in(&mut self, dir: &mut Directory<'_>) -> Slot {
+        self.check_evict(|p| p.evict_in(dir))
     }
     fn on_remove(&mut self, slot: Slot, key: Key) {
         assert_eq!(

@@ -27,11 +27,28 @@
 //! cache (like LRU, every access misses) and adapts slowly when the working set moves
 //! faster than the ghosts can learn (LIRS and S3-FIFO do better there).
 //!
+//! ## Data structure
+//! T1 and T2 are intrusive lists over one link array indexed by slot, with a byte per slot
+//! saying which. The ghosts live in the cache's directory ([`Directory`]): evicting a block
+//! turns its directory entry into a ghost whose tag holds the list (B1 or B2) and its
+//! sequence number in that list's [`GhostRing`], a FIFO of keys with out-of-order removal
+//! (ghosts are never reordered, only pushed, dropped at the back, or removed on a hit). So
+//! the cache's single lookup per access also finds a ghost and its list, a demotion
+//! rewrites the victim's entry in place instead of removing it from one map and adding it
+//! to another, and dropping the oldest ghost only advances the ring: its directory entry
+//! stays behind, stale (a tag counts only while the ring still holds that key at that
+//! sequence number), until a sweep removes the stale entries in one sequential pass once
+//! a capacity's worth of ghosts were dropped. A miss costs the directory one lookup, one
+//! rewrite and one insertion, against three more operations in a separate ghost map.
+//!
 //! ## Hooks and libCacheSim
-//! `on_miss` sees the incoming key, so a ghost hit adapts `p` and removes the ghost before
-//! the cache calls `evict`, and `evict` knows whether it runs REPLACE (ghost hit) or the
-//! new-key case. An `evict` with no miss before it (the cache shrinks) runs REPLACE alone;
-//! `set_capacity` then trims the ghosts to the new `c` and clamps `p`.
+//! `on_miss_in` sees the incoming key and its ghost tag, so a ghost hit adapts `p` and
+//! removes the ghost before the cache calls `evict_in`, and `evict_in` knows whether it
+//! runs REPLACE (ghost hit) or the new-key case. An `evict_in` with no miss before it (the
+//! cache shrinks) runs REPLACE alone; `set_capacity_in` then trims the ghosts to the new
+//! `c` and clamps `p`. Driven through the plain hooks (`on_miss`, `evict`, without a
+//! directory) ARC keeps no ghosts, and behaves as ARC whose ghost lists stay empty; the
+//! cache always uses the directory hooks.
 //!
 //! Semantics match libCacheSim's `ARC` (`p` is a float as there, and with unit-size blocks
 //! its size tests reduce to the paper's counts); on the cloudPhysics trace the miss ratios
@@ -39,18 +56,28 @@
 //! point from libCacheSim that the paper leaves open: REPLACE also takes T1's LRU when T2
 //! is empty.
 
-use crate::keymap::KeyMap;
-use crate::list::{Links, List, NodeSlab};
+use crate::ghost::{GhostRing, SEQ_MASK};
+use crate::list::{Links, List};
 use crate::params::Params;
-use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// Which list a resident slot is in.
 const IN_T1: u8 = 0;
 const IN_T2: u8 = 1;
 
-/// Tag bit in the ghost map's value: set for B2, clear for B1.
-const B2_BIT: u32 = 1 << 31;
+/// Bit of a ghost's directory tag (above its 30-bit sequence number) set for B2.
+const B2_TAG: u32 = 1 << 30;
+
+/// The ring a ghost tag points into.
+#[inline]
+fn ring_of<'a>(b1: &'a GhostRing, b2: &'a GhostRing, tag: u32) -> &'a GhostRing {
+    if tag & B2_TAG == 0 {
+        b1
+    } else {
+        b2
+    }
+}
 
 /// What the pending miss (between `on_miss` and `on_insert`) was.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -75,13 +102,12 @@ pub struct Arc {
     t1: List,
     t2: List,
     which: Vec<u8>,
-    keys: Vec<Key>,
-    ghost_links: Links,
-    b1: List,
-    b2: List,
-    ghost_keys: NodeSlab<Key>,
-    /// Ghost key to node index, with [`B2_BIT`] set for B2.
-    ghosts: KeyMap<u32>,
+    /// B1's keys; each has a directory tag with its sequence number here.
+    b1: GhostRing,
+    /// B2's keys; each has a directory tag with its sequence number here and [`B2_TAG`].
+    b2: GhostRing,
+    /// Ghosts dropped since the last sweep of their stale directory entries.
+    stale: usize,
     pending: Pending,
 }
 
@@ -94,12 +120,9 @@ impl Default for Arc {
             t1: List::default(),
             t2: List::default(),
             which: Vec::new(),
-            keys: Vec::new(),
-            ghost_links: Links::default(),
-            b1: List::default(),
-            b2: List::default(),
-            ghost_keys: NodeSlab::default(),
-            ghosts: KeyMap::default(),
+            b1: GhostRing::default(),
+            b2: GhostRing::default(),
+            stale: 0,
             pending: Pending::None,
         }
     }
@@ -122,40 +145,108 @@ impl Arc {
         [self.t1.len(), self.t2.len(), self.b1.len(), self.b2.len()]
     }
 
-    /// Moves T1's or T2's LRU block to its ghost list and returns its slot.
+    /// Moves T1's or T2's LRU block to its ghost list (without a directory: forgets it)
+    /// and returns its slot.
     #[inline]
-    fn demote(&mut self, from_t1: bool) -> Slot {
-        let (list, ghost, bit) = if from_t1 {
+    fn demote(&mut self, from_t1: bool, dir: Option<&mut Directory<'_>>) -> Slot {
+        let (list, ghost, tag) = if from_t1 {
             (&mut self.t1, &mut self.b1, 0)
         } else {
-            (&mut self.t2, &mut self.b2, B2_BIT)
+            (&mut self.t2, &mut self.b2, B2_TAG)
         };
         let slot = list.pop_back(&mut self.links).expect("non-empty list");
-        let key = self.keys[slot as usize];
-        let node = self.ghost_keys.alloc(key);
-        ghost.push_front(&mut self.ghost_links, node);
-        self.ghosts.insert(key, node | bit);
+        if let Some(dir) = dir {
+            let key = dir.key_of(slot);
+            let seq = ghost.push(key, |k, s| dir.retag(k, tag | s));
+            dir.bury(key, tag | seq);
+        }
         slot
     }
 
-    /// Drops the LRU ghost of B1 (or B2).
+    /// Drops the LRU ghost of B1 (or B2). Its directory entry is left behind, stale (the
+    /// ring no longer [`GhostRing::holds`] it, so a lookup treats it as absent), and swept
+    /// out with the others once there are as many as the capacity: a sequential pass
+    /// instead of a random, usually cold, directory removal per drop.
     #[inline]
-    fn drop_ghost(&mut self, from_b1: bool) {
-        let list = if from_b1 { &mut self.b1 } else { &mut self.b2 };
-        if let Some(node) = list.pop_back(&mut self.ghost_links) {
-            let key = *self.ghost_keys.get(node);
-            self.ghosts.remove(&key);
-            self.ghost_keys.release(node);
+    fn drop_ghost(&mut self, from_b1: bool, dir: Option<&mut Directory<'_>>) {
+        let ring = if from_b1 { &mut self.b1 } else { &mut self.b2 };
+        if ring.pop_back().is_some() {
+            self.stale += 1;
+            if self.stale > self.capacity.max(64) {
+                let dir = dir.expect("ghosts only exist with a directory");
+                let (b1, b2) = (&self.b1, &self.b2);
+                // The cheap test (no key read): an entry it keeps wrongly is still told
+                // apart by `on_miss_in`'s full test.
+                dir.retain_ghosts(|_, tag| ring_of(b1, b2, tag).may_hold(tag & SEQ_MASK));
+                self.stale = 0;
+            }
         }
     }
 
     /// REPLACE of the paper: demote T1's or T2's LRU block, depending on `p`.
     #[inline]
-    fn replace(&mut self, in_b2: bool) -> Slot {
+    fn replace(&mut self, in_b2: bool, dir: Option<&mut Directory<'_>>) -> Slot {
         let t1 = self.t1.len() as f64;
         let take_t1 =
             (!self.t1.is_empty() && (t1 > self.p || (t1 == self.p && in_b2))) || self.t2.is_empty();
-        self.demote(take_t1)
+        self.demote(take_t1, dir)
+    }
+
+    /// `evict` with or without the cache's directory.
+    #[inline]
+    fn evict_with(&mut self, mut dir: Option<&mut Directory<'_>>) -> Slot {
+        debug_assert!(!self.t1.is_empty() || !self.t2.is_empty());
+        match self.pending {
+            Pending::GhostB1 => self.replace(false, dir),
+            Pending::GhostB2 => self.replace(true, dir),
+            Pending::None => self.replace(false, dir),
+            Pending::New => {
+                let l1 = self.t1.len() + self.b1.len();
+                if l1 + 1 > self.capacity {
+                    if !self.b1.is_empty() {
+                        self.drop_ghost(true, dir.as_deref_mut());
+                        self.replace(false, dir)
+                    } else if !self.t1.is_empty() {
+                        // T1 alone fills the cache: evict its LRU without a ghost.
+                        self.t1.pop_back(&mut self.links).expect("non-empty T1")
+                    } else {
+                        self.replace(false, dir)
+                    }
+                } else {
+                    let total = l1 + self.t2.len() + self.b2.len();
+                    if total >= 2 * self.capacity && !self.b2.is_empty() {
+                        self.drop_ghost(false, dir.as_deref_mut());
+                    }
+                    self.replace(false, dir)
+                }
+            }
+        }
+    }
+
+    /// `set_capacity` with or without the cache's directory.
+    fn resize_with(&mut self, capacity: usize, mut dir: Option<&mut Directory<'_>>) {
+        self.capacity = capacity;
+        let n = capacity.min(1 << 24);
+        self.links.reserve(n);
+        if self.which.len() < n {
+            self.which.resize(n, IN_T1);
+        }
+        self.b1.reserve(n);
+        self.b2.reserve(n);
+        self.p = self.p.min(capacity as f64);
+        // Keep the directory invariants: |T1|+|B1| <= c and the total <= 2c.
+        while self.t1.len() + self.b1.len() > capacity && !self.b1.is_empty() {
+            self.drop_ghost(true, dir.as_deref_mut());
+        }
+        while self.t1.len() + self.t2.len() + self.b1.len() + self.b2.len() > 2 * capacity {
+            if !self.b2.is_empty() {
+                self.drop_ghost(false, dir.as_deref_mut());
+            } else if !self.b1.is_empty() {
+                self.drop_ghost(true, dir.as_deref_mut());
+            } else {
+                break;
+            }
+        }
     }
 }
 
@@ -165,29 +256,11 @@ impl EvictionPolicy for Arc {
     }
 
     fn set_capacity(&mut self, capacity: usize) {
-        self.capacity = capacity;
-        let n = capacity.min(1 << 24);
-        self.links.reserve(n);
-        if self.which.len() < n {
-            self.which.resize(n, IN_T1);
-            self.keys.resize(n, 0);
-        }
-        self.ghost_links.reserve(n);
-        self.ghosts.reserve(n.saturating_sub(self.ghosts.len()));
-        self.p = self.p.min(capacity as f64);
-        // Keep the directory invariants: |T1|+|B1| <= c and the total <= 2c.
-        while self.t1.len() + self.b1.len() > capacity && !self.b1.is_empty() {
-            self.drop_ghost(true);
-        }
-        while self.t1.len() + self.t2.len() + self.b1.len() + self.b2.len() > 2 * capacity {
-            if !self.b2.is_empty() {
-                self.drop_ghost(false);
-            } else if !self.b1.is_empty() {
-                self.drop_ghost(true);
-            } else {
-                break;
-            }
-        }
+        self.resize_with(capacity, None)
+    }
+
+    fn set_capacity_in(&mut self, capacity: usize, dir: &mut Directory<'_>) {
+        self.resize_with(capacity, Some(dir))
     }
 
     #[inline]
@@ -203,38 +276,39 @@ impl EvictionPolicy for Arc {
     }
 
     #[inline]
-    fn on_miss(&mut self, key: Key) {
-        self.pending = match self.ghosts.remove(&key) {
-            None => Pending::New,
-            Some(v) => {
-                let node = v & !B2_BIT;
+    fn on_miss(&mut self, _key: Key) {
+        self.pending = Pending::New;
+    }
+
+    #[inline]
+    fn on_miss_in(&mut self, key: Key, ghost: Option<u32>) {
+        self.pending = match ghost {
+            Some(tag) if ring_of(&self.b1, &self.b2, tag).holds(tag & SEQ_MASK, key) => {
                 let (b1, b2) = (self.b1.len() as f64, self.b2.len() as f64);
-                if v & B2_BIT == 0 {
+                if tag & B2_TAG == 0 {
                     let delta = (b2 / b1).max(1.0);
                     self.p = (self.p + delta).min(self.capacity as f64);
-                    self.b1.remove(&mut self.ghost_links, node);
-                    self.ghost_keys.release(node);
+                    self.b1.remove(tag & SEQ_MASK);
                     Pending::GhostB1
                 } else {
                     let delta = (b1 / b2).max(1.0);
                     self.p = (self.p - delta).max(0.0);
-                    self.b2.remove(&mut self.ghost_links, node);
-                    self.ghost_keys.release(node);
+                    self.b2.remove(tag & SEQ_MASK);
                     Pending::GhostB2
                 }
             }
+            // Not a ghost, or a stale entry of a dropped one.
+            _ => Pending::New,
         };
     }
 
     #[inline]
-    fn on_insert(&mut self, slot: Slot, key: Key) {
+    fn on_insert(&mut self, slot: Slot, _key: Key) {
         let i = slot as usize;
         if self.which.len() <= i {
             let n = (i + 1).max(self.which.len() * 2);
             self.which.resize(n, IN_T1);
-            self.keys.resize(n, 0);
         }
-        self.keys[i] = key;
         if matches!(self.pending, Pending::GhostB1 | Pending::GhostB2) {
             self.which[i] = IN_T2;
             self.t2.push_front(&mut self.links, slot);
@@ -247,32 +321,12 @@ impl EvictionPolicy for Arc {
 
     #[inline]
     fn evict(&mut self) -> Slot {
-        debug_assert!(!self.t1.is_empty() || !self.t2.is_empty());
-        match self.pending {
-            Pending::GhostB1 => self.replace(false),
-            Pending::GhostB2 => self.replace(true),
-            Pending::None => self.replace(false),
-            Pending::New => {
-                let l1 = self.t1.len() + self.b1.len();
-                if l1 + 1 > self.capacity {
-                    if !self.b1.is_empty() {
-                        self.drop_ghost(true);
-                        self.replace(false)
-                    } else if !self.t1.is_empty() {
-                        // T1 alone fills the cache: evict its LRU without a ghost.
-                        self.t1.pop_back(&mut self.links).expect("non-empty T1")
-                    } else {
-                        self.replace(false)
-                    }
-                } else {
-                    let total = l1 + self.t2.len() + self.b2.len();
-                    if total >= 2 * self.capacity && !self.b2.is_empty() {
-                        self.drop_ghost(false);
-                    }
-                    self.replace(false)
-                }
-            }
-        }
+        self.evict_with(None)
+    }
+
+    #[inline]
+    fn evict_in(&mut self, dir: &mut Directory<'_>) -> Slot {
+        self.evict_with(Some(dir))
     }
 
     /// A switched-in block that was hit since it entered goes to T2 (seen twice).
