@@ -34,9 +34,12 @@ enum BenchWhat {
     Alloc,
     /// The node's data path against nbdkit and qemu-nbd on loopback (needs fio, nbdkit, qemu-nbd).
     Nbd {
-        /// Seconds per measurement.
-        #[arg(long, default_value_t = 5)]
+        /// Seconds per fio run.
+        #[arg(long, default_value_t = 4)]
         seconds: u32,
+        /// Interleaved runs per side of each comparison; the best of each side is compared.
+        #[arg(long, default_value_t = 2)]
+        repeat: u32,
     },
 }
 
@@ -138,7 +141,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        BenchWhat::Nbd { seconds } => crate::bench_nbd::run(seconds),
+        BenchWhat::Nbd { seconds, repeat } => crate::bench_nbd::run(seconds, repeat),
         BenchWhat::Mrc(b) => crate::bench_mrc::run(b.requests, b.objects, &b.dir, !b.no_minisim),
     }
 }

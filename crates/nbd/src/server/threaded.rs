@@ -21,9 +21,10 @@
 //!   side to an idle follower (starting one if none is idle, up to `max_in_flight`
 //!   threads) and run the request itself, synchronously, with
 //!   [`tokio::runtime::Handle::block_on`] (exports stay async and may use the runtime's
-//!   timers and sockets), then write its reply under the connection's writer lock and
-//!   rejoin the followers. So a miss costs one wake-up of a follower, off its own path,
-//!   and replies go out in completion order.
+//!   timers and sockets), then send its reply and rejoin the followers. So a miss costs
+//!   one wake-up of a follower, off its own path, and replies go out in completion
+//!   order. Replies of all threads are combined ([`ReplyOut`]): whoever finds another
+//!   thread writing queues its reply for that thread to send with the rest.
 //! * Socket writes block when a client stops reading; they happen only on the
 //!   connection's own threads, never on a runtime worker, so a stalled client cannot
 //!   stall the runtime. Admission: before it starts, a request that is handed off takes
@@ -121,7 +122,10 @@ pub(crate) async fn serve(
     let conn = Arc::new(Connection {
         export,
         handle: Handle::current(),
-        writer: Mutex::new(stream.try_clone()?),
+        out: ReplyOut {
+            sock: Mutex::new(stream.try_clone()?),
+            queue: Mutex::new(ReplyQueue::default()),
+        },
         leader: Mutex::new(ReadSide {
             stream,
             buf,
@@ -221,7 +225,7 @@ struct Threads {
 struct Connection {
     export: Arc<dyn Export>,
     handle: Handle,
-    writer: Mutex<BlockingStream>,
+    out: ReplyOut,
     leader: Mutex<ReadSide>,
     budget: Budget,
     threads: Mutex<Threads>,
@@ -244,8 +248,18 @@ impl Connection {
         self.threads.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn writer(&self) -> std::sync::MutexGuard<'_, BlockingStream> {
-        self.writer.lock().unwrap_or_else(|e| e.into_inner())
+    /// Send the leader's batch (no budget: its requests were never handed off).
+    fn send_batch(&self, batch: &mut ReplyBatch) -> io::Result<()> {
+        if batch.filled == 0 {
+            return Ok(());
+        }
+        let res = self.out.send(
+            &mut [IoSlice::new(&batch.buf[..batch.filled])],
+            0,
+            &self.budget,
+        );
+        batch.written();
+        res
     }
 
     /// Start one more thread (counted idle until it takes work).
@@ -334,7 +348,7 @@ impl Connection {
                         && self.answer_now(&h, &mut side.batch)
                     {
                         if side.batch.filled >= BATCH_FLUSH {
-                            if let Err(e) = side.batch.write_to(&mut *self.writer()) {
+                            if let Err(e) = self.send_batch(&mut side.batch) {
                                 return self.stop_reading(side, Err(e));
                             }
                         }
@@ -345,7 +359,7 @@ impl Connection {
                         .min(IN_FLIGHT_KIB);
                     if !self.budget.try_acquire(kib) {
                         // About to wait for other requests' replies: send ours first.
-                        if let Err(e) = side.batch.write_to(&mut *self.writer()) {
+                        if let Err(e) = self.send_batch(&mut side.batch) {
                             return self.stop_reading(side, Err(e));
                         }
                         self.budget.acquire(kib);
@@ -358,7 +372,7 @@ impl Connection {
                     });
                 }
                 Parse::Incomplete { needed } => {
-                    if let Err(e) = side.batch.write_to(&mut *self.writer()) {
+                    if let Err(e) = self.send_batch(&mut side.batch) {
                         return self.stop_reading(side, Err(e));
                     }
                     let ReadSide {
@@ -379,7 +393,7 @@ impl Connection {
 
     /// End reading: write the batch, keep the first error.
     fn stop_reading(&self, side: &mut ReadSide, res: io::Result<()>) -> Option<Job> {
-        let written = side.batch.write_to(&mut *self.writer());
+        let written = self.send_batch(&mut side.batch);
         side.ended = true;
         side.result = res.and(written);
         None
@@ -441,14 +455,16 @@ impl Connection {
                 });
                 head.copy_from_slice(&simple_reply_bytes(h.handle, error));
                 let n = if error.is_some() { 16 } else { len };
-                if let Err(e) = self.writer().write_all(&reply[..n]) {
+                let sent = self
+                    .out
+                    .send(&mut [IoSlice::new(&reply[..n])], kib, &self.budget);
+                if let Err(e) = sent {
                     tracing::debug!(error = %e, "could not send a reply");
                 }
                 if reply.len() > BATCH_KEEP {
                     reply.truncate(BATCH_KEEP);
                     reply.shrink_to_fit();
                 }
-                self.budget.release(kib);
                 return;
             }
         }
@@ -464,23 +480,96 @@ impl Connection {
             IoSlice::new(&header),
             IoSlice::new(data.as_deref().unwrap_or(&[])),
         ];
-        if let Err(e) = write_all_vectored(&mut *self.writer(), &mut slices) {
+        if let Err(e) = self.out.send(&mut slices, kib, &self.budget) {
             tracing::debug!(error = %e, "could not send a reply");
         }
-        self.budget.release(kib);
     }
 
     /// Close after the last thread: the result of reading, and the write side shut.
     fn close(&self) -> io::Result<()> {
         let mut side = self.leader.lock().unwrap_or_else(|e| e.into_inner());
         let result = std::mem::replace(&mut side.result, Ok(()));
-        let closed = self.writer().shutdown(Shutdown::Write);
+        let closed = lock(&self.out.sock).shutdown(Shutdown::Write);
         // A peer that already left makes the shutdown fail; that is not an error here.
         let closed = closed.or_else(|e| match e.kind() {
             io::ErrorKind::NotConnected => Ok(()),
             _ => Err(e),
         });
         result.and(closed)
+    }
+}
+
+/// The write side of a connection, shared by all its threads.
+///
+/// Replies are *combined*: a thread with a reply to send writes it straight from its own
+/// buffers if nobody is writing; if another thread is, it appends its reply to the queue
+/// and goes on, and the writing thread sends everything queued in one `write` before it
+/// stops. Under load many replies share one system call and one wake-up of the client,
+/// instead of one each; alone, a reply is written at once with no copy. A reply's payload
+/// budget is released only once it is on the socket, so a client that stops reading
+/// stops the connection (the queue is bounded by the budget).
+struct ReplyOut {
+    sock: Mutex<BlockingStream>,
+    queue: Mutex<ReplyQueue>,
+}
+
+/// Replies waiting for the writing thread.
+#[derive(Default)]
+struct ReplyQueue {
+    bytes: Vec<u8>,
+    /// Budget of the queued replies, released once they are written.
+    kib: u32,
+    /// A thread is writing (and will send everything queued before it stops).
+    writing: bool,
+    /// An empty buffer kept for the next swap.
+    spare: Vec<u8>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl ReplyOut {
+    /// Send one reply made of `parts`, releasing `kib` of `budget` once it is written.
+    /// Errors are the socket's, for the caller to log; a failed socket fails every later
+    /// reply too.
+    fn send(&self, parts: &mut [IoSlice<'_>], kib: u32, budget: &Budget) -> io::Result<()> {
+        {
+            let mut q = lock(&self.queue);
+            if q.writing {
+                for p in parts.iter() {
+                    q.bytes.extend_from_slice(p);
+                }
+                q.kib += kib;
+                return Ok(());
+            }
+            q.writing = true;
+        }
+        // Nobody was writing, so nothing is queued: ours goes first, straight from the
+        // caller's buffers.
+        let mut result = write_all_vectored(&mut *lock(&self.sock), parts);
+        budget.release(kib);
+        loop {
+            let (mut bytes, kib) = {
+                let mut q = lock(&self.queue);
+                if q.bytes.is_empty() {
+                    q.writing = false;
+                    return result;
+                }
+                let spare = std::mem::take(&mut q.spare);
+                (
+                    std::mem::replace(&mut q.bytes, spare),
+                    std::mem::take(&mut q.kib),
+                )
+            };
+            let written = lock(&self.sock).write_all(&bytes);
+            budget.release(kib);
+            result = result.and(written);
+            bytes.clear();
+            if bytes.capacity() <= BATCH_KEEP {
+                lock(&self.queue).spare = bytes;
+            }
+        }
     }
 }
 
@@ -527,17 +616,13 @@ impl ReplyBatch {
         self.filled += r.len();
     }
 
-    fn write_to(&mut self, w: &mut impl Write) -> io::Result<()> {
-        if self.filled == 0 {
-            return Ok(());
-        }
-        let res = w.write_all(&self.buf[..self.filled]);
+    /// Empty the batch after it was sent.
+    fn written(&mut self) {
         self.filled = 0;
         if self.buf.len() > BATCH_KEEP {
             self.buf.truncate(BATCH_KEEP);
             self.buf.shrink_to_fit();
         }
-        res
     }
 }
 
