@@ -500,6 +500,32 @@ mod garbage {
     }
 }
 
+async fn a_client_that_never_reads_replies_stalls_only_itself() {
+    let server = Server::start().await;
+    server.mem.write_sync(0, b"live");
+    // A floods 1 MiB reads (far more reply bytes than socket buffers and the connection's
+    // 64 MiB budget hold) and never reads a reply.
+    let mut a = go(&server, "disk").await;
+    let mut flood = Vec::new();
+    for i in 0..200u64 {
+        flood.extend_from_slice(&request(0, 0, i, 0, SIZE as u32));
+    }
+    a.write_all(&flood).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // B is served as usual meanwhile.
+    let mut b = go(&server, "disk").await;
+    let t0 = std::time::Instant::now();
+    b.write_all(&request(0, 0, 1, 0, 4)).await.unwrap();
+    assert_eq!(reply(&mut b).await, (0, 1));
+    assert_eq!(read_n(&mut b, 4).await, b"live");
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
+    // A leaves without reading; its blocked threads end and the server stops promptly.
+    drop(a);
+    b.write_all(&request(0, 2, 2, 0, 0)).await.unwrap();
+    expect_closed(&mut b).await;
+    server.stop().await;
+}
+
 /// Runs a transmission-phase test on both paths: a current-thread runtime keeps
 /// connections as async tasks, a multi-threaded one gives each its own thread.
 macro_rules! on_both_paths {
@@ -525,4 +551,5 @@ on_both_paths!(
     read_only_export_refuses_writes_with_eperm,
     disconnect_answers_pipelined_requests_first,
     a_write_split_across_many_segments_is_reassembled,
+    a_client_that_never_reads_replies_stalls_only_itself,
 );

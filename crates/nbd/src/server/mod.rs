@@ -33,6 +33,7 @@ use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -156,66 +157,82 @@ impl Accepted {
         self,
         exports: Arc<dyn ExportProvider>,
         config: ServerConfig,
-        mut stop: watch::Receiver<bool>,
+        stop: watch::Receiver<bool>,
     ) -> io::Result<()> {
-        let threaded = config.threaded
-            && tokio::runtime::Handle::current().runtime_flavor()
-                == tokio::runtime::RuntimeFlavor::MultiThread;
         match self {
-            Accepted::Tcp(mut s) => {
+            Accepted::Tcp(s) => {
                 s.set_nodelay(true)?;
                 let peer = s
                     .peer_addr()
                     .map(|a| a.to_string())
                     .unwrap_or_else(|_| "tcp".into());
-                let (mut r, mut w) = s.split();
-                let negotiated = connection::negotiation(
-                    &mut r,
-                    &mut w,
-                    exports.as_ref(),
-                    &peer,
-                    &config,
-                    &mut stop,
-                )
-                .await?;
-                let Some((export, buf)) = negotiated else {
-                    return Ok(());
-                };
-                if threaded {
-                    let s = s.into_std()?;
-                    s.set_nonblocking(false)?;
-                    let s = threaded::BlockingStream::Tcp(s);
-                    threaded::serve(s, buf, export, config, stop).await
-                } else {
-                    let (r, w) = s.into_split();
-                    connection::transmission(r, w, buf, export, config, stop).await
-                }
+                serve_stream(s, exports, peer, config, stop).await
             }
-            Accepted::Unix(mut s) => {
-                let (mut r, mut w) = s.split();
-                let negotiated = connection::negotiation(
-                    &mut r,
-                    &mut w,
-                    exports.as_ref(),
-                    "unix",
-                    &config,
-                    &mut stop,
-                )
-                .await?;
-                let Some((export, buf)) = negotiated else {
-                    return Ok(());
-                };
-                if threaded {
-                    let s = s.into_std()?;
-                    s.set_nonblocking(false)?;
-                    let s = threaded::BlockingStream::Unix(s);
-                    threaded::serve(s, buf, export, config, stop).await
-                } else {
-                    let (r, w) = s.into_split();
-                    connection::transmission(r, w, buf, export, config, stop).await
-                }
-            }
+            Accepted::Unix(s) => serve_stream(s, exports, "unix".into(), config, stop).await,
         }
+    }
+}
+
+/// What the server needs of an accepted socket beyond async reading and writing.
+trait Socket: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    type Read: AsyncRead + Unpin + Send + 'static;
+    type Write: AsyncWrite + Unpin + Send + 'static;
+    /// Owned halves for the async transmission path.
+    fn halves(self) -> (Self::Read, Self::Write);
+    /// The socket in blocking mode for the threaded path.
+    fn blocking(self) -> io::Result<threaded::BlockingStream>;
+}
+
+impl Socket for tokio::net::TcpStream {
+    type Read = tokio::net::tcp::OwnedReadHalf;
+    type Write = tokio::net::tcp::OwnedWriteHalf;
+    fn halves(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+    fn blocking(self) -> io::Result<threaded::BlockingStream> {
+        let s = self.into_std()?;
+        s.set_nonblocking(false)?;
+        Ok(threaded::BlockingStream::Tcp(s))
+    }
+}
+
+impl Socket for tokio::net::UnixStream {
+    type Read = tokio::net::unix::OwnedReadHalf;
+    type Write = tokio::net::unix::OwnedWriteHalf;
+    fn halves(self) -> (Self::Read, Self::Write) {
+        self.into_split()
+    }
+    fn blocking(self) -> io::Result<threaded::BlockingStream> {
+        let s = self.into_std()?;
+        s.set_nonblocking(false)?;
+        Ok(threaded::BlockingStream::Unix(s))
+    }
+}
+
+/// Negotiate on `s`, then run its transmission phase on the path the config and the
+/// runtime call for.
+async fn serve_stream<S: Socket>(
+    mut s: S,
+    exports: Arc<dyn ExportProvider>,
+    peer: String,
+    config: ServerConfig,
+    mut stop: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let negotiated = {
+        let (mut r, mut w) = tokio::io::split(&mut s);
+        connection::negotiation(&mut r, &mut w, exports.as_ref(), &peer, &config, &mut stop).await?
+    };
+    let Some((export, buf)) = negotiated else {
+        return Ok(());
+    };
+    let threaded = config.threaded
+        && tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread;
+    if threaded {
+        threaded::serve(s.blocking()?, buf, export, config, stop).await
+    } else {
+        let (r, w) = s.halves();
+        connection::transmission(r, w, buf, export, config, stop).await
     }
 }
 

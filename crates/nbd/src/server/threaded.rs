@@ -37,7 +37,8 @@
 //! work, after writing the reply it was working on, and the last one out shuts the
 //! socket's write side. Server shutdown shuts the socket's *read* side from the async side
 //! ([`serve`]), which ends the leader's blocked `read` with end of stream: the same drain
-//! follows, so every request that was read is answered.
+//! follows, so every request that was read is answered, unless the client has stopped
+//! reading its replies: after `DRAIN_LIMIT` the socket is cut both ways.
 //!
 //! Written by hand: the pieces (blocking sockets, mutexes, a condition variable) are
 //! standard; what is particular is the leader hand-off and the drain discipline.
@@ -161,10 +162,23 @@ pub(crate) async fn serve(
         _ = async { drop(shutdown.wait_for(|s| *s).await) } => {
             // End the leader's blocked read; the threads then drain and close.
             let _ = waker.shutdown(Shutdown::Read);
-            ended(done_rx.await)
+            match tokio::time::timeout(DRAIN_LIMIT, &mut done_rx).await {
+                Ok(r) => ended(r),
+                Err(_) => {
+                    // A client that does not read its replies keeps a thread blocked
+                    // in a write; cut the socket so the server can stop.
+                    tracing::debug!("replies not collected within the drain limit; closing");
+                    let _ = waker.shutdown(Shutdown::Both);
+                    ended(done_rx.await)
+                }
+            }
         }
     }
 }
+
+/// How long server shutdown waits for a connection's replies to drain before it cuts the
+/// socket (only a client that stopped reading its replies takes that long).
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
 
 /// The payload budget of one connection's handed-off requests, in KiB.
 struct Budget {
