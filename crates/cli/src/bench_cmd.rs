@@ -38,7 +38,7 @@ enum BenchWhat {
         #[arg(long, default_value_t = 4)]
         seconds: u32,
         /// Interleaved runs per side of each comparison; the best of each side is compared.
-        #[arg(long, default_value_t = 2)]
+        #[arg(long, default_value_t = 3)]
         repeat: u32,
     },
 }

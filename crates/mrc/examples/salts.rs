@@ -1,12 +1,22 @@
-//! MAE of fixed-rate SHARDS over several hash salts on one trace: `salts <spec> <rate> <n>`.
+//! MAE of fixed-rate SHARDS over several hash salts on one trace, object mode:
+//! `salts <spec or trace file> <rate> <n>`. Shows how much of a sampled curve's error is
+//! the luck of the sample: a small trace at a low rate has few sampled keys, and no
+//! implementation can do better than the spread this prints.
 use mrc::shards::ShardsFixedRate;
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
-    let w = trace::synth::parse(&a[0]).expect("spec");
     let rate: f64 = a[1].parse().expect("rate");
     let n: u64 = a[2].parse().expect("n");
-    let keys: Vec<u64> = w.iter().map(|r| r.object_key()).collect();
+    let keys: Vec<u64> = if std::path::Path::new(&a[0]).is_file() {
+        trace::open(std::path::Path::new(&a[0]), None)
+            .expect("trace")
+            .map(|r| r.expect("record").object_key())
+            .collect()
+    } else {
+        let w = trace::synth::parse(&a[0]).expect("spec");
+        w.iter().map(|r| r.object_key()).collect()
+    };
     let mut e = mrc::exact::ExactStack::new();
     keys.iter().for_each(|&k| {
         e.access(k);

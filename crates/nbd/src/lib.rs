@@ -10,7 +10,7 @@
 //! | [`handshake`] | fixed newstyle negotiation messages, pure parse/encode |
 //! | [`request`] | transmission request framing and validation, pure |
 //! | [`reply`] | simple reply framing, pure |
-//! | [`server`] | accept loop, negotiation I/O, connections, command execution, the [`server::Export`] trait |
+//! | [`server`] | accept loop, negotiation I/O, connections (threaded with blocking sockets, or async), command execution, the [`server::Export`] trait |
 //! | [`client`] | the pipelined [`client::NbdClient`] |
 //! | [`mem`], [`file`](mod@file) | two exports: sparse memory and a positional-I/O file |
 //!
