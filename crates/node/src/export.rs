@@ -26,6 +26,9 @@ use std::time::Instant;
 /// larger reads go to the blocking pool, where their copy does not hold up other requests.
 const INLINE_READ_MAX: u32 = 64 << 10;
 
+/// Most bytes of a resident read copied under one hold of a partition's lock.
+const READ_PIECE: usize = 64 << 10;
+
 /// Maps a cache error to the I/O error the NBD layer turns into an errno.
 pub fn io_error(e: CacheError) -> io::Error {
     match e {
@@ -158,18 +161,26 @@ impl Export for CacheExport {
             return None; // shares are waited for on the async path
         }
         let start = Instant::now();
-        match self
-            .state
-            .cache
-            .read_if_resident(&self.export, &self.client, offset, buf)
-        {
-            Ok(true) => {
-                self.latency.record(false, start.elapsed());
-                Some(Ok(()))
+        // A large read is copied in pieces, each under its own hold of the partition's
+        // lock, so the connection's other threads (and other connections) are not held up
+        // behind one long copy. A piece found missing sends the whole read down the miss
+        // path, which reads it all again.
+        let mut at = 0;
+        while at < buf.len() {
+            let piece = (buf.len() - at).min(READ_PIECE);
+            match self.state.cache.read_if_resident(
+                &self.export,
+                &self.client,
+                offset + at as u64,
+                &mut buf[at..at + piece],
+            ) {
+                Ok(true) => at += piece,
+                Ok(false) => return None,
+                Err(e) => return Some(Err(io_error(e))),
             }
-            Ok(false) => None,
-            Err(e) => Some(Err(io_error(e))),
         }
+        self.latency.record(false, start.elapsed());
+        Some(Ok(()))
     }
 
     fn write(&self, offset: u64, data: Bytes, fua: bool) -> BoxFuture<'_, io::Result<()>> {

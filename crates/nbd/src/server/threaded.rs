@@ -457,21 +457,30 @@ impl Connection {
     fn run_job(&self, job: Job, reply: &mut Vec<u8>) {
         let Job { h, payload, kib } = job;
         if h.command == Command::Read {
-            let len = 16 + h.length as usize;
-            if reply.len() < len {
-                reply.resize(len, 0);
+            // The data goes to a page-aligned place in `reply` (as a plain server's read
+            // buffer would be), the header beside it in a second slice of one `writev`.
+            let len = h.length as usize;
+            if reply.len() < len + PAGE {
+                reply.resize(len + PAGE, 0);
             }
-            let (head, data) = reply[..len].split_at_mut(16);
+            let at = reply.as_ptr().align_offset(PAGE).min(PAGE);
+            let data = &mut reply[at..at + len];
             if let Some(res) = self.export.read_now(h.offset, data) {
                 let error = res.err().map(|e| {
                     tracing::debug!(error = %e, handle = h.handle, "export failed");
                     Errno::from_io(&e)
                 });
-                head.copy_from_slice(&simple_reply_bytes(h.handle, error));
-                let n = if error.is_some() { 16 } else { len };
-                let sent = self
-                    .out
-                    .send(&mut [IoSlice::new(&reply[..n])], kib, &self.budget);
+                let header = simple_reply_bytes(h.handle, error);
+                let data = if error.is_some() {
+                    &[][..]
+                } else {
+                    &reply[at..at + len]
+                };
+                let sent = self.out.send(
+                    &mut [IoSlice::new(&header), IoSlice::new(data)],
+                    kib,
+                    &self.budget,
+                );
                 if let Err(e) = sent {
                     tracing::debug!(error = %e, "could not send a reply");
                 }
@@ -639,6 +648,9 @@ impl ReplyBatch {
         }
     }
 }
+
+/// Alignment of a handed-off read's data in its thread's reply buffer.
+const PAGE: usize = 4096;
 
 /// Bytes read per system call when no large payload is expected.
 const READ_CHUNK: usize = 64 << 10;
