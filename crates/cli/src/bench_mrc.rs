@@ -3,13 +3,20 @@
 //! lengths, and miniSim's error against full simulation for ARC and LIRS.
 
 use crate::bench_cmd::ensure_trace;
-use mrc::{build_curve, mean_absolute_error, spread_sizes, CurveReport, Method};
+use mrc::{build_curve_stream, mean_absolute_error, spread_sizes, CurveReport, Method, Weighting};
 use std::path::Path;
-use trace::KeyMode;
+use trace::{KeyMode, RequestStream};
 
+/// The curve of the first `limit` requests, read in batches as `lachesis mrc` reads.
 fn curve_of(path: &Path, m: &Method, sizes: &[u64], limit: u64) -> anyhow::Result<CurveReport> {
-    let reqs = trace::open(path, None)?.take(limit as usize);
-    Ok(build_curve(m, KeyMode::Object, sizes, reqs)?)
+    let reqs = trace::open(path, None)?.limit(limit);
+    Ok(build_curve_stream(
+        m,
+        KeyMode::Object,
+        Weighting::Requests,
+        sizes,
+        reqs,
+    )?)
 }
 
 /// Runs the benchmark.
@@ -68,7 +75,7 @@ pub fn run(requests: u64, objects: u64, dir: &Path, minisim: bool) -> anyhow::Re
             let c = r.curve();
             let mut err = 0.0;
             for &s in &ten {
-                let full = policy::sim::simulate(
+                let full = policy::sim::simulate_stream(
                     policy,
                     s as usize,
                     KeyMode::Object,

@@ -6,7 +6,7 @@ use crate::sizes::{parse_sizes, SizeSpec};
 use crate::source::{Source, SourceArgs};
 use anyhow::{bail, Context};
 use clap::Args;
-use mrc::{build_curve_weighted, spread_sizes, CurveReport, Method, Weighting};
+use mrc::{build_curve_stream, spread_sizes, CurveReport, Method, Weighting};
 use rayon::prelude::*;
 use std::path::PathBuf;
 use trace::KeyMode;
@@ -121,7 +121,7 @@ pub fn run(a: MrcArgs) -> anyhow::Result<()> {
         .par_iter()
         .map(|m| {
             let (reqs, _) = source.open()?;
-            Ok(build_curve_weighted(m, mode, weighting, &sizes, reqs)?)
+            Ok(build_curve_stream(m, mode, weighting, &sizes, reqs)?)
         })
         .collect();
     let reports: Vec<CurveReport> = reports.into_iter().collect::<anyhow::Result<_>>()?;

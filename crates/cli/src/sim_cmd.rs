@@ -122,8 +122,9 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         jobs.par_iter()
             .map(|(spec, size)| {
                 let (reqs, skipped) = source.open()?;
-                let st = policy::sim::simulate(spec, *size as usize, mode, reqs, &|n| bar.inc(n))
-                    .with_context(|| format!("{spec} at {size}"))?;
+                let st =
+                    policy::sim::simulate_stream(spec, *size as usize, mode, reqs, &|n| bar.inc(n))
+                        .with_context(|| format!("{spec} at {size}"))?;
                 Ok(SimRecord {
                     policy: spec.clone(),
                     policy_name: policy::build(spec)?.name(),

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::sync::Arc;
-use trace::{KeyMode, Request, TraceError};
+use trace::{KeyMode, Plain, RequestStream};
 
 /// The built-in workload used when no `--trace` is given: two tenants, one with a Zipf hot
 /// set and one that mixes a hot set with scans, so policies rank differently.
@@ -32,8 +32,8 @@ pub struct SourceArgs {
     pub synthetic: Option<String>,
 }
 
-/// A boxed request stream.
-pub type Requests = Box<dyn Iterator<Item = Result<Request, TraceError>> + Send>;
+/// A boxed request stream (read in batches by curve building and simulation).
+pub type Requests = Box<dyn RequestStream + Send>;
 
 /// A counter of skipped bad records, readable after the stream is consumed.
 #[derive(Clone, Default)]
@@ -122,7 +122,9 @@ impl Source {
                     Box::new(r)
                 }
             }
-            Source::Synthetic(spec) => Box::new(trace::synth::parse(spec)?.into_iter().map(Ok)),
+            Source::Synthetic(spec) => {
+                Box::new(Plain(trace::synth::parse(spec)?.into_iter().map(Ok)))
+            }
         };
         Ok((stream, skipped))
     }

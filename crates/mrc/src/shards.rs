@@ -24,7 +24,9 @@
 //! which removes most of the bias a lucky or unlucky sample of hot keys causes.
 //!
 //! A sampled-out access costs one hash and one compare, so both run far faster than the
-//! exact method.
+//! exact method. That test is all `access_weighted` does inline; the work of a sampled
+//! access is a separate, never-inlined function, so the test fuses into the caller's loop
+//! (with the trace reader's decoding, in `build_curve`) instead of costing a call per key.
 
 use crate::exact::ExactStack;
 use crate::histogram::DistanceHistogram;
@@ -66,6 +68,9 @@ pub struct ShardsFixedRate {
     stack: ExactStack,
     hist: DistanceHistogram,
     accesses: u64,
+    /// Accesses recorded by `access` (weight 1 each), kept apart from `weight` so the
+    /// per-access cost of request weighting is an integer increment.
+    units: u64,
     weight: f64,
 }
 
@@ -86,6 +91,7 @@ impl ShardsFixedRate {
             stack: ExactStack::new(),
             hist: DistanceHistogram::default(),
             accesses: 0,
+            units: 0,
             weight: 0.0,
         }
     }
@@ -93,7 +99,12 @@ impl ShardsFixedRate {
     /// Records one access.
     #[inline]
     pub fn access(&mut self, key: u64) {
-        self.access_weighted(key, 1.0)
+        self.accesses += 1;
+        self.units += 1;
+        if salted_hash(key, self.salt) >= self.threshold {
+            return;
+        }
+        self.sampled(key, 1.0)
     }
 
     /// Records one access counting `weight` (bytes, for byte-weighted curves).
@@ -104,6 +115,13 @@ impl ShardsFixedRate {
         if salted_hash(key, self.salt) >= self.threshold {
             return;
         }
+        self.sampled(key, weight)
+    }
+
+    /// The work of a sampled access, out of line so the sampled-out test inlines into the
+    /// caller's loop.
+    #[inline(never)]
+    fn sampled(&mut self, key: u64, weight: f64) {
         let d = self.stack.distance(key);
         let inv = 1.0 / self.rate;
         self.hist
@@ -113,7 +131,7 @@ impl ShardsFixedRate {
     /// The corrected histogram of the accesses so far.
     pub fn histogram(&self) -> DistanceHistogram {
         let mut h = self.hist.clone();
-        h.adjust_first(self.weight - h.total());
+        h.adjust_first(self.weight + self.units as f64 - h.total());
         h
     }
 
@@ -141,6 +159,9 @@ pub struct ShardsFixedSize {
     stack: ExactStack,
     hist: DistanceHistogram,
     accesses: u64,
+    /// Accesses recorded by `access` (weight 1 each), kept apart from `weight` so the
+    /// per-access cost of request weighting is an integer increment.
+    units: u64,
     weight: f64,
 }
 
@@ -154,6 +175,7 @@ impl ShardsFixedSize {
             stack: ExactStack::new(),
             hist: DistanceHistogram::default(),
             accesses: 0,
+            units: 0,
             weight: 0.0,
         }
     }
@@ -167,7 +189,13 @@ impl ShardsFixedSize {
     /// profilers that keep more than one histogram).
     #[inline]
     pub fn access(&mut self, key: u64) -> Option<(Option<u64>, f64)> {
-        self.access_weighted(key, 1.0)
+        self.accesses += 1;
+        self.units += 1;
+        let h = sample_hash(key);
+        if h >= self.threshold {
+            return None;
+        }
+        self.sampled(key, h, 1.0)
     }
 
     /// Records one access counting `weight` (bytes, for byte-weighted curves).
@@ -179,6 +207,13 @@ impl ShardsFixedSize {
         if h >= self.threshold {
             return None;
         }
+        self.sampled(key, h, weight)
+    }
+
+    /// The work of a sampled access (hash `h`), out of line so the sampled-out test
+    /// inlines into the caller's loop.
+    #[inline(never)]
+    fn sampled(&mut self, key: u64, h: u64, weight: f64) -> Option<(Option<u64>, f64)> {
         if !self.stack.contains(key) {
             self.heap.push((h, key));
             if self.heap.len() > self.s_max {
@@ -207,7 +242,7 @@ impl ShardsFixedSize {
     /// The corrected histogram of the accesses so far.
     pub fn histogram(&self) -> DistanceHistogram {
         let mut h = self.hist.clone();
-        h.adjust_first(self.weight - h.total());
+        h.adjust_first(self.weight + self.units as f64 - h.total());
         h
     }
 

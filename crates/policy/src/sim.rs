@@ -12,7 +12,7 @@ use crate::policy::EvictionPolicy;
 use crate::{with_policy, BlockCache, PolicyError, PolicyVisitor};
 use serde::Serialize;
 use std::time::Instant;
-use trace::{KeyMode, Op, Request, TraceError};
+use trace::{KeyMode, Op, Plain, Request, RequestStream, TraceError, BATCH};
 
 /// Counts from one simulation.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -72,41 +72,67 @@ pub enum SimError {
 /// How often (in requests) the progress callback is called.
 pub const PROGRESS_EVERY: u64 = 1 << 20;
 
-/// Replays `requests` through `cache` in `mode`. `progress(n)` is called every
-/// [`PROGRESS_EVERY`] requests with the number of requests since the last call.
+/// Replays `requests` through `cache` in `mode`. `progress(n)` is called about every
+/// [`PROGRESS_EVERY`] requests (after the batch that reaches it) with the number of
+/// requests since the last call, and once at the end.
 pub fn replay<P: EvictionPolicy>(
     cache: &mut BlockCache<P>,
     mode: KeyMode,
     requests: impl Iterator<Item = Result<Request, TraceError>>,
     progress: &(dyn Fn(u64) + Sync),
 ) -> Result<SimStats, TraceError> {
+    replay_stream(cache, mode, Plain(requests), progress)
+}
+
+/// [`replay`] reading `requests` in batches ([`RequestStream::next_batch`]): the trace
+/// reader decodes a batch in one tight loop and the cache runs over it in another, with
+/// no per-request call through the (often boxed) stream and the progress check once a
+/// batch.
+pub fn replay_stream<P: EvictionPolicy>(
+    cache: &mut BlockCache<P>,
+    mode: KeyMode,
+    mut requests: impl RequestStream,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<SimStats, TraceError> {
     let start = Instant::now();
     let mut s = SimStats::default();
-    for r in requests {
-        let r = r?;
-        s.requests += 1;
-        if s.requests.is_multiple_of(PROGRESS_EVERY) {
-            progress(PROGRESS_EVERY);
+    let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
+    let mut since = 0u64;
+    loop {
+        batch.clear();
+        let res = requests.next_batch(&mut batch, BATCH);
+        s.requests += batch.len() as u64;
+        since += batch.len() as u64;
+        if since >= PROGRESS_EVERY {
+            progress(since);
+            since = 0;
         }
-        match r.op {
-            Op::Read | Op::Write => {
-                let bytes = r.bytes_per_key(mode);
-                r.for_each_key(mode, |k| {
-                    s.accesses += 1;
-                    s.bytes += bytes;
-                    if !cache.access(k, |_, _| {}).is_hit() {
-                        s.misses += 1;
-                        s.miss_bytes += bytes;
-                    }
-                });
+        for r in &batch {
+            match r.op {
+                Op::Read | Op::Write => {
+                    let bytes = r.bytes_per_key(mode);
+                    r.for_each_key(mode, |k| {
+                        s.accesses += 1;
+                        s.bytes += bytes;
+                        if !cache.access(k, |_, _| {}).is_hit() {
+                            s.misses += 1;
+                            s.miss_bytes += bytes;
+                        }
+                    });
+                }
+                Op::Trim => r.for_each_key(mode, |k| {
+                    cache.remove(k);
+                }),
+                Op::Flush => {}
             }
-            Op::Trim => r.for_each_key(mode, |k| {
-                cache.remove(k);
-            }),
-            Op::Flush => {}
+        }
+        // The requests before an error were replayed, as they were one by one.
+        res?;
+        if batch.is_empty() {
+            break;
         }
     }
-    progress(s.requests % PROGRESS_EVERY);
+    progress(since);
     s.seconds = start.elapsed().as_secs_f64();
     Ok(s)
 }
@@ -123,17 +149,29 @@ pub fn simulate<I>(
 where
     I: Iterator<Item = Result<Request, TraceError>>,
 {
-    struct Run<'a, I> {
+    simulate_stream(spec, capacity, mode, Plain(requests), progress)
+}
+
+/// [`simulate`] reading `requests` in batches: what to call with a trace reader
+/// ([`trace::open`], a boxed [`RequestStream`], [`trace::SkipBad`]).
+pub fn simulate_stream<S: RequestStream>(
+    spec: &str,
+    capacity: usize,
+    mode: KeyMode,
+    requests: S,
+    progress: &(dyn Fn(u64) + Sync),
+) -> Result<SimStats, SimError> {
+    struct Run<'a, S> {
         capacity: usize,
         mode: KeyMode,
-        requests: I,
+        requests: S,
         progress: &'a (dyn Fn(u64) + Sync),
     }
-    impl<I: Iterator<Item = Result<Request, TraceError>>> PolicyVisitor for Run<'_, I> {
+    impl<S: RequestStream> PolicyVisitor for Run<'_, S> {
         type Output = Result<SimStats, TraceError>;
         fn visit<P: EvictionPolicy + 'static>(self, policy: P) -> Self::Output {
             let mut cache = BlockCache::new(self.capacity, policy);
-            replay(&mut cache, self.mode, self.requests, self.progress)
+            replay_stream(&mut cache, self.mode, self.requests, self.progress)
         }
     }
     Ok(with_policy(

@@ -39,17 +39,27 @@ impl<I> SkipBad<I> {
     }
 }
 
+impl<I> SkipBad<I> {
+    /// The wrapped stream.
+    pub(crate) fn inner_mut(&mut self) -> &mut I {
+        &mut self.inner
+    }
+
+    /// Counts one skipped record error.
+    pub(crate) fn note(&mut self, e: &TraceError) {
+        if self.first.is_none() {
+            self.first = Some(e.to_string());
+        }
+        self.skipped.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
 impl<I: Iterator<Item = Result<Request, TraceError>>> Iterator for SkipBad<I> {
     type Item = Result<Request, TraceError>;
     fn next(&mut self) -> Option<Self::Item> {
         loop {
             match self.inner.next()? {
-                Err(e) if e.is_record_error() => {
-                    if self.first.is_none() {
-                        self.first = Some(e.to_string());
-                    }
-                    self.skipped.fetch_add(1, Ordering::Relaxed);
-                }
+                Err(e) if e.is_record_error() => self.note(&e),
                 other => return Some(other),
             }
         }
