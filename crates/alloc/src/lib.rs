@@ -33,6 +33,7 @@ pub mod bench;
 pub mod boost;
 mod entry;
 pub mod fair;
+mod gain;
 pub mod mlms;
 pub mod scaleout;
 pub mod slo;

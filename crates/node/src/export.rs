@@ -132,21 +132,13 @@ impl Export for CacheExport {
     }
 
     fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Bytes>> {
-        if len <= INLINE_READ_MAX && self.state.bandwidth.total() == 0 {
+        if len <= INLINE_READ_MAX {
             // A hit needs no I/O: serve it on this worker, with no hand-off at all.
-            let start = Instant::now();
             let mut buf = vec![0u8; len as usize];
-            match self
-                .state
-                .cache
-                .read_if_resident(&self.export, &self.client, offset, &mut buf)
-            {
-                Ok(true) => {
-                    self.latency.record(false, start.elapsed());
-                    return Box::pin(std::future::ready(Ok(Bytes::from(buf))));
-                }
-                Ok(false) => {}
-                Err(e) => return Box::pin(std::future::ready(Err(io_error(e)))),
+            match self.read_now(offset, &mut buf) {
+                Some(Ok(())) => return Box::pin(std::future::ready(Ok(Bytes::from(buf)))),
+                Some(Err(e)) => return Box::pin(std::future::ready(Err(e))),
+                None => {}
             }
         }
         Box::pin(self.run(false, len as u64, move |node, export, client| {

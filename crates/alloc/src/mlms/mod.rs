@@ -39,23 +39,10 @@ use lp::{spread_level2, Placement};
 use model::{LevelLatencies, TenantModel};
 use mrc::HitRatioCurve;
 use serde::{Deserialize, Serialize};
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
 
-/// Total order on gains for the heap.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Gain(f64);
-impl Eq for Gain {}
-impl PartialOrd for Gain {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Gain {
-    fn cmp(&self, o: &Self) -> Ordering {
-        self.0.total_cmp(&o.0)
-    }
-}
+use crate::gain::Gain;
 
 /// One tenant of an MLMS problem.
 #[derive(Clone, Debug)]

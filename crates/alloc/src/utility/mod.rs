@@ -49,7 +49,7 @@
 
 use crate::AllocError;
 use mrc::HitRatioCurve;
-use std::cmp::{Ordering, Reverse};
+use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 
 /// One tenant of a utility problem. Sizes are in steps.
@@ -118,20 +118,7 @@ pub struct FastAllocation {
     pub talus: Option<TalusSplit>,
 }
 
-/// Total order on finite gains for the heap.
-#[derive(Clone, Copy, Debug, PartialEq)]
-struct Gain(f64);
-impl Eq for Gain {}
-impl PartialOrd for Gain {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for Gain {
-    fn cmp(&self, o: &Self) -> Ordering {
-        self.0.total_cmp(&o.0)
-    }
-}
+use crate::gain::Gain;
 
 impl UtilityTenant<'_> {
     /// The effective maximum: `max_steps` capped at the curve's end, never below `min`.

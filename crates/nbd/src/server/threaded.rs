@@ -456,7 +456,8 @@ impl Connection {
     /// answer from memory is copied into `reply` and sent from there.
     fn run_job(&self, job: Job, reply: &mut Vec<u8>) {
         let Job { h, payload, kib } = job;
-        if h.command == Command::Read {
+        // Reads up to INLINE_READ_MAX were already offered to `read_now` by the leader.
+        if h.command == Command::Read && h.length > INLINE_READ_MAX {
             // The data goes to a page-aligned place in `reply` (as a plain server's read
             // buffer would be), the header beside it in a second slice of one `writev`.
             let len = h.length as usize;
