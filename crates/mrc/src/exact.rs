@@ -10,7 +10,8 @@
 //!
 //! Memory is O(distinct keys), not O(trace length): when the time axis fills, live times
 //! are renumbered `0..n` in order and the axis is rebuilt with room for `8n` times (a bit
-//! and 1/16 of a counter each), so compaction runs once per `7n` accesses at O(n log n).
+//! and 1/16 of a counter each), so compaction runs once per `7n` accesses
+//! in O(n): a live time's new number is its rank, read off the bitmap (no sort).
 //!
 //! Speed (10 M requests, 0.9 M distinct keys, one core): about 5–9 M accesses/s
 //! depending on machine load; the table lookup (one cache miss) dominates, the Fenwick
@@ -21,7 +22,7 @@ use crate::histogram::DistanceHistogram;
 use crate::keytable::LastTime;
 
 /// How far ahead [`ExactStack::access_all`] touches the table.
-pub const LOOKAHEAD: usize = 8;
+pub const LOOKAHEAD: usize = 16;
 
 /// Stack distances of an access stream, exactly.
 pub struct ExactStack {
@@ -71,7 +72,7 @@ impl ExactStack {
     pub fn access_all(&mut self, keys: &[u64]) {
         for (i, &k) in keys.iter().enumerate() {
             if let Some(&ahead) = keys.get(i + LOOKAHEAD) {
-                self.last.touch(ahead);
+                self.last.prefetch(ahead);
             }
             self.access(k);
         }
@@ -81,7 +82,7 @@ impl ExactStack {
     pub fn access_all_weighted(&mut self, keys: &[u64], weights: &[f64]) {
         for (i, (&k, &w)) in keys.iter().zip(weights).enumerate() {
             if let Some(&ahead) = keys.get(i + LOOKAHEAD) {
-                self.last.touch(ahead);
+                self.last.prefetch(ahead);
             }
             self.access_weighted(k, w);
         }
@@ -119,7 +120,8 @@ impl ExactStack {
 
     /// Renumbers live keys' times `0..n` so the time axis stays within `8n` (or `2^16`).
     fn compact(&mut self) {
-        self.last.renumber();
+        let ranks = self.marks.ranks();
+        self.last.renumber(|t| ranks.of(t));
         let n = self.last.len();
         let cap = (8 * n).max(1 << 16);
         self.marks.rebuild(n, cap);

@@ -3,29 +3,30 @@
 //! A distance `d` (distinct keys since the previous access to the same key) means a hit in
 //! an LRU cache of more than `d` blocks; a first access (`None`) is a cold miss at every
 //! size. [`DistanceHistogram`] keeps exact per-distance counts up to [`LINEAR`] and
-//! relative-width buckets above it (0.2 % wide, so a few thousand buckets cover any
-//! distance): exact for the curve at the small sizes where single blocks matter, and
+//! relative-width buckets above it (512 per power of two, 0.1–0.2 % wide, so a few
+//! thousand buckets cover any distance): exact for the curve at the small sizes where single blocks matter, and
 //! bounded memory for sampled, scaled distances, which can be as large as the footprint.
 
 use crate::curve::{CurvePoint, HitRatioCurve};
 
 /// Distances below this are counted one bucket each.
 pub const LINEAR: u64 = 1 << 16;
-const GROWTH: f64 = 1.002;
+/// Above [`LINEAR`], each power of two is split into `2^SUB_BITS` equal buckets, so a
+/// bucket is 0.1–0.2 % of its distances wide.
+const SUB_BITS: u32 = 9;
+const LINEAR_BITS: u32 = LINEAR.trailing_zeros();
 
-/// Weighted counts of distances.
-#[derive(Clone, Debug, Default)]
-pub struct DistanceHistogram {
-    buckets: Vec<f64>,
-    cold: f64,
-    total: f64,
-}
-
+/// The bucket of distance `d`: the distance itself below [`LINEAR`], above it the power of
+/// two and the next [`SUB_BITS`] bits (integer work only; a logarithm here cost the exact
+/// method a tenth of its time).
+#[inline]
 fn bucket_of(d: u64) -> usize {
     if d < LINEAR {
         d as usize
     } else {
-        LINEAR as usize + ((d as f64 / LINEAR as f64).ln() / GROWTH.ln()) as usize
+        let e = 63 - d.leading_zeros();
+        let sub = (d >> (e - SUB_BITS)) as usize & ((1 << SUB_BITS) - 1);
+        LINEAR as usize + (((e - LINEAR_BITS) as usize) << SUB_BITS) + sub
     }
 }
 
@@ -34,8 +35,19 @@ fn lower(b: usize) -> f64 {
     if (b as u64) < LINEAR {
         b as f64
     } else {
-        LINEAR as f64 * GROWTH.powi((b - LINEAR as usize) as i32)
+        let i = b - LINEAR as usize;
+        let e = LINEAR_BITS + (i >> SUB_BITS) as u32;
+        let sub = (i & ((1 << SUB_BITS) - 1)) as u64;
+        (((1u64 << SUB_BITS) + sub) as f64) * 2f64.powi((e - SUB_BITS) as i32)
     }
+}
+
+/// Weighted counts of distances.
+#[derive(Clone, Debug, Default)]
+pub struct DistanceHistogram {
+    buckets: Vec<f64>,
+    cold: f64,
+    total: f64,
 }
 
 impl DistanceHistogram {
@@ -193,6 +205,32 @@ mod tests {
             vec![1.0, 0.8, 0.6, 0.4, 0.4]
         );
         assert_eq!(h.span(), 6);
+    }
+
+    #[test]
+    fn buckets_tile_the_distances() {
+        // Every distance lies in its bucket, and buckets follow each other without gaps.
+        for d in (0..40).flat_map(|e| {
+            [
+                1u64 << e,
+                (1u64 << e) + 1,
+                (3u64 << e) / 2,
+                (1u64 << (e + 1)) - 1,
+            ]
+        }) {
+            let b = bucket_of(d);
+            assert!(
+                lower(b) <= d as f64 && (d as f64) < lower(b + 1),
+                "distance {d}"
+            );
+            assert!(
+                lower(b + 1) - lower(b) <= (d as f64 / 500.0).max(1.0),
+                "distance {d}"
+            );
+        }
+        assert_eq!((bucket_of(LINEAR - 1), bucket_of(LINEAR)), (65535, 65536));
+        assert_eq!(lower(65536), 65536.0);
+        assert_eq!(lower(65537), 65664.0);
     }
 
     #[test]
