@@ -88,6 +88,12 @@ impl DistanceHistogram {
         self.total += weight;
     }
 
+    /// Adds `weight` to the cold misses (SHARDS's cold-miss correction).
+    pub fn adjust_cold(&mut self, weight: f64) {
+        self.cold += weight;
+        self.total += weight;
+    }
+
     /// Multiplies every count by `f` (decay of a windowed profile).
     pub fn scale(&mut self, f: f64) {
         for b in &mut self.buckets {

@@ -207,7 +207,7 @@ mod tests {
         for (k, t) in [(5u64, 100u32), (6, 7), (7, 5000), (8, 42)] {
             a.insert(k, t);
         }
-        let mut order = vec![100u32, 7, 5000, 42];
+        let mut order = [100u32, 7, 5000, 42];
         order.sort_unstable();
         a.renumber(|t| order.binary_search(&t).unwrap() as u32);
         let got: Vec<Option<u32>> = [6u64, 8, 5, 7].iter().map(|&k| a.insert(k, 9)).collect();

@@ -18,6 +18,7 @@
 
 pub mod bench;
 pub mod curve;
+pub mod distinct;
 pub mod exact;
 pub mod fenwick;
 pub mod histogram;

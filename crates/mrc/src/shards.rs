@@ -19,15 +19,23 @@
 //! `P = 2^24` would make equal hashes (ties at the threshold) common once the footprint
 //! reaches millions of keys, and fixed-size SHARDS lowers `T` by one hash value at a time.
 //!
-//! Both apply the paper's count correction (SHARDS_adj): the sample's weight is compared
-//! with the number of accesses it stands for, and the difference is added at distance 0,
-//! which removes most of the bias a lucky or unlucky sample of hot keys causes.
+//! Both apply two count corrections when a curve is asked for:
+//! * **Cold misses.** Every access also goes into a [`DistinctCounter`] (HyperLogLog over
+//!   the hash already computed), and the sample's cold misses are rescaled to the number of
+//!   distinct keys it and the sample estimate together (inverse-variance weighted, so at
+//!   rate 1 the sample's exact count wins). A 1 % sample of a 50 k-key trace knows that
+//!   count only to ±4.5 %, and it shifts the whole curve; the counter knows it to ±0.4 %.
+//!   On a 114 k-request trace this halves the median error at rate 0.01 (`examples/salts`).
+//! * **Total (the paper's SHARDS_adj).** The sample's weight is compared with the number
+//!   of accesses it stands for, and the difference is added at distance 0, which removes
+//!   most of the bias a lucky or unlucky sample of hot keys causes.
 //!
 //! A sampled-out access costs one hash and one compare, so both run far faster than the
 //! exact method. That test is all `access_weighted` does inline; the work of a sampled
 //! access is a separate, never-inlined function, so the test fuses into the caller's loop
 //! (with the trace reader's decoding, in `build_curve`) instead of costing a call per key.
 
+use crate::distinct::DistinctCounter;
 use crate::exact::ExactStack;
 use crate::histogram::DistanceHistogram;
 use policy::keymap::mix64;
@@ -67,6 +75,8 @@ pub struct ShardsFixedRate {
     rate: f64,
     stack: ExactStack,
     hist: DistanceHistogram,
+    distinct: DistinctCounter,
+    sample: SampledKeys,
     accesses: u64,
     /// Accesses recorded by `access` (weight 1 each), kept apart from `weight` so the
     /// per-access cost of request weighting is an integer increment.
@@ -90,6 +100,8 @@ impl ShardsFixedRate {
             rate: threshold as f64 / MODULUS as f64,
             stack: ExactStack::new(),
             hist: DistanceHistogram::default(),
+            distinct: DistinctCounter::default(),
+            sample: SampledKeys::default(),
             accesses: 0,
             units: 0,
             weight: 0.0,
@@ -101,7 +113,9 @@ impl ShardsFixedRate {
     pub fn access(&mut self, key: u64) {
         self.accesses += 1;
         self.units += 1;
-        if salted_hash(key, self.salt) >= self.threshold {
+        let h = salted_hash(key, self.salt);
+        self.distinct.add_hash(h);
+        if h >= self.threshold {
             return;
         }
         self.sampled(key, 1.0)
@@ -112,7 +126,9 @@ impl ShardsFixedRate {
     pub fn access_weighted(&mut self, key: u64, weight: f64) {
         self.accesses += 1;
         self.weight += weight;
-        if salted_hash(key, self.salt) >= self.threshold {
+        let h = salted_hash(key, self.salt);
+        self.distinct.add_hash(h);
+        if h >= self.threshold {
             return;
         }
         self.sampled(key, weight)
@@ -124,15 +140,25 @@ impl ShardsFixedRate {
     fn sampled(&mut self, key: u64, weight: f64) {
         let d = self.stack.distance(key);
         let inv = 1.0 / self.rate;
+        if d.is_none() {
+            self.sample.new_key(inv);
+        }
         self.hist
             .record(d.map(|d| (d as f64 * inv) as u64), weight * inv);
     }
 
     /// The corrected histogram of the accesses so far.
     pub fn histogram(&self) -> DistanceHistogram {
-        let mut h = self.hist.clone();
-        h.adjust_first(self.weight + self.units as f64 - h.total());
-        h
+        let total = self.weight + self.units as f64;
+        let keys = self.sample.keys;
+        self.sample.corrected(
+            &self.hist,
+            total,
+            self.accesses,
+            keys,
+            self.rate,
+            &self.distinct,
+        )
     }
 
     /// The effective rate.
@@ -147,7 +173,7 @@ impl ShardsFixedRate {
 
     /// Bytes held.
     pub fn memory_bytes(&self) -> usize {
-        self.stack.memory_bytes() + self.hist.memory_bytes()
+        self.stack.memory_bytes() + self.hist.memory_bytes() + self.distinct.memory_bytes()
     }
 }
 
@@ -158,6 +184,8 @@ pub struct ShardsFixedSize {
     heap: BinaryHeap<(u64, u64)>,
     stack: ExactStack,
     hist: DistanceHistogram,
+    distinct: DistinctCounter,
+    sample: SampledKeys,
     accesses: u64,
     /// Accesses recorded by `access` (weight 1 each), kept apart from `weight` so the
     /// per-access cost of request weighting is an integer increment.
@@ -174,6 +202,8 @@ impl ShardsFixedSize {
             heap: BinaryHeap::with_capacity(s_max.max(1) + 1),
             stack: ExactStack::new(),
             hist: DistanceHistogram::default(),
+            distinct: DistinctCounter::default(),
+            sample: SampledKeys::default(),
             accesses: 0,
             units: 0,
             weight: 0.0,
@@ -192,6 +222,7 @@ impl ShardsFixedSize {
         self.accesses += 1;
         self.units += 1;
         let h = sample_hash(key);
+        self.distinct.add_hash(h);
         if h >= self.threshold {
             return None;
         }
@@ -204,6 +235,7 @@ impl ShardsFixedSize {
         self.accesses += 1;
         self.weight += weight;
         let h = sample_hash(key);
+        self.distinct.add_hash(h);
         if h >= self.threshold {
             return None;
         }
@@ -234,6 +266,9 @@ impl ShardsFixedSize {
         }
         let d = self.stack.distance(key);
         let inv = 1.0 / self.rate();
+        if d.is_none() {
+            self.sample.new_key(inv);
+        }
         let scaled = d.map(|d| (d as f64 * inv) as u64);
         self.hist.record(scaled, weight * inv);
         Some((scaled, weight * inv))
@@ -241,9 +276,17 @@ impl ShardsFixedSize {
 
     /// The corrected histogram of the accesses so far.
     pub fn histogram(&self) -> DistanceHistogram {
-        let mut h = self.hist.clone();
-        h.adjust_first(self.weight + self.units as f64 - h.total());
-        h
+        let total = self.weight + self.units as f64;
+        // The sample's count of distinct keys is as good as its current size at the
+        // current rate (older keys were counted at higher rates, with less error).
+        self.sample.corrected(
+            &self.hist,
+            total,
+            self.accesses,
+            self.heap.len() as u64,
+            self.rate(),
+            &self.distinct,
+        )
     }
 
     /// Keys in the sample.
@@ -270,7 +313,71 @@ impl ShardsFixedSize {
     /// Bytes held: bounded by `s_max` (keys, heap, time axis) plus the histogram's few
     /// thousand buckets.
     pub fn memory_bytes(&self) -> usize {
-        self.heap.capacity() * 16 + self.stack.memory_bytes() + self.hist.memory_bytes()
+        self.heap.capacity() * 16
+            + self.stack.memory_bytes()
+            + self.hist.memory_bytes()
+            + self.distinct.memory_bytes()
+    }
+}
+
+/// What a sampler knows of the distinct keys it sampled, and the corrections built on it.
+#[derive(Clone, Debug, Default)]
+struct SampledKeys {
+    /// First accesses to sampled keys.
+    keys: u64,
+    /// The same, each weighted `1/R` at its time: the sample's estimate of the trace's
+    /// distinct keys.
+    scaled: f64,
+}
+
+impl SampledKeys {
+    fn new_key(&mut self, inv_rate: f64) {
+        self.keys += 1;
+        self.scaled += inv_rate;
+    }
+
+    /// The trace's distinct keys: the sample's estimate and the counter's, weighted by
+    /// the inverse of their relative variances (`(1 - R) / n` for a sample of `n` keys at
+    /// rate `R`; the counter's is fixed).
+    fn distinct_keys(&self, sample_size: u64, rate: f64, counter: &DistinctCounter) -> f64 {
+        let counted = counter.estimate();
+        if self.keys == 0 {
+            return counted;
+        }
+        let v_sample = (1.0 - rate).max(0.0) / sample_size.max(1) as f64;
+        if v_sample == 0.0 {
+            return self.scaled;
+        }
+        let v_counter = DistinctCounter::RELATIVE_ERROR.powi(2);
+        (self.scaled / v_sample + counted / v_counter) / (1.0 / v_sample + 1.0 / v_counter)
+    }
+
+    /// `hist` with its cold misses rescaled to the distinct-key estimate and the remaining
+    /// difference from `total` (the weight of all `accesses`) put at distance 0.
+    fn corrected(
+        &self,
+        hist: &DistanceHistogram,
+        total: f64,
+        accesses: u64,
+        sample_size: u64,
+        rate: f64,
+        counter: &DistinctCounter,
+    ) -> DistanceHistogram {
+        let mut h = hist.clone();
+        if accesses > 0 {
+            let keys = self.distinct_keys(sample_size, rate, counter);
+            // Each distinct key is one cold miss of the sampled keys' mean first-access
+            // weight (1 for request weighting); with nothing sampled, the mean access's.
+            let per_key = if self.scaled > 0.0 {
+                h.cold() / self.scaled
+            } else {
+                total / accesses as f64
+            };
+            let cold = (keys * per_key).clamp(0.0, total);
+            h.adjust_cold(cold - h.cold());
+        }
+        h.adjust_first(total - h.total());
+        h
     }
 }
 
@@ -292,6 +399,30 @@ mod tests {
             ex.histogram.miss_ratios(&sizes),
             sh.histogram().miss_ratios(&sizes)
         );
+    }
+
+    #[test]
+    fn cold_misses_come_from_the_distinct_count() {
+        // 40,000 keys, each read 1 to 4 times: at rate 0.01 only ~400 keys are sampled, so
+        // the sample alone misjudges the distinct keys by a few percent; the curve's
+        // right end (cold misses over accesses) must come out within 1 % of the truth.
+        let keys: Vec<u64> = (0..40_000u64)
+            .flat_map(|k| std::iter::repeat_n(k, 1 + (k % 4) as usize))
+            .collect();
+        let truth = 40_000.0 / keys.len() as f64;
+        for salt in 0..5u64 {
+            let mut sh = ShardsFixedRate::with_salt(0.01, salt);
+            keys.iter().for_each(|&k| sh.access(k));
+            let end = sh.histogram().miss_ratios(&[1 << 30])[0];
+            assert!(
+                (end - truth).abs() <= 0.01 * truth,
+                "salt {salt}: {end} vs {truth}"
+            );
+        }
+        // Rate 1 keeps the sample's exact count.
+        let mut sh = ShardsFixedRate::new(1.0);
+        keys.iter().for_each(|&k| sh.access(k));
+        assert_eq!(sh.histogram().cold(), 40_000.0);
     }
 
     #[test]

@@ -112,17 +112,18 @@ fn shards_error_on_the_shared_trace() {
     println!("shared trace MAE: fixed-size 8192 {fixed_size:.4}, rate 0.01 {fixed_rate:.4}, rate 0.1 {rate_tenth:.4}");
     assert!(fixed_size <= 0.01, "{fixed_size}");
     assert!(rate_tenth <= 0.01, "{rate_tenth}");
-    // At rate 0.01 this 113,872-request trace leaves about 1,100 sampled accesses: the
-    // estimate's sampling error alone is several points, so the 0.01 target holds only on
-    // large traces (see the synthetic test and `mrc::bench`). Over 15 independent samples
-    // (hash salts) the spread is measured and bounded loosely, to catch regressions only.
+    // At rate 0.01 this 113,872-request trace leaves about 1,100 sampled accesses of ~490
+    // keys: where a sampled scan's reuse distance lands (±5 %) and which hot keys fall in
+    // are luck, so the 0.01 target holds only on large traces (see the synthetic test and
+    // `mrc::bench`). Over 15 independent samples (hash salts) the spread is measured and
+    // bounded: the median was 0.030 before the cold-miss correction and 0.017 with it.
     let maes = rate_maes_over_salts(&reqs, 0.01, 15);
     println!(
         "shared trace, rate 0.01 over 15 salts: min {:.4} median {:.4} max {:.4} (default salt {fixed_rate:.4})",
         maes[0], maes[7], maes[14]
     );
-    assert!(maes[7] <= 0.06, "{maes:?}");
-    assert!(fixed_rate <= 0.1, "{fixed_rate}");
+    assert!(maes[7] <= 0.022, "{maes:?}");
+    assert!(fixed_rate <= 0.04, "{fixed_rate}");
 }
 
 #[test]
@@ -140,9 +141,9 @@ fn shards_error_on_a_synthetic_trace() {
         "synthetic, rate 0.01 over 15 salts: min {:.4} median {:.4} max {:.4}",
         maes[0], maes[7], maes[14]
     );
-    assert!(maes[7] <= 0.01, "{maes:?}");
-    assert!(maes[14] <= 0.025, "{maes:?}");
-    assert!(fixed_rate <= 0.025, "{fixed_rate}");
+    assert!(maes[7] <= 0.008, "{maes:?}");
+    assert!(maes[14] <= 0.02, "{maes:?}");
+    assert!(fixed_rate <= 0.015, "{fixed_rate}");
 }
 
 #[test]
