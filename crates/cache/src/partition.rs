@@ -395,6 +395,9 @@ impl Partition {
         if !(first..=last).all(|b| bc.lookup(vol.key(b)).is_some()) {
             return None;
         }
+        // Blocks whose slots follow each other in the arena (a range written in order)
+        // are copied as one run: one large copy instead of one call per block.
+        let mut run: Option<(usize, Range<usize>)> = None;
         for b in first..=last {
             let key = vol.key(b);
             let (in_off, dst) = seg(b, offset, len, bs);
@@ -405,8 +408,20 @@ impl Partition {
                 continue; // checked above under the same lock
             };
             bc.access(key, |_, _| {});
-            let s = slot as usize * self.bs + in_off;
-            buf[dst.clone()].copy_from_slice(&st.arena[s..s + dst.len()]);
+            let src = slot as usize * self.bs + in_off;
+            run = match run {
+                Some((start, d)) if start + d.len() == src && d.end == dst.start => {
+                    Some((start, d.start..dst.end))
+                }
+                Some((start, d)) => {
+                    buf[d.clone()].copy_from_slice(&st.arena[start..start + d.len()]);
+                    Some((src, dst))
+                }
+                None => Some((src, dst)),
+            };
+        }
+        if let Some((start, d)) = run {
+            buf[d.clone()].copy_from_slice(&st.arena[start..start + d.len()]);
         }
         let hits = last - first + 1;
         st.stats.hits += hits;

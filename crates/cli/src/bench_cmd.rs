@@ -40,6 +40,9 @@ enum BenchWhat {
         /// Interleaved runs per side of each comparison; the best of each side is compared.
         #[arg(long, default_value_t = 3)]
         repeat: u32,
+        /// Only these rows (comma-separated): hit-qd32, hit-qd1, hit-seq, miss, l1.
+        #[arg(long, value_delimiter = ',')]
+        only: Vec<String>,
     },
 }
 
@@ -141,7 +144,11 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             );
             Ok(())
         }
-        BenchWhat::Nbd { seconds, repeat } => crate::bench_nbd::run(seconds, repeat),
+        BenchWhat::Nbd {
+            seconds,
+            repeat,
+            only,
+        } => crate::bench_nbd::run(seconds, repeat, &only),
         BenchWhat::Mrc(b) => crate::bench_mrc::run(b.requests, b.objects, &b.dir, !b.no_minisim),
     }
 }

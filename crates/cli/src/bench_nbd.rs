@@ -214,7 +214,14 @@ fn row(what: &str, ours: f64, peer: f64, unit: &str, target: &str, higher_is_bet
 }
 
 /// Runs the benchmark; `seconds` per measurement, `repeat` interleaved rounds per row.
-pub fn run(seconds: u32, repeat: u32) -> anyhow::Result<()> {
+/// The rows `--only` can pick.
+pub const ROWS: [&str; 5] = ["hit-qd32", "hit-qd1", "hit-seq", "miss", "l1"];
+
+pub fn run(seconds: u32, repeat: u32, only: &[String]) -> anyhow::Result<()> {
+    if let Some(bad) = only.iter().find(|o| !ROWS.contains(&o.as_str())) {
+        bail!("--only {bad}: not a row; the rows are {}", ROWS.join(", "));
+    }
+    let want = |row: &str| only.is_empty() || only.iter().any(|o| o == row);
     let dir = tempfile::tempdir()?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -273,22 +280,26 @@ cache = "hot"
         repeat,
     };
     use Metric::*;
-    compare(
-        "hit: 4 KiB random read QD32 vs nbdkit memory",
-        rand4k(32),
-        &our_uri,
-        &kit_uri,
-        KiloIops,
-        ">= 0.90",
-    )?;
-    compare(
-        "hit: 4 KiB random read QD1 latency",
-        rand4k(1),
-        &our_uri,
-        &kit_uri,
-        MeanLatencyMicros,
-        ">= 0.83 (1.2x)",
-    )?;
+    if want("hit-qd32") {
+        compare(
+            "hit: 4 KiB random read QD32 vs nbdkit memory",
+            rand4k(32),
+            &our_uri,
+            &kit_uri,
+            KiloIops,
+            ">= 0.90",
+        )?;
+    }
+    if want("hit-qd1") {
+        compare(
+            "hit: 4 KiB random read QD1 latency",
+            rand4k(1),
+            &our_uri,
+            &kit_uri,
+            MeanLatencyMicros,
+            ">= 0.83 (1.2x)",
+        )?;
+    }
     let seq = Load {
         rw: "read",
         bs: "1m",
@@ -297,26 +308,47 @@ cache = "hot"
         seconds,
         repeat,
     };
-    compare(
-        "hit: 1 MiB sequential read QD4",
-        seq,
-        &our_uri,
-        &kit_uri,
-        MegabytesPerSec,
-        ">= 0.90",
-    )?;
+    if want("hit-seq") {
+        compare(
+            "hit: 1 MiB sequential read QD4",
+            seq,
+            &our_uri,
+            &kit_uri,
+            MegabytesPerSec,
+            ">= 0.90",
+        )?;
+    }
     // The single node's hits on the 64 MiB working set the hierarchy row compares with.
     let set64 = Load {
         size: "64m",
         ..rand4k(32)
     };
-    let hit_qd32 = interleaved(set64, &[&our_uri], KiloIops, repeat)?[0];
+    let hit_qd32 = if want("l1") {
+        interleaved(set64, &[&our_uri], KiloIops, repeat)?[0]
+    } else {
+        Fio::default()
+    };
     drop(nbdkit);
     rt.block_on(ours.shutdown())?;
+    if want("miss") {
+        miss_rows(dir.path(), &rt, rand4k(32), repeat)?;
+    }
+    if want("l1") {
+        hierarchy_row(dir.path(), &rt, set64, hit_qd32, repeat)?;
+    }
+    Ok(())
+}
 
-    // Miss path: a 1 MiB cache over a 256 MiB file, against qemu-nbd and nbdkit file.
+/// Cache misses: a 1 MiB cache over a 256 MiB file (the hit section's), against
+/// qemu-nbd and nbdkit's file plugin serving the same file.
+fn miss_rows(
+    dir: &Path,
+    rt: &tokio::runtime::Runtime,
+    load: Load,
+    repeat: u32,
+) -> anyhow::Result<()> {
     let cfg = node_config(
-        dir.path(),
+        dir,
         r#"cache_size = "8MiB"
 [[export]]
 name = "cold"
@@ -332,7 +364,7 @@ cache = "cold"
     )?;
     let ours = rt.block_on(node::start(&cfg))?;
     let our_uri = format!("nbd://{}/cold", ours.nbd_addr);
-    let file = dir.path().join("hot.img").display().to_string();
+    let file = dir.join("hot.img").display().to_string();
     let qemu_port = free_port()?;
     let _qemu = peer(
         "qemu-nbd",
@@ -367,13 +399,13 @@ cache = "cold"
         kit_port,
     )?;
     let best = interleaved(
-        rand4k(32),
+        load,
         &[
             &our_uri,
             &format!("nbd://127.0.0.1:{qemu_port}/cold"),
             &format!("nbd://127.0.0.1:{kit_port}/"),
         ],
-        KiloIops,
+        Metric::KiloIops,
         repeat,
     )?;
     for (peer_name, b) in [("qemu-nbd", best[1]), ("nbdkit file", best[2])] {
@@ -387,15 +419,25 @@ cache = "cold"
         );
     }
     rt.block_on(ours.shutdown())?;
+    Ok(())
+}
 
-    // Hierarchy: level 1 striped over two level-2 nodes, 64 MiB working set.
+/// The hierarchy: a level-1 node striped over two level-2 nodes, a 64 MiB working set
+/// that fits in level 1, against one node's hits on the same set (`hit_qd32`).
+fn hierarchy_row(
+    dir: &Path,
+    rt: &tokio::runtime::Runtime,
+    set64: Load,
+    hit_qd32: Fio,
+    repeat: u32,
+) -> anyhow::Result<()> {
     let l2 = |name: &str| -> anyhow::Result<node::RunningNode> {
-        let cfg = node_config(dir.path(), &format!("cache_size = \"64MiB\"\nlevel = 2\n[[export]]\nname = \"v\"\nfile = \"{name}.img\"\nsize = \"128MiB\"\n"))?;
+        let cfg = node_config(dir, &format!("cache_size = \"64MiB\"\nlevel = 2\n[[export]]\nname = \"v\"\nfile = \"{name}.img\"\nsize = \"128MiB\"\n"))?;
         Ok(rt.block_on(node::start(&cfg))?)
     };
     let (x, y) = (l2("l2a")?, l2("l2b")?);
     let cfg = node_config(
-        dir.path(),
+        dir,
         &format!(
             r#"cache_size = "96MiB"
 [[export]]
@@ -415,7 +457,7 @@ cache = "l1"
     let l1 = rt.block_on(node::start(&cfg))?;
     let uri = format!("nbd://{}/t", l1.nbd_addr);
     fill(&uri, "64m")?;
-    let a = interleaved(set64, &[&uri], KiloIops, repeat)?[0];
+    let a = interleaved(set64, &[&uri], Metric::KiloIops, repeat)?[0];
     row(
         "L1 over two L2, fitting set vs one node's hits",
         a.iops / 1e3,

@@ -439,3 +439,12 @@ slo = { kind = "bandwidth", target = 990.0, cache = 1000.0, storage = 200.0 }
         "--repair-curves",
     ]);
 }
+
+#[test]
+fn bench_nbd_names_its_rows_when_one_is_unknown() {
+    let err = common::fails(&["bench", "nbd", "--only", "hit-qd1,qd64"]);
+    assert!(
+        err.contains("--only qd64: not a row; the rows are hit-qd32, hit-qd1, hit-seq, miss, l1"),
+        "{err}"
+    );
+}

@@ -77,6 +77,11 @@ pub struct NodeSection {
     /// second; 0 (the default) leaves tenants unthrottled.
     #[serde(default)]
     pub bandwidth: ByteSize,
+    /// Microseconds a connection's reader polls its socket for the next request before it
+    /// blocks (adaptive; 0 turns polling off). Polling spends CPU to spare queue-depth-1
+    /// clients the server thread's wake-up (default 100).
+    #[serde(default = "default_busy_poll")]
+    pub busy_poll_us: u64,
 }
 
 fn default_nbd() -> String {
@@ -90,6 +95,9 @@ fn default_block() -> ByteSize {
 }
 fn default_level() -> u8 {
     1
+}
+fn default_busy_poll() -> u64 {
+    100
 }
 
 /// One `[[export]]`: a name, the tenant that owns it, and exactly one backend.

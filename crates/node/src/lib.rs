@@ -242,6 +242,10 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     })?;
     let nbd_addr = nbd_listener.local_addr()?;
     let api_addr = api_listener.local_addr()?;
+    let server = nbd::ServerConfig {
+        busy_poll: std::time::Duration::from_micros(cfg.node.busy_poll_us),
+        ..nbd::ServerConfig::default()
+    };
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let st = state.clone();
     let task = tokio::spawn(async move {
@@ -255,7 +259,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
                 .await
         });
         let provider: Arc<dyn nbd::ExportProvider> = Arc::new(export::NodeExports(st.clone()));
-        let served = nbd::serve(nbd_listener, provider, async {
+        let served = nbd::serve_with(nbd_listener, provider, server, async {
             let _ = stop_rx.await;
         })
         .await;

@@ -23,8 +23,9 @@
 //!   [`tokio::runtime::Handle::block_on`] (exports stay async and may use the runtime's
 //!   timers and sockets), then send its reply and rejoin the followers. So a miss costs
 //!   one wake-up of a follower, off its own path, and replies go out in completion
-//!   order. Replies of all threads are combined ([`ReplyOut`]): whoever finds another
-//!   thread writing queues its reply for that thread to send with the rest.
+//!   order. Small replies of all threads are combined ([`ReplyOut`]): whoever finds
+//!   another thread writing queues its reply for that thread to send with the rest; a
+//!   large one waits for the socket rather than be copied.
 //! * Socket writes block when a client stops reading; they happen only on the
 //!   connection's own threads, never on a runtime worker, so a stalled client cannot
 //!   stall the runtime. Admission: before it starts, a request that is handed off takes
@@ -45,7 +46,9 @@
 
 use std::io::{self, IoSlice, Read, Write};
 use std::net::Shutdown;
+use std::os::fd::{AsRawFd, RawFd};
 use std::sync::{Arc, Condvar, Mutex};
+use std::time::Instant;
 
 use bytes::{Bytes, BytesMut};
 use tokio::runtime::Handle;
@@ -56,6 +59,7 @@ use crate::request::{parse_request, RequestHeader};
 use crate::server::command::execute;
 use crate::server::connection::IN_FLIGHT_KIB;
 use crate::server::export::Export;
+use crate::server::poll::BusyPoll;
 use crate::server::ServerConfig;
 use crate::wire::{Command, Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
 
@@ -78,6 +82,15 @@ impl BlockingStream {
         match self {
             BlockingStream::Tcp(s) => s.shutdown(how),
             BlockingStream::Unix(s) => s.shutdown(how),
+        }
+    }
+}
+
+impl AsRawFd for BlockingStream {
+    fn as_raw_fd(&self) -> RawFd {
+        match self {
+            BlockingStream::Tcp(s) => s.as_raw_fd(),
+            BlockingStream::Unix(s) => s.as_raw_fd(),
         }
     }
 }
@@ -131,6 +144,7 @@ pub(crate) async fn serve(
             stream,
             buf,
             scratch: vec![0; READ_CHUNK],
+            poll: BusyPoll::new(config.busy_poll),
             batch: ReplyBatch {
                 buf: Vec::with_capacity(64 << 10),
                 filled: 0,
@@ -221,6 +235,7 @@ struct ReadSide {
     stream: BlockingStream,
     buf: BytesMut,
     scratch: Vec<u8>,
+    poll: BusyPoll,
     batch: ReplyBatch,
     /// No more requests will be read.
     ended: bool,
@@ -393,9 +408,10 @@ impl Connection {
                         stream,
                         buf,
                         scratch,
+                        poll,
                         ..
                     } = side;
-                    match read_some(stream, buf, scratch, needed) {
+                    match read_some(stream, buf, scratch, poll, needed) {
                         Ok(0) => return self.stop_reading(side, Ok(())),
                         Ok(_) => {}
                         Err(e) => return self.stop_reading(side, Err(e)),
@@ -529,7 +545,8 @@ impl Connection {
 /// buffers if nobody is writing; if another thread is, it appends its reply to the queue
 /// and goes on, and the writing thread sends everything queued in one `write` before it
 /// stops. Under load many replies share one system call and one wake-up of the client,
-/// instead of one each; alone, a reply is written at once with no copy. A reply's payload
+/// instead of one each; alone, a reply is written at once with no copy. Replies over
+/// [`COMBINE_MAX`] are never queued (the copy would cost more than the call). A reply's payload
 /// budget is released only once it is on the socket, so a client that stops reading
 /// stops the connection (the queue is bounded by the budget).
 struct ReplyOut {
@@ -558,6 +575,15 @@ impl ReplyOut {
     /// Errors are the socket's, for the caller to log; a failed socket fails every later
     /// reply too.
     fn send(&self, parts: &mut [IoSlice<'_>], kib: u32, budget: &Budget) -> io::Result<()> {
+        // A large reply gains nothing from sharing a system call and would cost a copy
+        // into the queue (a 1 MiB read's data twice): it waits for the socket instead.
+        // Replies may go out in any order, and each write holds the socket for whole
+        // replies, so it can slip between the combining writer's writes.
+        if parts.iter().map(|p| p.len()).sum::<usize>() > COMBINE_MAX {
+            let result = write_all_vectored(&mut *lock(&self.sock), parts);
+            budget.release(kib);
+            return result;
+        }
         {
             let mut q = lock(&self.queue);
             if q.writing {
@@ -619,6 +645,8 @@ struct ReplyBatch {
     filled: usize,
 }
 
+/// Replies larger than this are written by their own thread, never copied into the queue.
+const COMBINE_MAX: usize = 64 << 10;
 /// Batches larger than this are written at once rather than at the next blocking point.
 const BATCH_FLUSH: usize = 256 << 10;
 /// A batch buffer that grew past this is shrunk back after it is written.
@@ -657,16 +685,18 @@ const PAGE: usize = 4096;
 const READ_CHUNK: usize = 64 << 10;
 
 /// One blocking read appended to `buf`, at least enough for a frame of `needed` bytes in
-/// total when that is large; returns the bytes read (0 at end of stream).
+/// total when that is large; returns the bytes read (0 at end of stream). A small read
+/// busy-polls first (`poll`).
 ///
 /// Safe Rust can only read into initialised memory. Small reads go through `scratch`
 /// (initialised once) and are copied, which costs only the bytes that arrived; a large
 /// write's payload is read in place into `buf` grown (and zeroed) by exactly what is
 /// still missing, so it is neither copied nor zeroed twice.
 fn read_some(
-    r: &mut impl Read,
+    r: &mut (impl Read + AsRawFd),
     buf: &mut BytesMut,
     scratch: &mut [u8],
+    poll: &mut BusyPoll,
     needed: usize,
 ) -> io::Result<usize> {
     let missing = needed.saturating_sub(buf.len());
@@ -678,7 +708,15 @@ fn read_some(
             buf.truncate(start + *res.as_ref().unwrap_or(&0));
             res
         } else {
-            let res = r.read(scratch);
+            let res = match poll.try_read(r.as_raw_fd(), scratch) {
+                Some(res) => res,
+                None => {
+                    let start = Instant::now();
+                    let res = r.read(scratch);
+                    poll.blocked_for(start.elapsed());
+                    res
+                }
+            };
             if let Ok(n) = res {
                 buf.extend_from_slice(&scratch[..n]);
             }
