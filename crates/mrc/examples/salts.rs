@@ -1,18 +1,24 @@
-//! MAE of fixed-rate SHARDS over several hash salts on one trace, object mode:
-//! `salts <spec or trace file> <rate> <n>`. Shows how much of a sampled curve's error is
-//! the luck of the sample: a small trace at a low rate has few sampled keys, and no
-//! implementation can do better than the spread this prints.
+//! MAE of fixed-rate SHARDS over several hash salts on one trace, in object mode or with
+//! `block` in 4 KiB-block mode: `salts <spec or trace file> <rate> <n> [block]`. Shows how
+//! much of a sampled curve's error is the luck of the sample: a small trace at a low rate
+//! has few sampled keys, and no implementation can do better than the spread this prints.
 use mrc::shards::ShardsFixedRate;
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
     let rate: f64 = a[1].parse().expect("rate");
     let n: u64 = a[2].parse().expect("n");
+    let mode = if a.get(3).is_some_and(|m| m == "block") {
+        trace::KeyMode::Block { block_size: 4096 }
+    } else {
+        trace::KeyMode::Object
+    };
     let keys: Vec<u64> = if std::path::Path::new(&a[0]).is_file() {
-        trace::open(std::path::Path::new(&a[0]), None)
-            .expect("trace")
-            .map(|r| r.expect("record").object_key())
-            .collect()
+        let mut keys = Vec::new();
+        for r in trace::open(std::path::Path::new(&a[0]), None).expect("trace") {
+            r.expect("record").for_each_key(mode, |k| keys.push(k));
+        }
+        keys
     } else {
         let w = trace::synth::parse(&a[0]).expect("spec");
         w.iter().map(|r| r.object_key()).collect()
