@@ -49,6 +49,7 @@ fn main() {
         )
         .with_writer(std::io::stderr)
         .init();
+    quiet_on_closed_stdout();
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Sim(a) => sim_cmd::run(a),
@@ -63,4 +64,23 @@ fn main() {
         eprintln!("lachesis: {e:#}");
         std::process::exit(1);
     }
+}
+
+/// A reader that stops early (`lachesis mrc ... | head`) closes our stdout, and `println!`
+/// then panics. Like any Unix filter, end quietly instead; every other panic still reports.
+/// (Restoring `SIGPIPE`'s default action would do the same but needs `unsafe`.)
+fn quiet_on_closed_stdout() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| info.payload().downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if msg.starts_with("failed printing to stdout") && msg.contains("Broken pipe") {
+            std::process::exit(0);
+        }
+        report(info)
+    }));
 }

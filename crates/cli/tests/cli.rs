@@ -448,3 +448,25 @@ fn bench_nbd_names_its_rows_when_one_is_unknown() {
         "{err}"
     );
 }
+
+#[test]
+fn a_reader_that_stops_early_is_not_a_crash() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+        .args(["mrc", "--sizes", "20000"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut first)
+        .unwrap();
+    assert!(first.starts_with("trace: built-in"), "{first}");
+    // The read end is dropped here, as `| head -1` would.
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{:?}: {err}", out.status);
+    assert!(!err.contains("panicked"), "{err}");
+}
