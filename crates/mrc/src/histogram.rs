@@ -4,8 +4,9 @@
 //! an LRU cache of more than `d` blocks; a first access (`None`) is a cold miss at every
 //! size. [`DistanceHistogram`] keeps exact per-distance counts up to [`LINEAR`] and
 //! relative-width buckets above it (512 per power of two, 0.1–0.2 % wide, so a few
-//! thousand buckets cover any distance): exact for the curve at the small sizes where single blocks matter, and
-//! bounded memory for sampled, scaled distances, which can be as large as the footprint.
+//! thousand buckets cover any distance): exact for the curve at the small sizes where
+//! single blocks matter, and bounded memory for sampled, scaled distances, which can be as
+//! large as the footprint.
 
 use crate::curve::{CurvePoint, HitRatioCurve};
 

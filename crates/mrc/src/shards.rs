@@ -22,8 +22,8 @@
 //! Both apply two count corrections when a curve is asked for:
 //! * **Cold misses.** Every access also goes into a [`DistinctCounter`] (HyperLogLog over
 //!   the hash already computed), and the sample's cold misses are rescaled to the number of
-//!   distinct keys it and the sample estimate together (inverse-variance weighted, so at
-//!   rate 1 the sample's exact count wins). A 1 % sample of a 50 k-key trace knows that
+//!   distinct keys that the counter and the sample estimate together (inverse-variance
+//!   weighted, so at rate 1 the sample's exact count wins). A 1 % sample of a 50 k-key trace knows that
 //!   count only to ±4.5 %, and it shifts the whole curve; the counter knows it to ±0.4 %.
 //!   On a 114 k-request trace this halves the median error at rate 0.01 (`examples/salts`).
 //! * **Total (the paper's SHARDS_adj).** The sample's weight is compared with the number

@@ -8,7 +8,7 @@
 //! after the replies are out keeps the thread running, so the next request is read the
 //! moment it lands, as the kernel's own `SO_BUSY_POLL` does for network devices.
 //!
-//! Polling costs CPU, so it adapts: it starts at [`BusyPoll::limit`]; each poll that
+//! Polling costs CPU, so it adapts: it starts at the configured limit; each poll that
 //! times out halves the next one, and after a few the connection blocks straight away.
 //! A request that arrives soon after a blocking read began re-arms it (the client is in
 //! a tight request–reply loop again). An idle connection thus burns at most about twice

@@ -546,9 +546,9 @@ impl Connection {
 /// and goes on, and the writing thread sends everything queued in one `write` before it
 /// stops. Under load many replies share one system call and one wake-up of the client,
 /// instead of one each; alone, a reply is written at once with no copy. Replies over
-/// [`COMBINE_MAX`] are never queued (the copy would cost more than the call). A reply's payload
-/// budget is released only once it is on the socket, so a client that stops reading
-/// stops the connection (the queue is bounded by the budget).
+/// [`COMBINE_MAX`] are never queued (the copy would cost more than the call). A reply's
+/// payload budget is released only once it is on the socket, so a client that stops
+/// reading stops the connection (the queue is bounded by the budget).
 struct ReplyOut {
     sock: Mutex<BlockingStream>,
     queue: Mutex<ReplyQueue>,
