@@ -383,26 +383,16 @@ slo = { kind = "bandwidth", target = 990.0, cache = 1000.0, storage = 200.0 }
         args.extend_from_slice(extra);
         common::fails(&args)
     };
-    let e = bad(&[
-        "--capacity",
-        "6000",
-        "--objective",
-        "mlms",
-        "--slo",
-        &mlms("hot = [0]\nloop = []\n"),
-    ]);
+    let bad_connect = |connect: &str| {
+        let slo = mlms(connect);
+        bad(&["--capacity", "6000", "--objective", "mlms", "--slo", &slo])
+    };
+    let e = bad_connect("hot = [0]\nloop = []\n");
     assert!(
         e.contains("tenant `loop` is connected to no storage server"),
         "{e}"
     );
-    let e = bad(&[
-        "--capacity",
-        "6000",
-        "--objective",
-        "mlms",
-        "--slo",
-        &mlms("ghost = [0]\n"),
-    ]);
+    let e = bad_connect("ghost = [0]\n");
     assert!(e.contains("mlms.connect names tenant `ghost`"), "{e}");
     let e = bad(&["--capacity", "12000", "--weights", "ghost=1"]);
     assert!(e.contains("--weights names tenant `ghost`"), "{e}");

@@ -19,20 +19,29 @@ use crate::{Request, SkipBad, TraceError, TraceReader};
 /// vanishes, small enough (160 KiB of requests) to stay in the L2 cache.
 pub const BATCH: usize = 4096;
 
+/// [`RequestStream::next_batch`] for any iterator of requests: `next` up to `max` times.
+fn batch_one_by_one(
+    it: &mut (impl Iterator<Item = Result<Request, TraceError>> + ?Sized),
+    out: &mut Vec<Request>,
+    max: usize,
+) -> Result<(), TraceError> {
+    for _ in 0..max {
+        match it.next() {
+            Some(Ok(r)) => out.push(r),
+            Some(Err(e)) => return Err(e),
+            None => break,
+        }
+    }
+    Ok(())
+}
+
 /// A stream of requests that can be read in batches.
 pub trait RequestStream: Iterator<Item = Result<Request, TraceError>> {
     /// Appends up to `max` requests to `out`. `Ok` with nothing appended means the stream
     /// has ended (with `max > 0`); an error is returned after the requests before it have
     /// been appended, exactly where `next` would have yielded it.
     fn next_batch(&mut self, out: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
-        for _ in 0..max {
-            match self.next() {
-                Some(Ok(r)) => out.push(r),
-                Some(Err(e)) => return Err(e),
-                None => break,
-            }
-        }
-        Ok(())
+        batch_one_by_one(self, out, max)
     }
 
     /// At most `n` requests of this stream (`Iterator::take`, keeping batches).
@@ -52,16 +61,7 @@ impl RequestStream for TraceReader {
     fn next_batch(&mut self, out: &mut Vec<Request>, max: usize) -> Result<(), TraceError> {
         match self {
             TraceReader::Oracle(r) => r.next_batch(out, max),
-            TraceReader::Text(r) => {
-                for _ in 0..max {
-                    match r.next() {
-                        Some(Ok(q)) => out.push(q),
-                        Some(Err(e)) => return Err(e),
-                        None => break,
-                    }
-                }
-                Ok(())
-            }
+            TraceReader::Text(r) => batch_one_by_one(r, out, max),
         }
     }
 }

@@ -202,7 +202,7 @@ struct Budget {
 
 impl Budget {
     fn lock(&self) -> std::sync::MutexGuard<'_, u32> {
-        self.used_kib.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.used_kib)
     }
 
     /// Take `kib` without waiting, if it is free.
@@ -274,7 +274,7 @@ struct Job {
 
 impl Connection {
     fn threads(&self) -> std::sync::MutexGuard<'_, Threads> {
-        self.threads.lock().unwrap_or_else(|e| e.into_inner())
+        lock(&self.threads)
     }
 
     /// Send the leader's batch (no budget: its requests were never handed off).
@@ -317,7 +317,7 @@ impl Connection {
         let mut reply = Vec::new();
         loop {
             let job = {
-                let mut side = self.leader.lock().unwrap_or_else(|e| e.into_inner());
+                let mut side = lock(&self.leader);
                 self.threads().idle -= 1;
                 let job = if side.ended {
                     None
@@ -527,7 +527,7 @@ impl Connection {
 
     /// Close after the last thread: the result of reading, and the write side shut.
     fn close(&self) -> io::Result<()> {
-        let mut side = self.leader.lock().unwrap_or_else(|e| e.into_inner());
+        let mut side = lock(&self.leader);
         let result = std::mem::replace(&mut side.result, Ok(()));
         let closed = lock(&self.out.sock).shutdown(Shutdown::Write);
         // A peer that already left makes the shutdown fail; that is not an error here.
