@@ -441,36 +441,50 @@ impl CacheNode {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<bool> {
+        let len = buf.len();
+        let copied = self.with_resident(export, client, offset, len, |pieces| {
+            let mut at = 0;
+            for p in pieces {
+                buf[at..at + p.len()].copy_from_slice(p);
+                at += p.len();
+            }
+        })?;
+        Ok(copied.is_some())
+    }
+
+    /// Like [`CacheNode::read_if_resident`], handing `f` the data as slices of the cache's
+    /// memory instead of copying it ([`Partition::with_resident`]: `f` runs under the
+    /// partition's lock and must not block); `Ok(None)` when it cannot (`f` not called).
+    pub fn with_resident<R>(
+        &self,
+        export: &str,
+        client: &str,
+        offset: u64,
+        len: usize,
+        f: impl FnOnce(&[&[u8]]) -> R,
+    ) -> Result<Option<R>> {
         let r = read_lock(&self.routing);
-        let ex = Self::export(&r, export, offset, buf.len() as u64)?;
+        let ex = Self::export(&r, export, offset, len as u64)?;
         let vol = &*ex.vol;
         let mut runs = 0;
         let mut target = Target::Direct;
-        Self::for_each_run(
-            &r,
-            vol,
-            client,
-            Op::Read,
-            offset,
-            buf.len() as u64,
-            |_, _, t| {
-                runs += 1;
-                target = t;
-                Ok(())
-            },
-        )?;
+        Self::for_each_run(&r, vol, client, Op::Read, offset, len as u64, |_, _, t| {
+            runs += 1;
+            target = t;
+            Ok(())
+        })?;
         let Target::Cached(c) = target else {
-            return Ok(false);
+            return Ok(None);
         };
         if runs != 1 {
-            return Ok(false);
+            return Ok(None);
         }
-        match Self::part_of(&r, c)?.read_resident(vol, offset, buf) {
-            Some(out) => {
-                Self::record(ex, client, false, buf.len() as u64, out);
-                Ok(true)
+        match Self::part_of(&r, c)?.with_resident(vol, offset, len, f) {
+            Some((value, out)) => {
+                Self::record(ex, client, false, len as u64, out);
+                Ok(Some(value))
             }
-            None => Ok(false),
+            None => Ok(None),
         }
     }
 

@@ -209,6 +209,57 @@ fn rules_route_and_stay_coherent() {
 }
 
 #[test]
+fn resident_reads_lend_the_cached_bytes_or_nothing() {
+    let (node, _) = node_with(64);
+    let c = node
+        .create_cache("c", 16, "lru", WritePolicy::WriteBack)
+        .unwrap();
+    node.create_rule(all("vol"), c).unwrap();
+    let data: Vec<u8> = (0..12 * BS).map(|i| (i * 13 + i / BS) as u8).collect();
+    // Blocks 0..8 written in order, then 11, 10, 9, 8: the arena holds two runs and
+    // then single blocks in reverse order.
+    node.write("vol", "x", 0, &data[..8 * BS], false).unwrap();
+    for b in (8..12).rev() {
+        node.write(
+            "vol",
+            "x",
+            (b * BS) as u64,
+            &data[b * BS..(b + 1) * BS],
+            false,
+        )
+        .unwrap();
+    }
+    let hits = |n: &CacheNode| n.get_cache_stats(c).unwrap().hits;
+    let before = hits(&node);
+    let (off, len) = (100usize, 12 * BS - 300);
+    let pieces = node
+        .with_resident("vol", "x", off as u64, len, |p| (p.len(), p.concat()))
+        .unwrap()
+        .expect("every block is resident");
+    assert_eq!(pieces.1, &data[off..off + len]);
+    assert!(pieces.0 >= 2 && pieces.0 <= 5, "{} pieces", pieces.0);
+    assert_eq!(hits(&node) - before, 12);
+    let mut buf = vec![0u8; len];
+    assert!(node
+        .read_if_resident("vol", "x", off as u64, &mut buf)
+        .unwrap());
+    assert_eq!(buf, &data[off..off + len]);
+    // One block missing: nothing handed over, nothing counted.
+    let before = hits(&node);
+    let lent = node
+        .with_resident("vol", "x", 10 * BS as u64, 3 * BS, |_| {
+            panic!("not resident")
+        })
+        .unwrap();
+    assert!(lent.is_none());
+    assert_eq!(hits(&node), before);
+    assert!(matches!(
+        node.with_resident("vol", "x", 64 * BS as u64, 1, |_| ()),
+        Err(CacheError::OutOfRange { .. })
+    ));
+}
+
+#[test]
 fn remove_cache_and_flush_write_back() {
     let (node, mem) = node_with(64);
     let c = node

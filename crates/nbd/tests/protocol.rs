@@ -6,7 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nbd::server::{Capabilities, ExportMap};
+use bytes::Bytes;
+use nbd::server::{BoxFuture, Capabilities, Export, ExportMap};
 use nbd::MemExport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -25,6 +26,8 @@ const RO_FLAGS: u16 = 0x1 | 0x2 | 0x4 | 0x8 | 0x100;
 struct Server {
     addr: std::net::SocketAddr,
     mem: Arc<MemExport>,
+    /// The memory of `lent-half` and `lent-failing`, [`BIG`] bytes.
+    big: Arc<MemExport>,
     stop: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
@@ -32,13 +35,23 @@ struct Server {
 impl Server {
     async fn start() -> Server {
         let mem = Arc::new(MemExport::new(SIZE));
+        let big = Arc::new(MemExport::new(BIG));
         let ro = MemExport::new(SIZE).with_capabilities(Capabilities {
             read_only: true,
             ..Capabilities::default()
         });
         let exports = ExportMap::new()
             .with("disk", mem.clone())
-            .with("ro", Arc::new(ro));
+            .with("ro", Arc::new(ro))
+            .with("lent", Arc::new(LentExport::new(mem.clone(), SIZE, SIZE)))
+            .with(
+                "lent-half",
+                Arc::new(LentExport::new(big.clone(), BIG / 2, BIG)),
+            )
+            .with(
+                "lent-failing",
+                Arc::new(LentExport::new(big.clone(), BIG, BIG / 2)),
+            );
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, rx) = oneshot::channel::<()>();
@@ -48,6 +61,7 @@ impl Server {
         Server {
             addr,
             mem,
+            big,
             stop: Some(stop),
             task,
         }
@@ -62,6 +76,69 @@ impl Server {
             .unwrap();
     }
 }
+
+/// `disk`'s memory served through [`Export::read_now_borrowed`] (what the cache node does
+/// for large hits), as two slices; ranges past `absent_from` are "not in memory" (only
+/// `read` serves them) and ranges past `fail_at` fail.
+struct LentExport {
+    mem: Arc<MemExport>,
+    absent_from: u64,
+    fail_at: u64,
+}
+
+impl LentExport {
+    fn new(mem: Arc<MemExport>, absent_from: u64, fail_at: u64) -> Self {
+        LentExport {
+            mem,
+            absent_from,
+            fail_at,
+        }
+    }
+}
+
+impl Export for LentExport {
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.mem.capabilities()
+    }
+    fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, std::io::Result<Bytes>> {
+        self.mem.read(offset, len)
+    }
+    fn read_now_borrowed(
+        &self,
+        offset: u64,
+        len: usize,
+        out: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<std::io::Result<()>> {
+        if offset + len as u64 > self.fail_at {
+            return Some(Err(std::io::Error::other("medium error")));
+        }
+        if offset + len as u64 > self.absent_from {
+            return None;
+        }
+        let data = self.mem.read_sync(offset, len);
+        let (a, b) = data.split_at(len / 3);
+        out(&[a, b]);
+        Some(Ok(()))
+    }
+    fn write(&self, offset: u64, data: Bytes, fua: bool) -> BoxFuture<'_, std::io::Result<()>> {
+        self.mem.write(offset, data, fua)
+    }
+    fn flush(&self) -> BoxFuture<'_, std::io::Result<()>> {
+        self.mem.flush()
+    }
+    fn trim(&self, offset: u64, len: u32) -> BoxFuture<'_, std::io::Result<()>> {
+        self.mem.trim(offset, len)
+    }
+    fn write_zeroes(&self, offset: u64, len: u32, fua: bool) -> BoxFuture<'_, std::io::Result<()>> {
+        self.mem.write_zeroes(offset, len, fua)
+    }
+}
+
+/// Size of `lent-half` and `lent-failing`: room for a read of several lent pieces.
+const BIG: u64 = 4 * SIZE;
 
 async fn read_n(s: &mut TcpStream, n: usize) -> Vec<u8> {
     let mut b = vec![0u8; n];
@@ -135,7 +212,12 @@ async fn go(server: &Server, name: &str) -> TcpStream {
     let (opt, typ, data) = opt_reply(&mut s).await;
     assert_eq!((opt, typ), (7, 3));
     let flags = if name == "ro" { RO_FLAGS } else { RW_FLAGS };
-    assert_eq!(data, info_export(SIZE, flags));
+    let size = if name == "lent-half" || name == "lent-failing" {
+        BIG
+    } else {
+        SIZE
+    };
+    assert_eq!(data, info_export(size, flags));
     assert_eq!(opt_reply(&mut s).await, (7, 1, vec![]));
     s
 }
@@ -165,14 +247,11 @@ async fn list_info_and_go() {
     let server = Server::start().await;
     let mut s = connect(&server, 1).await;
     send_opt(&mut s, 3, &[]).await;
-    assert_eq!(
-        opt_reply(&mut s).await,
-        (3, 2, vec![0, 0, 0, 4, b'd', b'i', b's', b'k'])
-    );
-    assert_eq!(
-        opt_reply(&mut s).await,
-        (3, 2, vec![0, 0, 0, 2, b'r', b'o'])
-    );
+    for name in ["disk", "lent", "lent-failing", "lent-half", "ro"] {
+        let mut entry = (name.len() as u32).to_be_bytes().to_vec();
+        entry.extend_from_slice(name.as_bytes());
+        assert_eq!(opt_reply(&mut s).await, (3, 2, entry));
+    }
     assert_eq!(opt_reply(&mut s).await, (3, 1, vec![]));
 
     // NBD_OPT_INFO with NBD_INFO_BLOCK_SIZE requested.
@@ -526,6 +605,94 @@ async fn a_client_that_never_reads_replies_stalls_only_itself() {
     server.stop().await;
 }
 
+async fn large_reads_lent_by_the_export_arrive_whole() {
+    let server = Server::start().await;
+    let data: Vec<u8> = (0..BIG as usize)
+        .map(|i| (i * 7 + i / 4096) as u8)
+        .collect();
+    server.mem.write_sync(0, &data[..SIZE as usize]);
+    server.big.write_sync(0, &data);
+    // Far more reply bytes than the socket buffers hold, none read for a while: later
+    // pieces find the socket full and go out after the export lets go. On `lent-half`
+    // the pieces past the middle are no longer "in memory" and come the slow way.
+    read_back_lent(&server, "lent", SIZE, &data).await;
+    read_back_lent(&server, "lent-half", BIG, &data).await;
+    server.stop().await;
+}
+
+async fn read_back_lent(server: &Server, name: &str, size: u64, data: &[u8]) {
+    let mut s = go(server, name).await;
+    let reads: Vec<(u64, u32)> = (0..24u64)
+        .map(|i| match i % 3 {
+            0 => (0, size as u32),
+            1 => (4096 * i + 17, 200_000),
+            _ => (size - 300_001, 300_001),
+        })
+        .collect();
+    let mut burst = Vec::new();
+    for (h, &(off, len)) in reads.iter().enumerate() {
+        burst.extend_from_slice(&request(0, 0, h as u64, off, len));
+    }
+    s.write_all(&burst).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut seen = vec![false; reads.len()];
+    for _ in 0..reads.len() {
+        let (err, h) = reply(&mut s).await;
+        assert_eq!(err, 0, "handle {h}");
+        let (off, len) = reads[h as usize];
+        let got = read_n(&mut s, len as usize).await;
+        assert!(
+            got == data[off as usize..off as usize + len as usize],
+            "{name}, handle {h}: bytes differ"
+        );
+        seen[h as usize] = true;
+    }
+    assert!(seen.iter().all(|&x| x));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lent_read_that_fails_midway_closes_only_its_connection() {
+    let server = Server::start().await;
+    server.mem.write_sync(0, b"live");
+    let half = BIG / 2;
+    let mut s = go(&server, "lent-failing").await;
+    // Failing before any data is handed over: an error reply, and the connection goes on.
+    s.write_all(&request(0, 0, 1, half, 256 << 10))
+        .await
+        .unwrap();
+    assert_eq!(reply(&mut s).await, (5, 1), "EIO");
+    s.write_all(&request(0, 0, 2, 0, 4)).await.unwrap();
+    assert_eq!(reply(&mut s).await, (0, 2));
+    assert_eq!(read_n(&mut s, 4).await, [0; 4]);
+    // Failing after the first lent pieces went out: the reply cannot be completed, so
+    // the connection is closed (short of the promised bytes)...
+    s.write_all(&request(0, 0, 3, 0, BIG as u32)).await.unwrap();
+    assert_eq!(reply(&mut s).await, (0, 3));
+    let mut got = 0usize;
+    let mut b = vec![0u8; 64 << 10];
+    loop {
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut b))
+            .await
+            .expect("server closed in time")
+            .unwrap_or(0);
+        if n == 0 {
+            break;
+        }
+        got += n;
+    }
+    assert!(
+        got >= half as usize / 2 && got < BIG as usize,
+        "{got} bytes of a reply that failed"
+    );
+    // ...and the server goes on serving others.
+    let mut t = go(&server, "lent").await;
+    t.write_all(&request(0, 0, 4, 0, 4)).await.unwrap();
+    assert_eq!(reply(&mut t).await, (0, 4));
+    assert_eq!(read_n(&mut t, 4).await, b"live");
+    drop(t);
+    server.stop().await;
+}
+
 /// Runs a transmission-phase test on both paths: a current-thread runtime keeps
 /// connections as async tasks, a multi-threaded one gives each its own thread.
 macro_rules! on_both_paths {
@@ -552,4 +719,5 @@ on_both_paths!(
     disconnect_answers_pipelined_requests_first,
     a_write_split_across_many_segments_is_reassembled,
     a_client_that_never_reads_replies_stalls_only_itself,
+    large_reads_lent_by_the_export_arrive_whole,
 );

@@ -8,7 +8,9 @@
 //! runs under `block_in_place` (on a current-thread runtime, on the blocking pool); the
 //! connection keeps many in flight and replies out of order. A read whose blocks are all in
 //! memory is found and copied in one hold of its partition's lock
-//! ([`cache::CacheNode::read_if_resident`]) and served inline, with no hand-off at all.
+//! ([`cache::CacheNode::read_if_resident`]) and served inline, with no hand-off at all; a
+//! large one is lent to the connection ([`cache::CacheNode::with_resident`]), which sends
+//! it from the cache's memory without copying it first.
 //! Latency is timed around the whole request; bandwidth shares are waited for before it
 //! starts.
 
@@ -173,6 +175,30 @@ impl Export for CacheExport {
         }
         self.latency.record(false, start.elapsed());
         Some(Ok(()))
+    }
+
+    fn read_now_borrowed(
+        &self,
+        offset: u64,
+        len: usize,
+        out: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<io::Result<()>> {
+        if self.state.bandwidth.total() != 0 {
+            return None; // shares are waited for on the async path
+        }
+        let start = Instant::now();
+        let lent = self
+            .state
+            .cache
+            .with_resident(&self.export, &self.client, offset, len, out);
+        match lent {
+            Ok(Some(())) => {
+                self.latency.record(false, start.elapsed());
+                Some(Ok(()))
+            }
+            Ok(None) => None,
+            Err(e) => Some(Err(io_error(e))),
+        }
     }
 
     fn write(&self, offset: u64, data: Bytes, fua: bool) -> BoxFuture<'_, io::Result<()>> {

@@ -101,6 +101,22 @@ pub trait Export: Send + Sync + 'static {
         None
     }
 
+    /// Like [`Export::read_now`] without the copy: if all `len` bytes at `offset` are in
+    /// memory, the export calls `out` once with them as slices of its own memory, in
+    /// order, while it holds whatever keeps them valid, so `out` must not block. The
+    /// threaded path sends large hits this way, piece by piece, straight from the cache to
+    /// the socket. `None` means `out` was not called (use another way); an error is
+    /// returned without calling it. The default never answers.
+    fn read_now_borrowed(
+        &self,
+        offset: u64,
+        len: usize,
+        out: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<io::Result<()>> {
+        let _ = (offset, len, out);
+        None
+    }
+
     /// Write `data` at `offset`; durable before returning when `fua`.
     fn write(&self, offset: u64, data: Bytes, fua: bool) -> BoxFuture<'_, io::Result<()>>;
 
