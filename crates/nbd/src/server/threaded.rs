@@ -582,11 +582,15 @@ impl Connection {
                     break;
                 }
                 None => {
+                    // Evicted since the reply began: the rest comes from the export's
+                    // ordinary read (rare; other replies wait for the socket meanwhile).
                     let rest = self
                         .handle
                         .block_on(self.export.read(offset, (len - at) as u32));
                     match rest {
                         Ok(data) if data.len() == len - at => {
+                            // The last bytes of the reply: no MSG_MORE, so they are pushed.
+                            direct.more = false;
                             direct.take(&[&data]);
                             at = len;
                         }
