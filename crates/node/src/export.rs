@@ -28,8 +28,11 @@ use std::time::Instant;
 /// larger reads go to the blocking pool, where their copy does not hold up other requests.
 const INLINE_READ_MAX: u32 = 64 << 10;
 
-/// Most bytes of a resident read copied under one hold of a partition's lock.
-const READ_PIECE: usize = 64 << 10;
+/// Largest resident read copied out ([`Export::read_now`]), under one hold of a
+/// partition's lock: the largest read a connection's leader answers itself (nbd's
+/// `INLINE_READ_MAX`). Larger hits are lent ([`Export::read_now_borrowed`]) in the
+/// connection's own pieces of up to 1 MiB.
+const READ_PIECE: usize = 128 << 10;
 
 /// Maps a cache error to the I/O error the NBD layer turns into an errno.
 pub fn io_error(e: CacheError) -> io::Error {
@@ -154,27 +157,25 @@ impl Export for CacheExport {
         if self.state.bandwidth.total() != 0 {
             return None; // shares are waited for on the async path
         }
-        let start = Instant::now();
-        // A large read is copied in pieces, each under its own hold of the partition's
-        // lock, so the connection's other threads (and other connections) are not held up
-        // behind one long copy. A piece found missing sends the whole read down the miss
-        // path, which reads it all again.
-        let mut at = 0;
-        while at < buf.len() {
-            let piece = (buf.len() - at).min(READ_PIECE);
-            match self.state.cache.read_if_resident(
-                &self.export,
-                &self.client,
-                offset + at as u64,
-                &mut buf[at..at + piece],
-            ) {
-                Ok(true) => at += piece,
-                Ok(false) => return None,
-                Err(e) => return Some(Err(io_error(e))),
-            }
+        if buf.len() > READ_PIECE {
+            // Larger hits are lent (`read_now_borrowed`), which the threaded path tries
+            // first: one that was not lent is not resident, and copying it here in
+            // pieces would count the hits of its first pieces twice.
+            return None;
         }
-        self.latency.record(false, start.elapsed());
-        Some(Ok(()))
+        let start = Instant::now();
+        match self
+            .state
+            .cache
+            .read_if_resident(&self.export, &self.client, offset, buf)
+        {
+            Ok(true) => {
+                self.latency.record(false, start.elapsed());
+                Some(Ok(()))
+            }
+            Ok(false) => None,
+            Err(e) => Some(Err(io_error(e))),
+        }
     }
 
     fn read_now_borrowed(

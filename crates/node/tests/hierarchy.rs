@@ -82,6 +82,7 @@ cache = "l1"
     );
     // After warm-up, reads of the working set never reach level 2.
     let before = reads_of(&a) + reads_of(&b);
+    let l1_before = reads_of(&l1);
     for _ in 0..3 {
         for mib in 0..4u64 {
             let got = l1.rt.block_on(client.read(mib << 20, 1 << 20)).unwrap();
@@ -89,6 +90,8 @@ cache = "l1"
         }
     }
     assert_eq!(reads_of(&a) + reads_of(&b), before, "level 2 saw no reads");
+    // Each 1 MiB hit is one read in the tenant's counters, however it was sent.
+    assert_eq!(reads_of(&l1) - l1_before, 12);
     let (_, c) = l1.api("GET", "/v1/caches/l1", None);
     assert_eq!(
         c["stats"]["misses"].as_u64().unwrap(),
