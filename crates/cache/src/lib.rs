@@ -45,7 +45,7 @@ pub use bandwidth::{BandwidthShare, BandwidthSnapshot, TenantBandwidth};
 pub use error::{CacheError, Result};
 pub use hot_tier::{Clock, HotTier, HotTierConfig, HotTierStats, ManualClock, MonotonicClock};
 pub use node::{CacheConfig, CacheId, CacheNode, RuleId};
-pub use partition::{Partition, Route};
+pub use partition::{Lent, Partition, Route};
 pub use rules::{Op, Rule, Target};
 pub use stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};
 pub use striped::StripedBackend;

@@ -24,7 +24,7 @@
 
 use crate::backend::Backend;
 use crate::error::{CacheError, Result};
-use crate::partition::{Partition, Route};
+use crate::partition::{Lent, Partition, Route};
 use crate::rules::{Entry, Op, Rule, RuleTable, Target};
 use crate::stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};
 use crate::volume::{lock, Volume, VolumeTable, BLOCK_BITS};
@@ -441,27 +441,21 @@ impl CacheNode {
         offset: u64,
         buf: &mut [u8],
     ) -> Result<bool> {
-        let len = buf.len();
-        let copied = self.with_resident(export, client, offset, len, |pieces| {
-            let mut at = 0;
-            for p in pieces {
-                buf[at..at + p.len()].copy_from_slice(p);
-                at += p.len();
-            }
-        })?;
+        let copied =
+            self.with_resident(export, client, offset, buf.len(), |lent| lent.copy_to(buf))?;
         Ok(copied.is_some())
     }
 
-    /// Like [`CacheNode::read_if_resident`], handing `f` the data as slices of the cache's
-    /// memory instead of copying it ([`Partition::with_resident`]: `f` runs under the
-    /// partition's lock and must not block); `Ok(None)` when it cannot (`f` not called).
+    /// Like [`CacheNode::read_if_resident`], lending `f` the data in the cache's memory
+    /// instead of copying it ([`Partition::with_resident`]: `f` runs under the partition's
+    /// lock and must not block); `Ok(None)` when it cannot (`f` not called).
     pub fn with_resident<R>(
         &self,
         export: &str,
         client: &str,
         offset: u64,
         len: usize,
-        f: impl FnOnce(&[&[u8]]) -> R,
+        f: impl FnOnce(Lent<'_>) -> R,
     ) -> Result<Option<R>> {
         let r = read_lock(&self.routing);
         let ex = Self::export(&r, export, offset, len as u64)?;

@@ -96,6 +96,8 @@ struct Store {
     write_policy: WritePolicy,
     eviction: String,
     observer: Option<Box<dyn AccessObserver>>,
+    /// The arena runs of the last lent read, kept so lending a hit allocates nothing.
+    lent_runs: Vec<Range<usize>>,
 }
 
 struct Inner {
@@ -276,6 +278,35 @@ impl Inner {
     }
 }
 
+/// A resident range lent by [`Partition::with_resident`]: runs of the partition's arena,
+/// in the range's order, valid while the partition's lock is held.
+#[derive(Clone, Copy)]
+pub struct Lent<'a> {
+    arena: &'a [u8],
+    runs: &'a [Range<usize>],
+}
+
+impl<'a> Lent<'a> {
+    const EMPTY: Lent<'static> = Lent {
+        arena: &[],
+        runs: &[],
+    };
+
+    /// The runs as slices, in order.
+    pub fn slices(self) -> impl ExactSizeIterator<Item = &'a [u8]> {
+        self.runs.iter().map(move |r| &self.arena[r.clone()])
+    }
+
+    /// Copies the range into `buf` (of the range's length).
+    pub fn copy_to(self, buf: &mut [u8]) {
+        let mut at = 0;
+        for s in self.slices() {
+            buf[at..at + s.len()].copy_from_slice(s);
+            at += s.len();
+        }
+    }
+}
+
 /// One cache: capacity, policies, data, dirty tracking and write-back.
 pub struct Partition {
     id: u64,
@@ -317,6 +348,7 @@ impl Partition {
                     write_policy,
                     eviction: eviction.to_string(),
                     observer: None,
+                    lent_runs: Vec::new(),
                 },
             }),
         })
@@ -381,20 +413,20 @@ impl Partition {
         lock(&self.inner).st.observer = observer;
     }
 
-    /// Hands `f` the `len` bytes of `vol` at `offset` as slices of the arena, in order,
-    /// only if every block is resident; `None` (and nothing changed, `f` not called) if any
-    /// block is not. Counts as a read of those blocks. `f` runs under the partition's lock,
-    /// so it must not block: the node's large hits send these slices straight to the
-    /// client's socket without waiting, one copy fewer than copying them out first.
+    /// Hands `f` the `len` bytes of `vol` at `offset` as runs of the arena ([`Lent`]), in
+    /// order, only if every block is resident; `None` (and nothing changed, `f` not called)
+    /// if any block is not. Counts as a read of those blocks. `f` runs under the
+    /// partition's lock, so it must not block: the node copies small hits out of it and
+    /// sends large ones straight to the client's socket, one copy fewer.
     pub fn with_resident<R>(
         &self,
         vol: &Volume,
         offset: u64,
         len: usize,
-        f: impl FnOnce(&[&[u8]]) -> R,
+        f: impl FnOnce(Lent<'_>) -> R,
     ) -> Option<(R, OpOutcome)> {
         if len == 0 {
-            return Some((f(&[]), OpOutcome::default()));
+            return Some((f(Lent::EMPTY), OpOutcome::default()));
         }
         let bs = self.bs as u64;
         let (first, last) = (offset / bs, (offset + len as u64 - 1) / bs);
@@ -405,7 +437,8 @@ impl Partition {
         }
         // Blocks whose slots follow each other in the arena (a range written in order)
         // make one run: one slice (one large copy) instead of one per block.
-        let mut runs: Vec<Range<usize>> = Vec::with_capacity(4);
+        let runs = &mut st.lent_runs;
+        runs.clear();
         for b in first..=last {
             let key = vol.key(b);
             let (in_off, dst) = seg(b, offset, len, bs);
@@ -422,9 +455,10 @@ impl Partition {
                 _ => runs.push(src..src + dst.len()),
             }
         }
-        let arena = &st.arena;
-        let pieces: Vec<&[u8]> = runs.iter().map(|r| &arena[r.clone()]).collect();
-        let r = f(&pieces);
+        let r = f(Lent {
+            arena: &st.arena,
+            runs,
+        });
         let hits = last - first + 1;
         st.stats.hits += hits;
         st.stats.read_bytes += len as u64;

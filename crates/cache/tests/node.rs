@@ -233,7 +233,9 @@ fn resident_reads_lend_the_cached_bytes_or_nothing() {
     let before = hits(&node);
     let (off, len) = (100usize, 12 * BS - 300);
     let pieces = node
-        .with_resident("vol", "x", off as u64, len, |p| (p.len(), p.concat()))
+        .with_resident("vol", "x", off as u64, len, |p| {
+            (p.slices().len(), p.slices().collect::<Vec<_>>().concat())
+        })
         .unwrap()
         .expect("every block is resident");
     assert_eq!(pieces.1, &data[off..off + len]);

@@ -122,6 +122,33 @@ impl CacheExport {
         self.latency.record(write, start.elapsed());
         out
     }
+
+    /// Runs `f` on the `len` bytes at `offset` if they are all in memory (timing the read
+    /// as a request); `None` if not, or while bandwidth shares are set (those are waited
+    /// for on the async path).
+    fn resident(
+        &self,
+        offset: u64,
+        len: usize,
+        f: impl FnOnce(cache::Lent<'_>),
+    ) -> Option<io::Result<()>> {
+        if self.state.bandwidth.total() != 0 {
+            return None;
+        }
+        let start = Instant::now();
+        match self
+            .state
+            .cache
+            .with_resident(&self.export, &self.client, offset, len, f)
+        {
+            Ok(Some(())) => {
+                self.latency.record(false, start.elapsed());
+                Some(Ok(()))
+            }
+            Ok(None) => None,
+            Err(e) => Some(Err(io_error(e))),
+        }
+    }
 }
 
 impl Export for CacheExport {
@@ -154,28 +181,13 @@ impl Export for CacheExport {
     }
 
     fn read_now(&self, offset: u64, buf: &mut [u8]) -> Option<io::Result<()>> {
-        if self.state.bandwidth.total() != 0 {
-            return None; // shares are waited for on the async path
-        }
         if buf.len() > READ_PIECE {
             // Larger hits are lent (`read_now_borrowed`), which the threaded path tries
             // first: one that was not lent is not resident, and copying it here in
             // pieces would count the hits of its first pieces twice.
             return None;
         }
-        let start = Instant::now();
-        match self
-            .state
-            .cache
-            .read_if_resident(&self.export, &self.client, offset, buf)
-        {
-            Ok(true) => {
-                self.latency.record(false, start.elapsed());
-                Some(Ok(()))
-            }
-            Ok(false) => None,
-            Err(e) => Some(Err(io_error(e))),
-        }
+        self.resident(offset, buf.len(), |lent| lent.copy_to(buf))
     }
 
     fn read_now_borrowed(
@@ -184,22 +196,10 @@ impl Export for CacheExport {
         len: usize,
         out: &mut dyn FnMut(&[&[u8]]),
     ) -> Option<io::Result<()>> {
-        if self.state.bandwidth.total() != 0 {
-            return None; // shares are waited for on the async path
-        }
-        let start = Instant::now();
-        let lent = self
-            .state
-            .cache
-            .with_resident(&self.export, &self.client, offset, len, out);
-        match lent {
-            Ok(Some(())) => {
-                self.latency.record(false, start.elapsed());
-                Some(Ok(()))
-            }
-            Ok(None) => None,
-            Err(e) => Some(Err(io_error(e))),
-        }
+        self.resident(offset, len, |lent| {
+            let slices: Vec<&[u8]> = lent.slices().collect();
+            out(&slices)
+        })
     }
 
     fn write(&self, offset: u64, data: Bytes, fua: bool) -> BoxFuture<'_, io::Result<()>> {
