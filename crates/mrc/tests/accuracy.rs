@@ -69,22 +69,36 @@ proptest! {
 
 /// MAE of a SHARDS method against the exact curve at 40 sizes up to the footprint.
 fn shards_mae(m: &Method, reqs: &[Request]) -> f64 {
+    shards_mae_in(m, KeyMode::Object, reqs)
+}
+
+/// [`shards_mae`] with keys taken in `mode`.
+fn shards_mae_in(m: &Method, mode: KeyMode, reqs: &[Request]) -> f64 {
     let unique = {
         let mut s = std::collections::HashSet::new();
         reqs.iter().for_each(|r| {
-            s.insert(r.object_key());
+            r.for_each_key(mode, |k| {
+                s.insert(k);
+            })
         });
         s.len() as u64
     };
     let sizes = spread_sizes(40, unique);
-    let e = curve(&Method::Exact, KeyMode::Object, &sizes, reqs);
-    let a = curve(m, KeyMode::Object, &sizes, reqs);
+    let e = curve(&Method::Exact, mode, &sizes, reqs);
+    let a = curve(m, mode, &sizes, reqs);
     mean_absolute_error(&e, &a, &sizes)
 }
 
 /// Fixed-rate SHARDS MAEs (sorted) over `n` independent samples (hash salts).
 fn rate_maes_over_salts(reqs: &[Request], rate: f64, n: u64) -> Vec<f64> {
-    let keys: Vec<u64> = reqs.iter().map(Request::object_key).collect();
+    rate_maes_over_salts_in(reqs, KeyMode::Object, rate, n)
+}
+
+/// [`rate_maes_over_salts`] with keys taken in `mode`.
+fn rate_maes_over_salts_in(reqs: &[Request], mode: KeyMode, rate: f64, n: u64) -> Vec<f64> {
+    let mut keys: Vec<u64> = Vec::new();
+    reqs.iter()
+        .for_each(|r| r.for_each_key(mode, |k| keys.push(k)));
     let mut e = mrc::exact::ExactStack::new();
     keys.iter().for_each(|&k| {
         e.access(k);
@@ -106,24 +120,42 @@ fn rate_maes_over_salts(reqs: &[Request], rate: f64, n: u64) -> Vec<f64> {
 #[test]
 fn shards_error_on_the_shared_trace() {
     let reqs = shared_trace();
+    // 4 KiB-block mode, what `lachesis mrc` does with this trace by default: ~265 k blocks,
+    // so a 1 % sample holds ~2,650 keys.
+    let block = KeyMode::Block { block_size: 4096 };
+    let block_size = shards_mae_in(&Method::ShardsSize(8192), block, &reqs);
+    let block_rate = shards_mae_in(&Method::ShardsRate(0.01), block, &reqs);
+    println!("shared trace, 4 KiB blocks, MAE: fixed-size 8192 {block_size:.4}, rate 0.01 {block_rate:.4}");
+    assert!(block_size <= 0.01, "{block_size}");
+    assert!(block_rate <= 0.01, "{block_rate}");
+    let maes = rate_maes_over_salts_in(&reqs, block, 0.01, 15);
+    println!(
+        "shared trace, 4 KiB blocks, rate 0.01 over 15 salts: min {:.4} median {:.4} max {:.4}",
+        maes[0], maes[7], maes[14]
+    );
+    assert!(maes[7] <= 0.01, "{maes:?}");
+    assert!(maes[14] <= 0.025, "{maes:?}");
+
+    // Object mode (libCacheSim's `--ignore-obj-size`): 49 k objects.
     let fixed_size = shards_mae(&Method::ShardsSize(8192), &reqs);
     let fixed_rate = shards_mae(&Method::ShardsRate(0.01), &reqs);
     let rate_tenth = shards_mae(&Method::ShardsRate(0.1), &reqs);
-    println!("shared trace MAE: fixed-size 8192 {fixed_size:.4}, rate 0.01 {fixed_rate:.4}, rate 0.1 {rate_tenth:.4}");
+    println!("shared trace, objects, MAE: fixed-size 8192 {fixed_size:.4}, rate 0.01 {fixed_rate:.4}, rate 0.1 {rate_tenth:.4}");
     assert!(fixed_size <= 0.01, "{fixed_size}");
     assert!(rate_tenth <= 0.01, "{rate_tenth}");
     // At rate 0.01 this 113,872-request trace leaves about 1,100 sampled accesses of ~490
     // keys: where a sampled scan's reuse distance lands (±5 %) and which hot keys fall in
-    // are luck, so the 0.01 target holds only on large traces (see the synthetic test and
-    // `mrc::bench`). Over 15 independent samples (hash salts) the spread is measured and
-    // bounded: the median was 0.030 before the cold-miss correction and 0.017 with it.
+    // are luck, so the 0.01 target holds only for the typical sample of a larger key
+    // space (block mode above, the synthetic test and `mrc::bench`). Over 15 independent
+    // samples (hash salts) the spread is measured and bounded: the median was 0.030 with
+    // no correction, 0.017 with cold misses alone rescaled, and 0.013 now.
     let maes = rate_maes_over_salts(&reqs, 0.01, 15);
     println!(
-        "shared trace, rate 0.01 over 15 salts: min {:.4} median {:.4} max {:.4} (default salt {fixed_rate:.4})",
+        "shared trace, objects, rate 0.01 over 15 salts: min {:.4} median {:.4} max {:.4} (default salt {fixed_rate:.4})",
         maes[0], maes[7], maes[14]
     );
-    assert!(maes[7] <= 0.022, "{maes:?}");
-    assert!(fixed_rate <= 0.04, "{fixed_rate}");
+    assert!(maes[7] <= 0.016, "{maes:?}");
+    assert!(fixed_rate <= 0.03, "{fixed_rate}");
 }
 
 #[test]
@@ -141,8 +173,8 @@ fn shards_error_on_a_synthetic_trace() {
         "synthetic, rate 0.01 over 15 salts: min {:.4} median {:.4} max {:.4}",
         maes[0], maes[7], maes[14]
     );
-    assert!(maes[7] <= 0.008, "{maes:?}");
-    assert!(maes[14] <= 0.02, "{maes:?}");
+    assert!(maes[7] <= 0.007, "{maes:?}");
+    assert!(maes[14] <= 0.018, "{maes:?}");
     assert!(fixed_rate <= 0.015, "{fixed_rate}");
 }
 
