@@ -42,9 +42,10 @@ fn main() {
             &sizes,
         ));
     }
+    let default_salt = maes[0];
     maes.sort_by(f64::total_cmp);
     println!(
-        "MAE over {n} salts: min {:.4} median {:.4} mean {:.4} max {:.4}",
+        "MAE over {n} salts: default {default_salt:.4} min {:.4} median {:.4} mean {:.4} max {:.4}",
         maes[0],
         maes[maes.len() / 2],
         maes.iter().sum::<f64>() / n as f64,

@@ -74,7 +74,7 @@ impl DistinctCounter {
 }
 
 /// `x + Σ_{k≥1} x^(2^k) 2^(k-1)`: the empty registers' share of the estimator.
-fn sigma(mut x: f64) -> f64 {
+pub(crate) fn sigma(mut x: f64) -> f64 {
     if x >= 1.0 {
         return f64::INFINITY;
     }
@@ -91,7 +91,7 @@ fn sigma(mut x: f64) -> f64 {
 }
 
 /// `(1 - x - Σ_{k≥1} (1 - x^(2^-k))² 2^-k) / 3`: the saturated registers' share.
-fn tau(mut x: f64) -> f64 {
+pub(crate) fn tau(mut x: f64) -> f64 {
     if x <= 0.0 || x >= 1.0 {
         return 0.0;
     }

@@ -17,6 +17,7 @@
 //! [`build_curve`] and [`build_curve_weighted`] take any iterator (batched through `next`).
 
 pub mod bench;
+pub mod counter_stack;
 pub mod curve;
 pub mod distinct;
 pub mod exact;

@@ -133,8 +133,8 @@ fn shards_error_on_the_shared_trace() {
         "shared trace, 4 KiB blocks, rate 0.01 over 15 salts: min {:.4} median {:.4} max {:.4}",
         maes[0], maes[7], maes[14]
     );
-    assert!(maes[7] <= 0.01, "{maes:?}");
-    assert!(maes[14] <= 0.025, "{maes:?}");
+    assert!(maes[7] <= 0.008, "{maes:?}");
+    assert!(maes[14] <= 0.013, "{maes:?}");
 
     // Object mode (libCacheSim's `--ignore-obj-size`): 49 k objects.
     let fixed_size = shards_mae(&Method::ShardsSize(8192), &reqs);
@@ -148,14 +148,15 @@ fn shards_error_on_the_shared_trace() {
     // are luck, so the 0.01 target holds only for the typical sample of a larger key
     // space (block mode above, the synthetic test and `mrc::bench`). Over 15 independent
     // samples (hash salts) the spread is measured and bounded: the median was 0.030 with
-    // no correction, 0.017 with cold misses alone rescaled, and 0.013 now.
+    // no correction, 0.017 with cold misses alone rescaled, 0.013 with the key weighting
+    // and 0.009 with the counter stack's distances.
     let maes = rate_maes_over_salts(&reqs, 0.01, 15);
     println!(
         "shared trace, objects, rate 0.01 over 15 salts: min {:.4} median {:.4} max {:.4} (default salt {fixed_rate:.4})",
         maes[0], maes[7], maes[14]
     );
-    assert!(maes[7] <= 0.016, "{maes:?}");
-    assert!(fixed_rate <= 0.03, "{fixed_rate}");
+    assert!(maes[7] <= 0.012, "{maes:?}");
+    assert!(fixed_rate <= 0.02, "{fixed_rate}");
 }
 
 #[test]
@@ -173,9 +174,9 @@ fn shards_error_on_a_synthetic_trace() {
         "synthetic, rate 0.01 over 15 salts: min {:.4} median {:.4} max {:.4}",
         maes[0], maes[7], maes[14]
     );
-    assert!(maes[7] <= 0.007, "{maes:?}");
-    assert!(maes[14] <= 0.018, "{maes:?}");
-    assert!(fixed_rate <= 0.015, "{fixed_rate}");
+    assert!(maes[7] <= 0.006, "{maes:?}");
+    assert!(maes[14] <= 0.011, "{maes:?}");
+    assert!(fixed_rate <= 0.008, "{fixed_rate}");
 }
 
 #[test]
