@@ -38,7 +38,7 @@
 //! them; the sampling test looks at the top bits, 12 of them at rate 2^-12), so the
 //! counters' errors do not depend on which keys are sampled.
 
-use crate::distinct::{sigma, tau};
+use crate::distinct::estimate_from_ranks;
 
 /// Index bits of a counter: 16,384 one-byte registers, standard error 0.8 %.
 const P: u32 = 14;
@@ -82,16 +82,7 @@ impl Tally {
 
     /// Distinct keys since `start` (Ertl's improved raw estimator).
     fn estimate(&self) -> f64 {
-        let m = REGISTERS as f64;
-        let mut z = m * tau(1.0 - self.ranks[Q as usize + 1] as f64 / m);
-        for k in (1..=Q as usize).rev() {
-            z = 0.5 * (z + self.ranks[k] as f64);
-        }
-        z += m * sigma(self.ranks[0] as f64 / m);
-        if z.is_infinite() {
-            return 0.0;
-        }
-        m * m / (2.0 * std::f64::consts::LN_2) / z
+        estimate_from_ranks(&self.ranks)
     }
 }
 

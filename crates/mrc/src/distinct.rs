@@ -55,16 +55,7 @@ impl DistinctCounter {
         for &r in &self.registers {
             counts[r as usize] += 1;
         }
-        let m = REGISTERS as f64;
-        let mut z = m * tau(1.0 - counts[Q as usize + 1] as f64 / m);
-        for k in (1..=Q as usize).rev() {
-            z = 0.5 * (z + counts[k] as f64);
-        }
-        z += m * sigma(counts[0] as f64 / m);
-        if z.is_infinite() {
-            return 0.0;
-        }
-        m * m / (2.0 * std::f64::consts::LN_2) / z
+        estimate_from_ranks(&counts)
     }
 
     /// Bytes held.
@@ -73,8 +64,24 @@ impl DistinctCounter {
     }
 }
 
+/// Ertl's improved raw estimate from a register histogram: `ranks[r]` registers hold rank
+/// `r`, for ranks `0..=q + 1` (`q + 1` is saturated); the register count is their sum.
+pub(crate) fn estimate_from_ranks(ranks: &[u32]) -> f64 {
+    let q = ranks.len() - 2;
+    let m = ranks.iter().map(|&c| c as f64).sum::<f64>();
+    let mut z = m * tau(1.0 - ranks[q + 1] as f64 / m);
+    for k in (1..=q).rev() {
+        z = 0.5 * (z + ranks[k] as f64);
+    }
+    z += m * sigma(ranks[0] as f64 / m);
+    if z.is_infinite() {
+        return 0.0;
+    }
+    m * m / (2.0 * std::f64::consts::LN_2) / z
+}
+
 /// `x + Σ_{k≥1} x^(2^k) 2^(k-1)`: the empty registers' share of the estimator.
-pub(crate) fn sigma(mut x: f64) -> f64 {
+fn sigma(mut x: f64) -> f64 {
     if x >= 1.0 {
         return f64::INFINITY;
     }
@@ -91,7 +98,7 @@ pub(crate) fn sigma(mut x: f64) -> f64 {
 }
 
 /// `(1 - x - Σ_{k≥1} (1 - x^(2^-k))² 2^-k) / 3`: the saturated registers' share.
-pub(crate) fn tau(mut x: f64) -> f64 {
+fn tau(mut x: f64) -> f64 {
     if x <= 0.0 || x >= 1.0 {
         return 0.0;
     }

@@ -491,14 +491,20 @@ mod tests {
         // and putting the rest of the difference at distance 0 moved the curve below
         // 50,000 blocks by three quarters of that error (about ±0.03). Scaled as a whole
         // by the key-count ratio, the hits are right wherever the sample lands.
+        four_passes_over_50_000_keys(&[25_000, 60_000, 1 << 30], &[1.0, 0.25, 0.25]);
+    }
+
+    /// Asserts fixed-rate SHARDS at rate 0.01 gives miss ratios `want` (±0.01) at `sizes`
+    /// for 8 salts on four passes over 50,000 keys.
+    fn four_passes_over_50_000_keys(sizes: &[u64], want: &[f64]) {
         let keys: Vec<u64> = (0..4).flat_map(|_| 0..50_000u64).collect();
         for salt in 0..8u64 {
             let mut sh = ShardsFixedRate::with_salt(0.01, salt);
             keys.iter().for_each(|&k| sh.access(k));
-            let m = sh.histogram().miss_ratios(&[25_000, 60_000, 1 << 30]);
-            assert!((m[0] - 1.0).abs() <= 0.01, "salt {salt}: {m:?}");
-            assert!((m[1] - 0.25).abs() <= 0.01, "salt {salt}: {m:?}");
-            assert!((m[2] - 0.25).abs() <= 0.01, "salt {salt}: {m:?}");
+            let got = sh.histogram().miss_ratios(sizes);
+            for (g, w) in got.iter().zip(want) {
+                assert!((g - w).abs() <= 0.01, "salt {salt}: {got:?} vs {want:?}");
+            }
         }
     }
 
@@ -508,14 +514,7 @@ mod tests {
         // curve drops from 1 to 0.25 at 50,000 blocks. The sample alone places that step
         // at (sampled keys - 1) / R, off by its ±4.5 % share of keys; the counters know
         // the stretch between two passes to about 1 %, so the step lands within 3 %.
-        let keys: Vec<u64> = (0..4).flat_map(|_| 0..50_000u64).collect();
-        for salt in 0..8u64 {
-            let mut sh = ShardsFixedRate::with_salt(0.01, salt);
-            keys.iter().for_each(|&k| sh.access(k));
-            let m = sh.histogram().miss_ratios(&[48_500, 51_500]);
-            assert!((m[0] - 1.0).abs() <= 0.01, "salt {salt}: {m:?}");
-            assert!((m[1] - 0.25).abs() <= 0.01, "salt {salt}: {m:?}");
-        }
+        four_passes_over_50_000_keys(&[48_500, 51_500], &[1.0, 0.25]);
     }
 
     #[test]
