@@ -16,6 +16,14 @@ fn node_with(size_blocks: u64) -> (CacheNode, Arc<MemBackend>) {
     (node, mem)
 }
 
+/// A 64-block export "vol" with one cache `c` of `size` blocks over all of it.
+fn cached_vol(size: usize, policy: &str, write: WritePolicy) -> (CacheNode, Arc<MemBackend>, u64) {
+    let (node, mem) = node_with(64);
+    let c = node.create_cache("c", size, policy, write).unwrap();
+    node.create_rule(all("vol"), c).unwrap();
+    (node, mem, c)
+}
+
 fn all(export: &str) -> Rule {
     Rule {
         client: None,
@@ -210,11 +218,7 @@ fn rules_route_and_stay_coherent() {
 
 #[test]
 fn resident_reads_lend_the_cached_bytes_or_nothing() {
-    let (node, _) = node_with(64);
-    let c = node
-        .create_cache("c", 16, "lru", WritePolicy::WriteBack)
-        .unwrap();
-    node.create_rule(all("vol"), c).unwrap();
+    let (node, _, c) = cached_vol(16, "lru", WritePolicy::WriteBack);
     let data: Vec<u8> = (0..12 * BS).map(|i| (i * 13 + i / BS) as u8).collect();
     // Blocks 0..8 written in order, then 11, 10, 9, 8: the arena holds two runs and
     // then single blocks in reverse order.
@@ -263,11 +267,7 @@ fn resident_reads_lend_the_cached_bytes_or_nothing() {
 
 #[test]
 fn remove_cache_and_flush_write_back() {
-    let (node, mem) = node_with(64);
-    let c = node
-        .create_cache("c", 16, "arc", WritePolicy::WriteBack)
-        .unwrap();
-    node.create_rule(all("vol"), c).unwrap();
+    let (node, mem, c) = cached_vol(16, "arc", WritePolicy::WriteBack);
     for b in 0..8u64 {
         node.write("vol", "x", b * BS as u64, &[b as u8 + 1; BS], false)
             .unwrap();
@@ -302,11 +302,7 @@ impl AccessObserver for Recorder {
 
 #[test]
 fn observer_sees_every_lookup() {
-    let (node, _) = node_with(64);
-    let c = node
-        .create_cache("c", 4, "lru", WritePolicy::WriteThrough)
-        .unwrap();
-    node.create_rule(all("vol"), c).unwrap();
+    let (node, _, c) = cached_vol(4, "lru", WritePolicy::WriteThrough);
     let seen = Arc::new(Mutex::new(Vec::new()));
     node.set_observer(c, Some(Box::new(Recorder(seen.clone()))))
         .unwrap();

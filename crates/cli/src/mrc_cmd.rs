@@ -24,7 +24,7 @@ pub struct MrcArgs {
     #[arg(long, default_value = "lru")]
     policy: String,
     /// Sampling rate for SHARDS fixed-rate and miniSim (miniSim defaults to 0.05).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     rate: Option<f64>,
     /// Most sampled keys for fixed-size SHARDS.
     #[arg(long, default_value_t = 8192)]

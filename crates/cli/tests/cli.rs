@@ -221,6 +221,11 @@ fn mrc_json_plot_and_exact_matches_sim() {
     );
     let o = lachesis(&["mrc", "--method", "shards", "--rate", "0"]);
     assert!(String::from_utf8_lossy(&o.stderr).contains("rate"));
+    // A negative rate reaches the check (not clap's "unexpected argument").
+    let o = lachesis(&["mrc", "--method", "shards", "--rate", "-0.5"]);
+    assert!(!o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("sampling rate -0.5 is not in (0, 1]"), "{err}");
 }
 
 #[test]

@@ -231,14 +231,11 @@ fn bad_input_is_an_error_or_a_defined_curve() {
     let reqs: Vec<Request> = (0..100u64)
         .map(|i| Request::read((i % 10) * 512, 512))
         .collect();
-    let c = curve(
-        &Method::ShardsSize(4),
-        KeyMode::Object,
-        &[5, 1_000_000],
-        &reqs,
-    );
-    for p in c.points() {
-        assert!(p.miss_ratio.is_finite() && (0.0..=1.0).contains(&p.miss_ratio));
+    for m in [Method::ShardsSize(4), Method::ShardsRate(0.5)] {
+        let c = curve(&m, KeyMode::Object, &[5, 1_000_000], &reqs);
+        for p in c.points() {
+            assert!(p.miss_ratio.is_finite() && (0.0..=1.0).contains(&p.miss_ratio));
+        }
     }
     let e = curve(&Method::Exact, KeyMode::Object, &[10, 1_000_000], &reqs);
     assert!((e.miss_ratio(1e6) - 0.1).abs() < 1e-12);
