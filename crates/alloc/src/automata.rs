@@ -38,7 +38,7 @@ pub fn error(dfts: &[f64]) -> f64 {
 }
 
 /// One controller's L_R-P automaton.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Automaton {
     actions: Vec<Vec<f64>>,
     p: Vec<f64>,
@@ -159,7 +159,7 @@ impl Automaton {
 }
 
 /// Controllers that learn in turn, passing a token.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Coordinator {
     /// The controllers, in token order.
     pub controllers: Vec<Automaton>,

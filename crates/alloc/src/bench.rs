@@ -209,6 +209,7 @@ pub fn bench_mlms() -> MlmsBench {
             slo: 1.0,
             latency_target: None,
             // A band of 16 consecutive servers, so loads overlap unevenly.
+            host: 0,
             servers: (0..16).map(|k| (i / 2 + k) % m).collect(),
             rate: 1.0,
         })
@@ -225,7 +226,7 @@ pub fn bench_mlms() -> MlmsBench {
         .collect();
     let p = MlmsProblem {
         tenants,
-        level1_capacity: 20_000,
+        hosts: vec![20_000],
         servers,
         grid: 32,
     };

@@ -10,6 +10,7 @@ mod plot;
 mod progress;
 mod serve_cmd;
 mod sim_cmd;
+mod sim_run_cmd;
 mod sizes;
 mod source;
 mod trace_cmd;
@@ -26,8 +27,9 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Simulate eviction policies on a trace at several cache sizes.
-    Sim(sim_cmd::SimArgs),
+    /// Simulate eviction policies on a trace at several cache sizes; `sim run` simulates
+    /// the whole hierarchy under each control scheme of a scenario file.
+    Sim(sim_run_cmd::SimCommand),
     /// Per-tenant cache sizes from hit-ratio curves: fair, utility, SLO or MLMS.
     Alloc(alloc_cmd::AllocArgs),
     /// Hit-ratio curves: exact LRU, SHARDS, or scaled-down simulation of any policy.
@@ -52,7 +54,7 @@ fn main() {
     quiet_on_closed_stdout();
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Sim(a) => sim_cmd::run(a),
+        Command::Sim(a) => sim_run_cmd::run(a),
         Command::Alloc(a) => alloc_cmd::run(a),
         Command::Mrc(a) => mrc_cmd::run(a),
         Command::Trace(a) => trace_cmd::run(a),

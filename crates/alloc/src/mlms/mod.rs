@@ -2,7 +2,7 @@
 //!
 //! Each tenant has a latency model over (level-1 size, level-2 size) ([`model`]). One
 //! interval's decision ([`plan`] with [`Scheme::Mlms`]):
-//! 1. fair share: level 1 split evenly, each server's level-2 capacity split evenly among
+//! 1. fair share: each host's level 1 split evenly among its tenants, each server's level-2 capacity split evenly among
 //!    the tenants connected to it; `lat_fair` is the model there and
 //!    `lat_assured = slo * lat_fair` (an explicit latency target overrides it);
 //! 2. SLO-fulfilment set: on a grid whose step is a fair share divided by `grid` (per
@@ -55,6 +55,8 @@ pub struct MlmsTenant {
     pub slo: f64,
     /// An absolute latency target overriding `slo * lat_fair`, if any.
     pub latency_target: Option<f64>,
+    /// Index of the level-1 host it runs on (into [`MlmsProblem::hosts`]).
+    pub host: usize,
     /// Indices of the level-2 servers it is connected to.
     pub servers: Vec<usize>,
     /// Request rate (uncontrolled baseline only).
@@ -66,8 +68,9 @@ pub struct MlmsTenant {
 pub struct MlmsProblem {
     /// The tenants.
     pub tenants: Vec<MlmsTenant>,
-    /// Level-1 capacity in blocks.
-    pub level1_capacity: u64,
+    /// Level-1 capacity of each host in blocks; a tenant's level-1 partition lives on its
+    /// own host, so each host's tenants share that host's capacity.
+    pub hosts: Vec<u64>,
     /// Level-2 capacity of each storage server in blocks.
     pub servers: Vec<u64>,
     /// Grid steps per fair share, per level (at least 1).
@@ -156,7 +159,11 @@ impl<'a> Ctx<'a> {
     fn new(p: &'a MlmsProblem) -> Result<Self, AllocError> {
         let n = p.tenants.len();
         let mut per_server = vec![0u64; p.servers.len()];
+        let mut on_host = vec![0u64; p.hosts.len()];
         for t in &p.tenants {
+            *on_host.get_mut(t.host).ok_or_else(|| {
+                AllocError::BadInput(format!("tenant `{}`: unknown host {}", t.name, t.host))
+            })? += 1;
             if t.servers.is_empty() {
                 return Err(AllocError::NoConnectedServer(t.name.clone()));
             }
@@ -181,7 +188,7 @@ impl<'a> Ctx<'a> {
                     .iter()
                     .map(|&s| p.servers[s] / per_server[s])
                     .sum();
-                (p.level1_capacity / n.max(1) as u64, c2)
+                (p.hosts[t.host] / on_host[t.host], c2)
             })
             .collect();
         let lat_fair: Vec<f64> = (0..n).map(|i| lat(p, i, fair[i])).collect();
@@ -193,7 +200,13 @@ impl<'a> Ctx<'a> {
             })
             .collect();
         let grid = p.grid.max(1);
-        let fair1 = p.level1_capacity / n.max(1) as u64;
+        // The grid step of level 1 follows the smallest fair share of any host, so every
+        // host's tenants get at least `grid` steps per fair share.
+        let fair1 = (0..p.hosts.len())
+            .filter(|&h| on_host[h] > 0)
+            .map(|h| p.hosts[h] / on_host[h])
+            .min()
+            .unwrap_or(0);
         let fair2 = c2_total / n.max(1) as u64;
         Ok(Ctx {
             p,
@@ -226,7 +239,7 @@ impl<'a> Ctx<'a> {
     /// an approximation).
     fn frontier(&self, i: usize, l1: bool, l2: bool) -> Vec<Point> {
         let a_vals: Vec<u64> = if l1 {
-            (0..=self.p.level1_capacity / self.g1)
+            (0..=self.p.hosts[self.p.tenants[i].host] / self.g1)
                 .map(|a| a * self.g1)
                 .collect()
         } else {
@@ -304,10 +317,7 @@ impl<'a> Ctx<'a> {
     /// step must fit in the free `room` of the tenant's servers (and is taken from them
     /// in proportion), so the partition stays placeable.
     fn spread_spare(&self, pts: &mut [Point], l1: bool, l2: bool, room: &mut [f64]) {
-        let mut left1 = self
-            .p
-            .level1_capacity
-            .saturating_sub(pts.iter().map(|p| p.0).sum());
+        let mut left1 = self.level1_left(pts);
         let mut left2 = self.c2_total.saturating_sub(pts.iter().map(|p| p.1).sum());
         // Lazy max-heap of (gain, tenant, level, version): an entry is stale once its
         // tenant has moved; level-2 room is checked when an entry is popped.
@@ -341,11 +351,12 @@ impl<'a> Ctx<'a> {
             }
             let servers = &self.p.tenants[i].servers;
             if level1 {
-                if left1 < self.g1 {
+                let h = self.p.tenants[i].host;
+                if left1[h] < self.g1 {
                     continue;
                 }
                 pts[i].0 += self.g1;
-                left1 -= self.g1;
+                left1[h] -= self.g1;
             } else {
                 let avail: f64 = servers.iter().map(|&s| room[s]).sum();
                 if left2 < self.g2 || avail < self.g2 as f64 - 1e-9 {
@@ -362,8 +373,21 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Level-1 blocks left on each host after `pts`.
+    fn level1_left(&self, pts: &[Point]) -> Vec<u64> {
+        let mut left = self.p.hosts.clone();
+        for (t, pt) in self.p.tenants.iter().zip(pts) {
+            left[t.host] = left[t.host].saturating_sub(pt.0);
+        }
+        left
+    }
+
     fn fits(&self, pts: &[Point]) -> bool {
-        pts.iter().map(|p| p.0).sum::<u64>() <= self.p.level1_capacity
+        let mut used = vec![0u64; self.p.hosts.len()];
+        for (t, pt) in self.p.tenants.iter().zip(pts) {
+            used[t.host] += pt.0;
+        }
+        used.iter().zip(&self.p.hosts).all(|(u, c)| u <= c)
             && pts.iter().map(|p| p.1).sum::<u64>() <= self.c2_total
             && pts.iter().zip(&self.reach).all(|(p, r)| p.1 <= *r)
     }
@@ -446,10 +470,9 @@ pub fn plan(p: &MlmsProblem, scheme: Scheme) -> Result<MlmsPlan, AllocError> {
 fn candidates(cx: &Ctx, l1: bool, l2: bool) -> Vec<Vec<Point>> {
     let n = cx.p.tenants.len();
     let fronts: Vec<Vec<Point>> = (0..n).map(|i| cx.frontier(i, l1, l2)).collect();
-    let (c1, c2) = (
-        cx.p.level1_capacity.max(1) as f64,
-        cx.c2_total.max(1) as f64,
-    );
+    // Level-1 cost is normalised by the tenant's own host, level 2 by the whole tier.
+    let c1_of = |i: usize| cx.p.hosts[cx.p.tenants[i].host].max(1) as f64;
+    let c2 = cx.c2_total.max(1) as f64;
     let mut out = vec![cx.fair.clone()];
     // Start value for a tenant without a usable frontier: nothing on the levels MLMS
     // controls, fair share on the others.
@@ -461,19 +484,24 @@ fn candidates(cx: &Ctx, l1: bool, l2: bool) -> Vec<Vec<Point>> {
     };
     for step in 0..=10 {
         let lam = step as f64 / 10.0;
-        let cost = |p: &Point| lam * p.0 as f64 / c1 + (1.0 - lam) * p.1 as f64 / c2;
+        let cost =
+            |i: usize, p: &Point| lam * p.0 as f64 / c1_of(i) + (1.0 - lam) * p.1 as f64 / c2;
         let mut pts: Vec<Point> = (0..n)
             .map(|i| {
                 fronts[i]
                     .iter()
                     .copied()
-                    .min_by(|a, b| cost(a).total_cmp(&cost(b)))
+                    .min_by(|a, b| cost(i, a).total_cmp(&cost(i, b)))
                     .unwrap_or_else(|| base(i))
             })
             .collect();
         // Infeasible-partition filter with repair: drop the largest needs until it fits.
         let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by(|&a, &b| cost(&pts[b]).total_cmp(&cost(&pts[a])).then(a.cmp(&b)));
+        order.sort_by(|&a, &b| {
+            cost(b, &pts[b])
+                .total_cmp(&cost(a, &pts[a]))
+                .then(a.cmp(&b))
+        });
         let mut k = 0;
         while !cx.fits(&pts) && k < n {
             pts[order[k]] = base(order[k]);
@@ -495,10 +523,14 @@ fn uncontrolled(cx: &Ctx) -> Vec<Point> {
         let pressure: Vec<f64> = (0..n)
             .map(|i| p.tenants[i].rate.max(0.0) * lat(p, i, pts[i]).max(0.0))
             .collect();
-        let total: f64 = pressure.iter().sum::<f64>().max(1e-300);
+        let mut host_total = vec![0.0f64; p.hosts.len()];
+        for i in 0..n {
+            host_total[p.tenants[i].host] += pressure[i];
+        }
         let mut next = vec![(0u64, 0u64); n];
         for i in 0..n {
-            next[i].0 = (p.level1_capacity as f64 * pressure[i] / total) as u64;
+            let h = p.tenants[i].host;
+            next[i].0 = (p.hosts[h] as f64 * pressure[i] / host_total[h].max(1e-300)) as u64;
         }
         for (s, &cap) in p.servers.iter().enumerate() {
             let on: Vec<usize> = (0..n)
@@ -563,12 +595,13 @@ pub(crate) fn allocate_levels(
                 .get(&t.spec.name)
                 .cloned()
                 .unwrap_or_else(|| all.clone()),
+            host: 0,
             rate: t.spec.weight,
         })
         .collect();
     let prob = MlmsProblem {
         tenants,
-        level1_capacity: input.capacity,
+        hosts: vec![input.capacity],
         servers: cfg.servers.clone(),
         grid: cfg.grid,
     };

@@ -15,6 +15,7 @@ fn tenant(name: &str, pts: &[(u64, f64)], servers: Vec<usize>) -> MlmsTenant {
         },
         slo: 1.0,
         latency_target: None,
+        host: 0,
         servers,
         rate: 1.0,
     }
@@ -28,7 +29,7 @@ fn problem() -> MlmsProblem {
             // Large working set: gains spread over 400 blocks.
             tenant("large", &[(0, 1.0), (400, 0.0)], vec![0, 1]),
         ],
-        level1_capacity: 100,
+        hosts: vec![100],
         servers: vec![100, 100],
         grid: 20,
     }
@@ -125,4 +126,34 @@ fn regression_model_plans_like_the_truth() {
     p.tenants[1].model = TenantModel::Regression(truth);
     let b = plan(&p, Scheme::Mlms).unwrap();
     assert_eq!((a.c1, a.c2), (b.c1, b.c2));
+}
+
+#[test]
+fn each_host_shares_only_its_own_level1() {
+    // Two hosts of 100 and 20 blocks; "small" is alone on the big host, "large" and
+    // "other" share the small one. Fair share follows each host, and MLMS never puts more
+    // on a host than it holds, however much a tenant would gain.
+    let mut p = problem();
+    p.hosts = vec![100, 20];
+    p.tenants[1].host = 1;
+    let mut other = tenant("other", &[(0, 1.0), (400, 0.0)], vec![0, 1]);
+    other.host = 1;
+    p.tenants.push(other);
+    let f = plan(&p, Scheme::FairShare).unwrap();
+    assert_eq!(f.c1, vec![100, 10, 10]);
+    let m = plan(&p, Scheme::Mlms).unwrap();
+    assert!(m.c1[0] <= 100, "{m:?}");
+    assert!(m.c1[1] + m.c1[2] <= 20, "{m:?}");
+    assert!(m.c2.iter().sum::<u64>() <= 200);
+    // "small" fits in 40 blocks of its host: MLMS does not give it more than it can use
+    // ahead of the others' level-2 needs, and every SLO (1.0 × fair) holds.
+    assert!(m.slo_met.iter().all(|&x| x), "{m:?}");
+    assert!(m.fair_speedup >= 1.0 - 1e-9);
+    // A tenant on an unknown host is an error naming it.
+    p.tenants[2].host = 5;
+    let e = plan(&p, Scheme::Mlms).unwrap_err();
+    assert!(
+        e.to_string().contains("other") && e.to_string().contains("host 5"),
+        "{e}"
+    );
 }

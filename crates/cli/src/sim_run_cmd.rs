@@ -1,0 +1,178 @@
+//! `lachesis sim run SCENARIO.toml...`: the hierarchy simulator (`sim` crate) on scenario
+//! files, every scheme in parallel, with progress bars, a table per scenario and, with
+//! `--out`, `intervals.csv`, `summary.json` and PNG plots. `lachesis sim` without `run`
+//! is the single-cache policy simulator (`sim_cmd`).
+
+use crate::sim_cmd::SimArgs;
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use indicatif::{MultiProgress, ProgressBar, ProgressStyle};
+use std::path::PathBuf;
+
+/// `lachesis sim`: a subcommand, or the single-cache simulator's arguments.
+#[derive(Args, Debug)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct SimCommand {
+    #[command(subcommand)]
+    sub: Option<SimSub>,
+    #[command(flatten)]
+    args: SimArgs,
+}
+
+#[derive(Subcommand, Debug)]
+enum SimSub {
+    /// Simulate the whole I/O path (hosts, storage servers, disks, network) under each
+    /// control scheme of a scenario file.
+    Run(RunArgs),
+}
+
+/// Arguments of `lachesis sim run`.
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Scenario files (TOML; see the `sim` crate's `scenario` module for the keys).
+    #[arg(required = true)]
+    scenarios: Vec<PathBuf>,
+    /// Schemes to run, comma-separated (default: the scenario's `schemes`, or all).
+    #[arg(long)]
+    scheme: Option<String>,
+    /// Write intervals.csv, summary.json and plots here (one folder per scenario when
+    /// several are given).
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print summary.json to stdout instead of the tables.
+    #[arg(long)]
+    json: bool,
+    /// Seed every random choice (devices, arrivals, synthetic workloads) from this.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Worker threads (default: one per core).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+}
+
+/// Runs `lachesis sim`.
+pub fn run(c: SimCommand) -> anyhow::Result<()> {
+    match c.sub {
+        Some(SimSub::Run(a)) => run_scenarios(a),
+        None => crate::sim_cmd::run(c.args),
+    }
+}
+
+fn run_scenarios(a: RunArgs) -> anyhow::Result<()> {
+    let many = a.scenarios.len() > 1;
+    for path in &a.scenarios {
+        let mut sc = sim::Scenario::load(path)?;
+        if let Some(seed) = a.seed {
+            sc.reseed(seed);
+        }
+        let opts = sim::RunOptions {
+            schemes: a
+                .scheme
+                .as_ref()
+                .map(|s| s.split(',').map(|x| x.trim().to_string()).collect()),
+            threads: a.threads,
+        };
+        let bars = MultiProgress::new();
+        if a.json || !console_is_terminal() {
+            bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+        }
+        let style = ProgressStyle::with_template("{prefix:>24} [{bar:30}] {percent:>3}% {elapsed}")
+            .expect("static template")
+            .progress_chars("=> ");
+        let made: std::sync::Mutex<Vec<Option<ProgressBar>>> = std::sync::Mutex::new(Vec::new());
+        let progress = |job: usize, label: &str, f: f64| {
+            let mut v = made.lock().expect("progress lock");
+            if v.len() <= job {
+                v.resize(job + 1, None);
+            }
+            let b = v[job].get_or_insert_with(|| {
+                let b = bars.add(ProgressBar::new(1000));
+                b.set_style(style.clone());
+                b.set_prefix(label.to_string());
+                b
+            });
+            b.set_position((f * 1000.0) as u64);
+        };
+        let out = sim::run(&sc, &opts, &progress)
+            .with_context(|| format!("scenario {}", path.display()))?;
+        for b in made
+            .into_inner()
+            .expect("progress lock")
+            .into_iter()
+            .flatten()
+        {
+            b.finish_and_clear();
+        }
+        if let Some(dir) = &a.out {
+            let dir = if many {
+                dir.join(&sc.name)
+            } else {
+                dir.clone()
+            };
+            sim::report::write_dir(&dir, &out)?;
+            if !a.json {
+                eprintln!(
+                    "wrote {}/{{intervals.csv,summary.json,*.png}}",
+                    dir.display()
+                );
+            }
+        }
+        if a.json {
+            println!("{}", serde_json::to_string_pretty(&out.summary)?);
+        } else {
+            print_tables(&out);
+        }
+    }
+    Ok(())
+}
+
+fn console_is_terminal() -> bool {
+    use std::io::IsTerminal;
+    std::io::stderr().is_terminal()
+}
+
+fn print_tables(out: &sim::RunOutput) {
+    let s = &out.summary;
+    println!(
+        "scenario {}: {} requests per scheme over {:.0} simulated seconds",
+        s.scenario, s.requests, s.seconds
+    );
+    println!(
+        "{:<16} {:>8} {:>10} {:>10} {:>7} {:>7} {:>7} {:>11}",
+        "scheme", "speedup", "mean ms", "p99 ms", "SLO x", "L1 hit", "L2 hit", "M req/s"
+    );
+    for name in &out.order {
+        let r = &s.schemes[name];
+        println!(
+            "{:<16} {:>8.3} {:>10.3} {:>10.3} {:>7} {:>7.3} {:>7.3} {:>11.2}",
+            name,
+            r.fair_speedup,
+            r.mean_latency_ms,
+            r.p99_latency_ms,
+            r.slo_violations,
+            r.l1_hit_ratio,
+            r.l2_hit_ratio,
+            r.requests_per_second / 1e6
+        );
+    }
+    println!();
+    println!(
+        "{:<16} {:<12} {:>10} {:>10} {:>7} {:>7} {:>9}",
+        "scheme", "tenant", "mean ms", "p99 ms", "L1 hit", "L2 hit", "SLO met"
+    );
+    for name in &out.order {
+        for (t, r) in &s.schemes[name].tenants {
+            println!(
+                "{:<16} {:<12} {:>10.3} {:>10.3} {:>7.3} {:>7.3} {:>9}",
+                name,
+                t,
+                r.mean_latency_ms,
+                r.p99_latency_ms,
+                r.l1_hit_ratio,
+                r.l2_hit_ratio,
+                r.slo_met_share
+                    .map_or("-".to_string(), |x| format!("{:.0}%", x * 100.0))
+            );
+        }
+    }
+}

@@ -1,0 +1,259 @@
+//! Our allocation: SLO minimums on both levels from the two-level latency model, admitted
+//! by priority class, then all spare space for fair speedup by the concave-hull optimiser.
+//!
+//! 1. Dedicated partitions are taken off the top.
+//! 2. For each active tenant with a latency target, its cheapest sufficient point: for
+//!    every level-1 size on a grid of its host (1/64 of the host), the smallest level-2
+//!    total meeting the target ([`LatencyModel::min_c2`]); the point with the least
+//!    normalised cost `c1/C1 + c2/C2` wins (level-1 blocks on a small host are dear).
+//!    A target no point reaches is reported with the best latency the whole system gives.
+//! 3. Admission: dedicated first, then gold, silver, best effort; within a class the
+//!    smallest normalised need first; a tenant is admitted when its level-1 need fits its
+//!    host and `need/n` fits each of its `n` servers. The rest are reported with their need.
+//! 4. Spare space, by coordinate descent (two rounds): level 1 per host with level 2 fixed,
+//!    then level 2 per server with level 1 fixed, each by [`super::optimise`] on the
+//!    tenant's latency as a function of that partition's size, weighted by
+//!    `class weight / fair-share latency` — so the optimiser maximises the (weighted) fair
+//!    speedup, as MLMS's spare-space step does, but over concave hulls rather than one grid
+//!    step at a time, so a cliff (a loop that fits) is seen across a plateau.
+
+use super::{optimise, Inputs, Item, Sizes};
+use crate::model::normalised_curve;
+use crate::plan::{Reason, Shortfall};
+use crate::topology::Class;
+
+const GRID: u64 = 64;
+
+/// Our sizes.
+pub fn allocate(inp: &Inputs) -> Sizes {
+    let topo = inp.topo;
+    let n = topo.tenants.len();
+    let mut out = super::fair(topo, inp.active, inp.idle_floor);
+    let mut host_free: Vec<u64> = topo.hosts.iter().map(|h| h.capacity).collect();
+    let mut server_free: Vec<u64> = topo.servers.iter().map(|s| s.capacity).collect();
+    let mut min1 = vec![0u64; n];
+    let mut min2 = vec![0u64; n]; // per server
+    let mut fixed = vec![false; n];
+    // Idle tenants keep the floor; dedicated ones their partitions.
+    for i in 0..n {
+        let t = &topo.tenants[i];
+        let ns = t.servers.len() as u64;
+        let (a, b) = match (inp.active[i], t.class) {
+            (false, _) => (inp.idle_floor, inp.idle_floor),
+            (true, Class::Dedicated { l1, l2 }) => (l1, l2.div_ceil(ns)),
+            _ => continue,
+        };
+        fixed[i] = true;
+        let a = a.min(host_free[t.host]);
+        host_free[t.host] -= a;
+        out.l1[i] = a;
+        for (k, &s) in t.servers.iter().enumerate() {
+            let b = b.min(server_free[s]);
+            server_free[s] -= b;
+            out.l2[i][k] = b;
+        }
+        let r = if inp.active[i] {
+            Reason::Dedicated
+        } else {
+            Reason::Idle { intervals: 0 }
+        };
+        out.l1_reason[i] = r.clone();
+        out.l2_reason[i] = r;
+    }
+    // SLO minimums.
+    let mut wants: Vec<(usize, u64, u64, f64)> = Vec::new(); // tenant, c1, c2 per server, cost
+    for i in (0..n).filter(|&i| !fixed[i]) {
+        let Some(target) = inp.targets[i] else {
+            continue;
+        };
+        let t = &topo.tenants[i];
+        let ns = t.servers.len() as u64;
+        let c1_cap = topo.hosts[t.host].capacity;
+        let reach: u64 = t
+            .servers
+            .iter()
+            .map(|&s| topo.servers[s].capacity)
+            .min()
+            .unwrap_or(0);
+        let g1 = (c1_cap / GRID).max(1);
+        let g2 = (reach / GRID).max(1);
+        let mut best: Option<(u64, u64, f64)> = None;
+        for k in 0..=c1_cap / g1 {
+            let c1 = k * g1;
+            // Per-server size x: the tenant's latency at (c1, x on each server).
+            let ok = |x: u64| inp.latency(i, c1, &vec![x; ns as usize]) <= target;
+            if !ok(reach) {
+                continue;
+            }
+            // Smallest k with ok(min(k·g2, reach)); k = ceil(reach / g2) is ok.
+            let at = |k: u64| (k * g2).min(reach);
+            let (mut lo, mut hi) = (0u64, reach.div_ceil(g2));
+            while lo < hi {
+                let mid = (lo + hi) / 2;
+                if ok(at(mid)) {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            let x = at(lo);
+            let cost = c1 as f64 / c1_cap.max(1) as f64 + x as f64 / reach.max(1) as f64;
+            if best.is_none_or(|b| cost < b.2 - 1e-12) {
+                best = Some((c1, x, cost));
+            }
+            if x == 0 {
+                break;
+            }
+        }
+        match best {
+            Some((c1, x, cost)) => wants.push((i, c1, x, cost)),
+            None => {
+                let all = vec![reach; ns as usize];
+                out.shortfalls.push(Shortfall {
+                    tenant: t.name.clone(),
+                    target_ms: target,
+                    predicted_ms: inp.latency(i, c1_cap, &all),
+                    reason: format!(
+                        "unreachable: even all of host `{}` and its servers give {:.3} ms",
+                        topo.hosts[t.host].name,
+                        inp.latency(i, c1_cap, &all)
+                    ),
+                });
+            }
+        }
+    }
+    wants.sort_by(|a, b| {
+        let (ta, tb) = (&topo.tenants[a.0], &topo.tenants[b.0]);
+        ta.class
+            .rank()
+            .cmp(&tb.class.rank())
+            .then(a.3.total_cmp(&b.3))
+            .then(a.0.cmp(&b.0))
+    });
+    for (i, c1, x, _) in wants {
+        let t = &topo.tenants[i];
+        let fits = c1 <= host_free[t.host] && t.servers.iter().all(|&s| x <= server_free[s]);
+        if fits {
+            host_free[t.host] -= c1;
+            for &s in &t.servers {
+                server_free[s] -= x;
+            }
+            min1[i] = c1;
+            min2[i] = x;
+        } else {
+            out.shortfalls.push(Shortfall {
+                tenant: t.name.clone(),
+                target_ms: inp.targets[i].unwrap_or(0.0),
+                predicted_ms: 0.0,
+                reason: format!(
+                    "not admitted: needs {c1} level-1 blocks and {x} on each of {} servers; \
+                     tenants of a higher class or smaller need took the room",
+                    t.servers.len()
+                ),
+            });
+        }
+    }
+    // Spare space: start from the minimums, then two rounds of coordinate descent.
+    for i in (0..n).filter(|&i| !fixed[i]) {
+        out.l1[i] = min1[i];
+        out.l2[i] = vec![min2[i]; topo.tenants[i].servers.len()];
+    }
+    let weight = |i: usize| topo.tenants[i].class.weight() / inp.lat_fair[i].max(1e-9);
+    for _round in 0..2 {
+        for (h, host) in topo.hosts.iter().enumerate() {
+            let members: Vec<usize> = topo.on_host(h).into_iter().filter(|&i| !fixed[i]).collect();
+            if members.is_empty() {
+                continue;
+            }
+            let taken: u64 = topo
+                .on_host(h)
+                .iter()
+                .filter(|&&i| fixed[i])
+                .map(|&i| out.l1[i])
+                .sum();
+            let cap = host.capacity.saturating_sub(taken);
+            let items: Vec<Item> = members
+                .iter()
+                .map(|&i| {
+                    let x = out.l2[i].clone();
+                    let (curve, base) = normalised_curve(|c1| inp.latency(i, c1, &x), cap, 256);
+                    Item {
+                        curve,
+                        weight: weight(i) * base,
+                        min: min1[i],
+                    }
+                })
+                .collect();
+            let (sizes, gains) = optimise(cap, &items);
+            for (k, &i) in members.iter().enumerate() {
+                out.l1[i] = sizes[k];
+                out.l1_reason[i] = reason(sizes[k], min1[i], inp.targets[i], gains[k]);
+            }
+        }
+        for (s, server) in topo.servers.iter().enumerate() {
+            let members: Vec<usize> = topo
+                .on_server(s)
+                .into_iter()
+                .filter(|&i| !fixed[i])
+                .collect();
+            if members.is_empty() {
+                continue;
+            }
+            let pos = |i: usize| {
+                topo.tenants[i]
+                    .servers
+                    .iter()
+                    .position(|&x| x == s)
+                    .unwrap_or(0)
+            };
+            let taken: u64 = topo
+                .on_server(s)
+                .iter()
+                .filter(|&&i| fixed[i])
+                .map(|&i| out.l2[i][pos(i)])
+                .sum();
+            let cap = server.capacity.saturating_sub(taken);
+            let items: Vec<Item> = members
+                .iter()
+                .map(|&i| {
+                    let (c1, mut x, k) = (out.l1[i], out.l2[i].clone(), pos(i));
+                    let (curve, base) = normalised_curve(
+                        |v| {
+                            x[k] = v;
+                            inp.latency(i, c1, &x)
+                        },
+                        cap,
+                        256,
+                    );
+                    // f(v) is the tenant's whole latency, so weight · (f(0) − f(v)) is what
+                    // this server's share buys it (1/n of its stripe).
+                    Item {
+                        curve,
+                        weight: weight(i) * base,
+                        min: min2[i],
+                    }
+                })
+                .collect();
+            let (sizes, gains) = optimise(cap, &items);
+            for (k, &i) in members.iter().enumerate() {
+                out.l2[i][pos(i)] = sizes[k];
+                out.l2_reason[i] = reason(sizes[k], min2[i], inp.targets[i], gains[k]);
+            }
+        }
+    }
+    for sf in out.shortfalls.iter_mut() {
+        if sf.predicted_ms == 0.0 {
+            if let Some(i) = topo.tenants.iter().position(|t| t.name == sf.tenant) {
+                sf.predicted_ms = inp.latency(i, out.l1[i], &out.l2[i]);
+            }
+        }
+    }
+    out
+}
+
+fn reason(size: u64, min: u64, target: Option<f64>, gain: f64) -> Reason {
+    match target {
+        Some(t) if min > 0 && size <= min => Reason::SloMinimum { target_ms: t },
+        _ => Reason::Gain { per_block: gain },
+    }
+}

@@ -1,0 +1,85 @@
+//! Hysteresis: a plan moves only when it pays, and never too far at once.
+//!
+//! A proposed allocation replaces the previous one only when the predicted objective
+//! (the weighted sum of predicted latency over fair-share latency, the quantity fair
+//! speedup inverts) improves by at least `min_gain`, or when an SLO is at risk (a tenant
+//! with a target observed or predicted above it). Even then, at most `max_move` of a node's
+//! capacity changes hands per interval: every partition of that node moves the same
+//! fraction of the way, shrinking partitions rounded towards their target first so the
+//! node never holds more than its capacity.
+
+use crate::plan::Reason;
+
+/// One node's partitions: previous size, proposed size, capacity.
+pub fn limit_moves(prev: &[u64], target: &[u64], capacity: u64, max_move: f64) -> (Vec<u64>, bool) {
+    let moved: u64 = prev
+        .iter()
+        .zip(target)
+        .map(|(&p, &t)| p.abs_diff(t))
+        .sum::<u64>()
+        / 2;
+    let allowed = (max_move * capacity as f64).max(1.0) as u64;
+    if moved <= allowed {
+        return (target.to_vec(), false);
+    }
+    let f = allowed as f64 / moved as f64;
+    let mut out: Vec<u64> = prev
+        .iter()
+        .zip(target)
+        .map(|(&p, &t)| {
+            if t >= p {
+                p + ((t - p) as f64 * f).floor() as u64
+            } else {
+                p - ((p - t) as f64 * f).ceil() as u64
+            }
+        })
+        .collect();
+    // Previous plans fit; a capacity that shrank since may still need trimming.
+    let mut over = out.iter().sum::<u64>().saturating_sub(capacity);
+    for (o, &t) in out.iter_mut().zip(target) {
+        if over == 0 {
+            break;
+        }
+        let cut = o.saturating_sub(t).min(over);
+        *o -= cut;
+        over -= cut;
+    }
+    (out, true)
+}
+
+/// The reason for a partition that was held at `prev` while heading for `target`.
+pub fn held(prev: u64, target: u64, gain: f64) -> Option<Reason> {
+    (prev != target).then_some(Reason::Hysteresis { gain })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn a_large_move_is_spread_over_intervals() {
+        let (out, limited) = limit_moves(&[100, 0], &[0, 100], 100, 0.25);
+        assert!(limited);
+        assert_eq!(out, vec![75, 25]);
+    }
+
+    proptest! {
+        #[test]
+        fn never_over_capacity_and_always_towards_the_target(
+            sizes in proptest::collection::vec((0u64..1000, 0u64..1000), 1..8),
+            max_move in 0.01f64..1.0,
+        ) {
+            let capacity: u64 = sizes.iter().map(|s| s.0).sum::<u64>()
+                .max(sizes.iter().map(|s| s.1).sum::<u64>());
+            let prev: Vec<u64> = sizes.iter().map(|s| s.0).collect();
+            let target: Vec<u64> = sizes.iter().map(|s| s.1).collect();
+            let (out, _) = limit_moves(&prev, &target, capacity, max_move);
+            prop_assert!(out.iter().sum::<u64>() <= capacity);
+            for k in 0..out.len() {
+                let (lo, hi) = (prev[k].min(target[k]), prev[k].max(target[k]));
+                prop_assert!(out[k] >= lo && out[k] <= hi);
+            }
+        }
+    }
+}

@@ -1,0 +1,67 @@
+//! # control
+//!
+//! The enforcement step of Lachesis: one interval's observations in, a plan and the reason
+//! for every number out. Pure: no I/O, threads or clocks; the state carried between
+//! intervals ([`ControlState`]) is plain serialisable data, so a controller can be
+//! persisted and resumed. The hierarchy simulator (`sim`) calls [`Controller::step`] every
+//! simulated interval.
+//!
+//! The pipeline of one step ([`Controller::step`]), each stage configured by the
+//! [`Scheme`]:
+//! 1. observed service times, idleness and MLMS samples update the state;
+//! 2. each tenant's latency model ([`model`]) from its curve (of the policy it runs) and
+//!    service times; its latency target from its SLO ([`model::latency_target`]);
+//! 3. space ([`allocate`]): fair share, shared or alone baselines, MLMS, Moirai, or ours;
+//!    idle tenants shrink to a floor and get space back when they return;
+//! 4. hysteresis ([`hysteresis`]): move only for a real predicted gain or an SLO at risk,
+//!    and at most a share of each node per interval;
+//! 5. eviction policy per partition by SOPA over the candidates' curves
+//!    ([`policy_choice`]);
+//! 6. bandwidth proportions by coordinated learning automata ([`bandwidth`]);
+//! 7. hot-tier thresholds by SANCACHE's rule (`lachesis_alloc::boost`);
+//! 8. SLOs predicted unmet are reported with each tenant's shortfall.
+//!
+//! Owns: decisions. Does not own: sockets, clocks, storage, or how observations are made.
+
+pub mod allocate;
+pub mod bandwidth;
+mod controller;
+pub mod hysteresis;
+pub mod model;
+pub mod observe;
+pub mod plan;
+pub mod policy_choice;
+pub mod scheme;
+pub mod topology;
+
+pub use controller::{ControlState, Controller};
+pub use observe::{
+    LevelCount, Observations, ObservedService, PolicyCurve, TenantObservation, TierObservation,
+};
+pub use plan::{BoostPlan, Layout, Partition, Plan, Reason, ResourceShares, Shortfall, TenantPlan};
+pub use scheme::{Allocation, Scheme, SCHEME_NAMES};
+pub use topology::{Class, Levels, Node, ServiceTimes, Slo, Tenant, Topology};
+
+/// Errors of the enforcement step; each names what was wrong.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ControlError {
+    /// The topology is inconsistent.
+    #[error("{what}: {reason}")]
+    Topology {
+        /// The tenant, node or field.
+        what: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// No scheme has this name.
+    #[error("unknown scheme `{name}` (known: {known})")]
+    UnknownScheme {
+        /// The name given.
+        name: String,
+        /// The names that are known.
+        known: String,
+    },
+    /// The observations do not fit the topology.
+    #[error("observations: {0}")]
+    Observations(String),
+}

@@ -1,0 +1,112 @@
+//! What one enforcement interval observed: per tenant its requests, hits at each level,
+//! latency, the service time of each way a request was served, and hit-ratio curves per
+//! candidate eviction policy; per storage server its hot tier's hits and migrations.
+//!
+//! The simulator fills these from its models, the live controller from the nodes' stats;
+//! the enforcement step cannot tell which.
+
+use mrc::HitRatioCurve;
+use serde::{Deserialize, Serialize};
+
+/// Lookups and hits at one level.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LevelCount {
+    /// Blocks looked up.
+    pub lookups: u64,
+    /// Blocks found.
+    pub hits: u64,
+}
+
+impl LevelCount {
+    /// Hits over lookups (0 without lookups).
+    pub fn hit_ratio(&self) -> f64 {
+        if self.lookups == 0 {
+            0.0
+        } else {
+            self.hits as f64 / self.lookups as f64
+        }
+    }
+}
+
+/// A hit-ratio curve of one eviction policy over a tenant's whole request stream (sizes in
+/// blocks of both levels together).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyCurve {
+    /// The policy's canonical name (`lru`, `arc`, ...).
+    pub policy: String,
+    /// Its curve.
+    pub curve: HitRatioCurve,
+}
+
+/// Mean latency, in milliseconds, of the requests served each way this interval (`None`
+/// where none was).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ObservedService {
+    /// Requests served entirely by level 1.
+    pub l1_hit_ms: Option<f64>,
+    /// Requests whose slowest block came from level 2.
+    pub l2_hit_ms: Option<f64>,
+    /// Requests that went to a disk.
+    pub miss_ms: Option<f64>,
+}
+
+/// One tenant's interval.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TenantObservation {
+    /// Requests completed.
+    pub requests: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Level-1 lookups and hits (blocks).
+    pub l1: LevelCount,
+    /// Level-2 lookups and hits (blocks).
+    pub l2: LevelCount,
+    /// Mean latency of its requests (ms).
+    pub mean_latency_ms: f64,
+    /// 99th percentile latency (ms).
+    pub p99_latency_ms: f64,
+    /// Mean latency of each way of service.
+    pub service: ObservedService,
+    /// Curves, one per candidate policy; the first is the policy in use (or LRU).
+    pub curves: Vec<PolicyCurve>,
+}
+
+impl TenantObservation {
+    /// The curve of `policy`, if observed.
+    pub fn curve(&self, policy: &str) -> Option<&HitRatioCurve> {
+        self.curves
+            .iter()
+            .find(|c| c.policy == policy)
+            .map(|c| &c.curve)
+    }
+
+    /// Hit ratio of both levels together (blocks found in either over blocks asked).
+    pub fn combined_hit_ratio(&self) -> f64 {
+        if self.l1.lookups == 0 {
+            0.0
+        } else {
+            (self.l1.hits + self.l2.hits) as f64 / self.l1.lookups as f64
+        }
+    }
+}
+
+/// A storage server's hot tier this interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct TierObservation {
+    /// Chunk accesses served by the tier.
+    pub hits: u64,
+    /// Chunks copied into the tier.
+    pub migrations: u64,
+}
+
+/// One interval's observations, tenants in topology order.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Observations {
+    /// Length of the interval in seconds.
+    pub seconds: f64,
+    /// Per tenant, in the topology's order.
+    pub tenants: Vec<TenantObservation>,
+    /// Per storage server, in the topology's order (servers without a tier: zeros).
+    #[serde(default)]
+    pub tiers: Vec<TierObservation>,
+}

@@ -1,0 +1,206 @@
+//! What one enforcement step decides, and why: partition sizes per tenant per node and
+//! level, eviction and admission per partition, bandwidth proportions per resource, hot-tier
+//! thresholds, and the SLOs that cannot be met with each tenant's shortfall.
+//!
+//! Every size carries a [`Reason`], so the simulator's report and the live controller's
+//! console can say why each number is what it is.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Why a partition has the size it has.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum Reason {
+    /// An equal share of the node among its tenants.
+    FairShare,
+    /// A dedicated partition (priority class).
+    Dedicated,
+    /// The smallest size that meets the tenant's SLO.
+    SloMinimum {
+        /// The latency the SLO allows (ms).
+        target_ms: f64,
+    },
+    /// Spare space, given where it gains the most; `per_block` is the objective gained by
+    /// the last block given.
+    Gain {
+        /// Marginal gain of the last block.
+        per_block: f64,
+    },
+    /// Chosen by MLMS (fulfilment set, filter, fair speedup, server LP).
+    Mlms,
+    /// Left as it was: the predicted gain of moving did not pass the threshold.
+    Hysteresis {
+        /// Predicted relative gain of the move that was not made.
+        gain: f64,
+    },
+    /// Moved towards its target, but no further than the per-interval limit allows.
+    MoveLimited {
+        /// The size it is heading for.
+        target: u64,
+    },
+    /// No requests for a while: shrunk to its floor until it returns.
+    Idle {
+        /// Intervals without requests.
+        intervals: u32,
+    },
+    /// One cache shared by every tenant of the node (no partitioning).
+    Shared,
+    /// The tenant runs alone on the whole system (a baseline, not a product setting).
+    Alone,
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Reason::FairShare => write!(f, "fair share"),
+            Reason::Dedicated => write!(f, "dedicated"),
+            Reason::SloMinimum { target_ms } => write!(f, "SLO minimum for {target_ms:.3} ms"),
+            Reason::Gain { per_block } => write!(f, "gain {per_block:.3e} per block"),
+            Reason::Mlms => write!(f, "MLMS"),
+            Reason::Hysteresis { gain } => {
+                write!(
+                    f,
+                    "held: predicted gain {:.2}% below threshold",
+                    gain * 100.0
+                )
+            }
+            Reason::MoveLimited { target } => write!(f, "moving towards {target} blocks"),
+            Reason::Idle { intervals } => write!(f, "idle for {intervals} intervals"),
+            Reason::Shared => write!(f, "shared cache"),
+            Reason::Alone => write!(f, "alone on the system"),
+        }
+    }
+}
+
+/// One partition: a tenant's share of one node.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Partition {
+    /// Index of the node (host for level 1, server for level 2).
+    pub node: usize,
+    /// Blocks.
+    pub size: u64,
+    /// Why.
+    pub reason: Reason,
+}
+
+/// A tenant's part of the plan.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TenantPlan {
+    /// The tenant's name.
+    pub tenant: String,
+    /// Its level-1 partition on its host.
+    pub l1: Partition,
+    /// Its level-2 partitions, one per server it is striped over (topology order).
+    pub l2: Vec<Partition>,
+    /// Eviction policy of its partitions (canonical name).
+    pub eviction: String,
+    /// Why that policy.
+    pub eviction_reason: String,
+    /// Admission policy of its partitions.
+    pub admission: String,
+    /// The mean latency the controller's model predicts at this allocation (ms).
+    pub predicted_latency_ms: f64,
+    /// The latency its SLO allows this interval (ms), if it has one.
+    pub target_latency_ms: Option<f64>,
+    /// Whether the prediction meets the target (`None` without an SLO).
+    pub slo_met: Option<bool>,
+}
+
+impl TenantPlan {
+    /// Level-2 blocks over all its servers.
+    pub fn l2_total(&self) -> u64 {
+        self.l2.iter().map(|p| p.size).sum()
+    }
+}
+
+/// Bandwidth proportions of one scheduled resource.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ResourceShares {
+    /// `host` or `server`.
+    pub level: String,
+    /// Index of the node.
+    pub node: usize,
+    /// `(tenant index, proportion)`, proportions summing to 1.
+    pub shares: Vec<(usize, f64)>,
+}
+
+/// Hot-tier setting of one storage server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BoostPlan {
+    /// Index of the server.
+    pub server: usize,
+    /// Accesses a chunk needs before it is placed in the tier.
+    pub threshold: u32,
+    /// The benefit/cost ratio a period must reach to justify migrations.
+    pub justify: f64,
+}
+
+/// An SLO that this plan does not meet, and by how much.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Shortfall {
+    /// The tenant's name.
+    pub tenant: String,
+    /// The latency its SLO allows (ms).
+    pub target_ms: f64,
+    /// The latency predicted at its allocation (ms).
+    pub predicted_ms: f64,
+    /// Why it is not met.
+    pub reason: String,
+}
+
+/// How the nodes are to be partitioned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Layout {
+    /// Each tenant has its own partition of every node it uses.
+    #[default]
+    Partitioned,
+    /// One cache per node, shared by all its tenants (sizes are the node capacities).
+    Shared,
+    /// Each tenant alone on the whole system (a baseline: sizes are whole nodes).
+    Alone,
+}
+
+/// One enforcement step's output.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    /// Interval number (0 for the first step).
+    pub interval: u64,
+    /// The time the step was taken (seconds, the caller's clock).
+    pub time: f64,
+    /// How nodes are partitioned.
+    pub layout: Layout,
+    /// Per tenant, in topology order.
+    pub tenants: Vec<TenantPlan>,
+    /// Bandwidth proportions (empty: schedulers share by demand).
+    pub bandwidth: Vec<ResourceShares>,
+    /// Hot-tier thresholds (empty: no tier is controlled).
+    pub boost: Vec<BoostPlan>,
+    /// SLOs predicted not to be met, with the shortfall.
+    pub infeasible: Vec<Shortfall>,
+    /// Fair speedup the model predicts (harmonic mean of fair-share latency over this
+    /// plan's latency).
+    pub predicted_fair_speedup: f64,
+}
+
+impl Plan {
+    /// Level-1 blocks planned on host `h`.
+    pub fn host_used(&self, h: usize) -> u64 {
+        self.tenants
+            .iter()
+            .filter(|t| t.l1.node == h)
+            .map(|t| t.l1.size)
+            .sum()
+    }
+
+    /// Level-2 blocks planned on server `s`.
+    pub fn server_used(&self, s: usize) -> u64 {
+        self.tenants
+            .iter()
+            .flat_map(|t| &t.l2)
+            .filter(|p| p.node == s)
+            .map(|p| p.size)
+            .sum()
+    }
+}

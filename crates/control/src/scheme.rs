@@ -1,0 +1,265 @@
+//! Schemes: the objective pipeline configured by name.
+//!
+//! A scheme says how space is allocated ([`Allocation`]), whether eviction policies are
+//! chosen online (SOPA), whether bandwidth proportions are learned (coordinated automata),
+//! whether hot tiers are tuned (SANCACHE), and how much a plan may move per interval
+//! (hysteresis) and what idle tenants keep. [`Scheme::named`] gives the baselines of the
+//! papers and our combined scheme:
+//!
+//! | name | allocation | extras |
+//! |---|---|---|
+//! | `independent` | each tenant alone on the whole system | — |
+//! | `uncontrolled` | one shared cache per node | — |
+//! | `fair` | equal shares per node | — |
+//! | `first-only` | MLMS on level 1, level 2 fair | — |
+//! | `second-only` | MLMS on level 2, level 1 fair | — |
+//! | `mlms` | MLMS on both levels, regression model | — |
+//! | `moirai-utility` | hits maximised per node (hull optimiser) | idle reclamation |
+//! | `moirai-slo` | SLO minimums on level 1, then utility | idle reclamation |
+//! | `lachesis` | SLO minimums on both levels, then fair speedup by the hull optimiser | SOPA, boosting, hysteresis, idle |
+
+use crate::ControlError;
+use lachesis_alloc::sopa::Costs;
+use serde::{Deserialize, Serialize};
+
+/// Which latency model MLMS plans with.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MlmsModel {
+    /// The paper's regression over (level-1 size, level-2 size), refitted every interval
+    /// from the observed latencies; the curve model stands in until three distinct
+    /// allocations have been seen, and whenever the fit says more space costs latency or
+    /// misses its own samples by more than 25 % on average.
+    Regression,
+    /// Predicted from the hit-ratio curve and the observed service times.
+    Curve,
+}
+
+/// Which levels MLMS controls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MlmsLevels {
+    /// Both.
+    Both,
+    /// Level 1 only; level 2 at fair share.
+    First,
+    /// Level 2 only; level 1 at fair share.
+    Second,
+}
+
+/// How space is allocated.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "method", rename_all = "kebab-case")]
+pub enum Allocation {
+    /// Each tenant alone on the whole system.
+    Alone,
+    /// One cache per node shared by its tenants.
+    Shared,
+    /// Equal shares.
+    Fair,
+    /// MLMS (Prabhakar et al.).
+    Mlms {
+        /// Levels controlled.
+        levels: MlmsLevels,
+        /// Latency model.
+        model: MlmsModel,
+    },
+    /// Moirai: per node, maximise hits (weights = request rates), optionally after SLO
+    /// minimums on level 1.
+    Moirai {
+        /// Reserve SLO minimums first.
+        slo_minimums: bool,
+    },
+    /// Ours: SLO minimums on both levels from the two-level curve model, admitted by class,
+    /// then spare space by the concave-hull optimiser for fair speedup.
+    Lachesis,
+}
+
+/// SOPA's online policy choice.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct PolicyChoice {
+    /// Candidate policies (canonical names); curves for them must be observed.
+    pub candidates: Vec<String>,
+    /// Cost of a hit.
+    pub hit_cost: f64,
+    /// Cost of a miss placed in the cache.
+    pub migration_cost: f64,
+    /// Absolute drop of the live hit ratio below the decided policy's prediction that
+    /// starts a new decision.
+    pub retrigger_drop: f64,
+    /// Decisions after which the candidate with the lowest usage ratio is dropped.
+    pub usage_limit: u64,
+}
+
+impl Default for PolicyChoice {
+    fn default() -> Self {
+        let c = Costs::default();
+        PolicyChoice {
+            candidates: vec!["lru".into(), "arc".into(), "lirs".into(), "s3fifo".into()],
+            hit_cost: c.hit,
+            migration_cost: c.migration,
+            retrigger_drop: 0.1,
+            usage_limit: 10,
+        }
+    }
+}
+
+/// Learned bandwidth proportions.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Automata {
+    /// Token passing between the controllers (false: every controller learns at once).
+    pub coordinated: bool,
+    /// Units each proportion vector is made of (each tenant gets at least one).
+    pub units: u32,
+    /// Reward rate.
+    pub alpha: f64,
+    /// Penalty rate.
+    pub beta: f64,
+    /// Intervals a controller keeps the token.
+    pub turn: u32,
+}
+
+impl Default for Automata {
+    fn default() -> Self {
+        Automata {
+            coordinated: true,
+            units: 8,
+            alpha: 0.1,
+            beta: 0.01,
+            turn: 3,
+        }
+    }
+}
+
+/// Limits on how much a plan moves.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Hysteresis {
+    /// Relative predicted gain of the objective a move must bring, unless an SLO is at risk.
+    pub min_gain: f64,
+    /// Share of a node's capacity that may change hands per interval.
+    pub max_move: f64,
+}
+
+impl Default for Hysteresis {
+    fn default() -> Self {
+        Hysteresis {
+            min_gain: 0.01,
+            max_move: 0.25,
+        }
+    }
+}
+
+/// Idle-tenant reclamation (Moirai).
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Idle {
+    /// Intervals without a request before a tenant counts as idle.
+    pub intervals: u32,
+    /// Blocks an idle tenant keeps per partition.
+    pub floor: u64,
+}
+
+impl Default for Idle {
+    fn default() -> Self {
+        Idle {
+            intervals: 2,
+            floor: 0,
+        }
+    }
+}
+
+/// A named control configuration.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Scheme {
+    /// Its name.
+    pub name: String,
+    /// How space is allocated.
+    pub allocation: Allocation,
+    /// SOPA policy choice, if on.
+    #[serde(default)]
+    pub policy_choice: Option<PolicyChoice>,
+    /// Learned bandwidth proportions, if on.
+    #[serde(default)]
+    pub automata: Option<Automata>,
+    /// Tune hot-tier thresholds (SANCACHE), if on.
+    #[serde(default)]
+    pub boost: bool,
+    /// Hysteresis, if on.
+    #[serde(default)]
+    pub hysteresis: Option<Hysteresis>,
+    /// Idle reclamation, if on.
+    #[serde(default)]
+    pub idle: Option<Idle>,
+}
+
+/// The names [`Scheme::named`] knows, in report order.
+pub const SCHEME_NAMES: &[&str] = &[
+    "independent",
+    "uncontrolled",
+    "fair",
+    "first-only",
+    "second-only",
+    "mlms",
+    "moirai-utility",
+    "moirai-slo",
+    "lachesis",
+];
+
+impl Scheme {
+    fn plain(name: &str, allocation: Allocation) -> Scheme {
+        Scheme {
+            name: name.into(),
+            allocation,
+            policy_choice: None,
+            automata: None,
+            boost: false,
+            hysteresis: None,
+            idle: None,
+        }
+    }
+
+    /// The scheme called `name` (see the module doc).
+    pub fn named(name: &str) -> Result<Scheme, ControlError> {
+        let mlms = |levels| Allocation::Mlms {
+            levels,
+            model: MlmsModel::Regression,
+        };
+        Ok(match name {
+            "independent" => Scheme::plain(name, Allocation::Alone),
+            "uncontrolled" => Scheme::plain(name, Allocation::Shared),
+            "fair" => Scheme::plain(name, Allocation::Fair),
+            "first-only" => Scheme::plain(name, mlms(MlmsLevels::First)),
+            "second-only" => Scheme::plain(name, mlms(MlmsLevels::Second)),
+            "mlms" => Scheme::plain(name, mlms(MlmsLevels::Both)),
+            "moirai-utility" | "moirai-slo" => Scheme {
+                idle: Some(Idle::default()),
+                ..Scheme::plain(
+                    name,
+                    Allocation::Moirai {
+                        slo_minimums: name == "moirai-slo",
+                    },
+                )
+            },
+            "lachesis" => Scheme {
+                policy_choice: Some(PolicyChoice::default()),
+                // Proportions are enforced by time quanta, which lend no idle slice: worth
+                // it only where bandwidth targets are the objective (the automata schemes).
+                automata: None,
+                boost: true,
+                hysteresis: Some(Hysteresis::default()),
+                idle: Some(Idle::default()),
+                ..Scheme::plain(name, Allocation::Lachesis)
+            },
+            _ => {
+                return Err(ControlError::UnknownScheme {
+                    name: name.into(),
+                    known: SCHEME_NAMES.join(", "),
+                })
+            }
+        })
+    }
+
+    /// Whether the layout is one partition per tenant and node.
+    pub fn partitioned(&self) -> bool {
+        !matches!(self.allocation, Allocation::Alone | Allocation::Shared)
+    }
+}

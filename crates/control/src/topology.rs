@@ -1,0 +1,301 @@
+//! What the controller controls: level-1 hosts, level-2 storage servers, how the levels
+//! relate, and the tenants with their placement and service-level objectives.
+//!
+//! Sizes are whole blocks of [`Topology::block_size`] bytes. A tenant runs on one host
+//! (its level-1 partition lives there) and stripes its data over one or more storage
+//! servers (a level-2 partition on each). [`Topology::validate`] checks every reference
+//! and number once, so the enforcement step can index without checks; its errors name the
+//! tenant or node and the field.
+
+use crate::ControlError;
+use serde::{Deserialize, Serialize};
+
+/// A cache node of either level.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Node {
+    /// Its name (unique within its level).
+    pub name: String,
+    /// Cache capacity in blocks.
+    pub capacity: u64,
+    /// Whether it has a SANCACHE hot-chunk tier whose threshold the controller sets.
+    #[serde(default)]
+    pub hot_tier: bool,
+}
+
+/// How level 2 relates to level 1.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Levels {
+    /// A block lives in one level at a time: level-1 evictions are demoted to level 2 and
+    /// a level-2 hit moves the block up (DEMOTE), so the two act as one LRU stack.
+    #[default]
+    Exclusive,
+    /// Level 2 keeps what it reads for level 1; a block may be in both.
+    Inclusive,
+}
+
+/// A tenant's service-level objective.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Slo {
+    /// MLMS: mean latency at most `(1 + degradation)` times what a fair share would give.
+    Degradation(f64),
+    /// Mean latency at most this many milliseconds.
+    LatencyMs(f64),
+    /// At least this many operations per second.
+    Iops(f64),
+    /// At least this many megabytes (10^6 bytes) per second.
+    Mbps(f64),
+}
+
+impl Slo {
+    /// Checks the number; the message names what is wrong.
+    pub fn check(&self) -> Result<(), String> {
+        let (v, what) = match *self {
+            Slo::Degradation(v) => (v, "degradation"),
+            Slo::LatencyMs(v) => (v, "latency_ms"),
+            Slo::Iops(v) => (v, "iops"),
+            Slo::Mbps(v) => (v, "mbps"),
+        };
+        let ok = v.is_finite()
+            && match self {
+                Slo::Degradation(_) => v >= 0.0,
+                _ => v > 0.0,
+            };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("{what} = {v} must be a finite number above 0"))
+        }
+    }
+}
+
+impl std::fmt::Display for Slo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Slo::Degradation(d) => write!(f, "≤{:.0}% slower than fair", d * 100.0),
+            Slo::LatencyMs(l) => write!(f, "≤{l} ms"),
+            Slo::Iops(i) => write!(f, "≥{i} IOPS"),
+            Slo::Mbps(m) => write!(f, "≥{m} MB/s"),
+        }
+    }
+}
+
+/// A tenant's priority class: which SLOs are admitted first when they cannot all be met,
+/// and how much a unit of its speedup is worth when spare space is shared.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Class {
+    /// Fixed partitions taken off the top before anything else is decided.
+    Dedicated {
+        /// Level-1 blocks on its host.
+        l1: u64,
+        /// Level-2 blocks in all, spread evenly over its servers.
+        l2: u64,
+    },
+    /// Admitted before silver and best effort; weight 4.
+    Gold,
+    /// Weight 2.
+    Silver,
+    /// No SLO admission priority; weight 1. Its SLO, if any, is met only with what is left.
+    #[default]
+    BestEffort,
+}
+
+impl Class {
+    /// Admission rank: lower is admitted first.
+    pub fn rank(&self) -> u8 {
+        match self {
+            Class::Dedicated { .. } => 0,
+            Class::Gold => 1,
+            Class::Silver => 2,
+            Class::BestEffort => 3,
+        }
+    }
+
+    /// What a unit of this class's speedup is worth.
+    pub fn weight(&self) -> f64 {
+        match self {
+            Class::Dedicated { .. } | Class::Gold => 4.0,
+            Class::Silver => 2.0,
+            Class::BestEffort => 1.0,
+        }
+    }
+}
+
+/// One tenant (a volume of one client).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Tenant {
+    /// Its name (unique).
+    pub name: String,
+    /// Index of its level-1 host.
+    pub host: usize,
+    /// Indices of the storage servers its data is striped over (at least one).
+    pub servers: Vec<usize>,
+    /// Stripe unit in blocks.
+    pub stripe_unit: u64,
+    /// Its objective, if any.
+    pub slo: Option<Slo>,
+    /// Its priority class.
+    #[serde(default)]
+    pub class: Class,
+    /// Requests it keeps outstanding, if it is a closed loop (turns an IOPS or bandwidth
+    /// objective into a latency one by Little's law; measured when absent).
+    #[serde(default)]
+    pub depth: Option<f64>,
+}
+
+/// Mean latency of each way a request can be served, in milliseconds: the device figures
+/// the controller assumes before it has observed a tenant.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ServiceTimes {
+    /// A level-1 hit.
+    pub l1_hit_ms: f64,
+    /// A level-2 hit (network plus level-2 memory).
+    pub l2_hit_ms: f64,
+    /// A miss in both levels (network plus disk).
+    pub miss_ms: f64,
+}
+
+/// Everything the controller controls.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Topology {
+    /// Bytes per block.
+    pub block_size: u64,
+    /// Level-1 hosts.
+    pub hosts: Vec<Node>,
+    /// Level-2 storage servers.
+    pub servers: Vec<Node>,
+    /// Exclusive or inclusive levels.
+    #[serde(default)]
+    pub levels: Levels,
+    /// Service times assumed until observed.
+    pub service: ServiceTimes,
+    /// The tenants.
+    pub tenants: Vec<Tenant>,
+}
+
+impl Topology {
+    /// Checks references, names and numbers; the error names the tenant or node.
+    pub fn validate(&self) -> Result<(), ControlError> {
+        let bad = |what: String, reason: String| Err(ControlError::Topology { what, reason });
+        if self.block_size == 0 {
+            return bad("block_size".into(), "must be above 0".into());
+        }
+        if self.hosts.is_empty() {
+            return bad("hosts".into(), "no level-1 host".into());
+        }
+        if self.servers.is_empty() {
+            return bad("servers".into(), "no level-2 server".into());
+        }
+        for (level, nodes) in [("host", &self.hosts), ("server", &self.servers)] {
+            for (i, n) in nodes.iter().enumerate() {
+                if nodes[..i].iter().any(|m| m.name == n.name) {
+                    return bad(format!("{level} `{}`", n.name), "appears twice".into());
+                }
+            }
+        }
+        let s = &self.service;
+        if ![s.l1_hit_ms, s.l2_hit_ms, s.miss_ms]
+            .iter()
+            .all(|v| v.is_finite() && *v > 0.0)
+        {
+            return bad(
+                "service".into(),
+                "service times must be finite and above 0".into(),
+            );
+        }
+        for (i, t) in self.tenants.iter().enumerate() {
+            let what = || format!("tenant `{}`", t.name);
+            if self.tenants[..i].iter().any(|u| u.name == t.name) {
+                return bad(what(), "appears twice".into());
+            }
+            if t.host >= self.hosts.len() {
+                return bad(what(), format!("unknown host index {}", t.host));
+            }
+            if t.servers.is_empty() {
+                return bad(what(), "is on no storage server".into());
+            }
+            for (k, &sv) in t.servers.iter().enumerate() {
+                if sv >= self.servers.len() {
+                    return bad(what(), format!("unknown server index {sv}"));
+                }
+                if t.servers[..k].contains(&sv) {
+                    return bad(
+                        what(),
+                        format!("server `{}` listed twice", self.servers[sv].name),
+                    );
+                }
+            }
+            if t.stripe_unit == 0 {
+                return bad(what(), "stripe_unit must be at least one block".into());
+            }
+            if let Some(slo) = &t.slo {
+                slo.check().or_else(|r| bad(what(), format!("slo: {r}")))?;
+            }
+            if let Some(d) = t.depth {
+                if !(d.is_finite() && d > 0.0) {
+                    return bad(what(), format!("depth {d} must be above 0"));
+                }
+            }
+        }
+        // Dedicated partitions must fit on every node they touch.
+        let mut l1 = vec![0u64; self.hosts.len()];
+        let mut l2 = vec![0u64; self.servers.len()];
+        for t in &self.tenants {
+            if let Class::Dedicated { l1: a, l2: b } = t.class {
+                l1[t.host] += a;
+                let n = t.servers.len() as u64;
+                for &sv in &t.servers {
+                    l2[sv] += b.div_ceil(n);
+                }
+            }
+        }
+        for (i, &u) in l1.iter().enumerate() {
+            if u > self.hosts[i].capacity {
+                return bad(
+                    format!("host `{}`", self.hosts[i].name),
+                    format!(
+                        "dedicated partitions need {u} blocks, capacity is {}",
+                        self.hosts[i].capacity
+                    ),
+                );
+            }
+        }
+        for (i, &u) in l2.iter().enumerate() {
+            if u > self.servers[i].capacity {
+                return bad(
+                    format!("server `{}`", self.servers[i].name),
+                    format!(
+                        "dedicated partitions need {u} blocks, capacity is {}",
+                        self.servers[i].capacity
+                    ),
+                );
+            }
+        }
+        Ok(())
+    }
+
+    /// Indices of the tenants on host `h`.
+    pub fn on_host(&self, h: usize) -> Vec<usize> {
+        (0..self.tenants.len())
+            .filter(|&i| self.tenants[i].host == h)
+            .collect()
+    }
+
+    /// Indices of the tenants striped over server `s`.
+    pub fn on_server(&self, s: usize) -> Vec<usize> {
+        (0..self.tenants.len())
+            .filter(|&i| self.tenants[i].servers.contains(&s))
+            .collect()
+    }
+
+    /// Level-2 blocks tenant `i` could reach if it had its servers to itself.
+    pub fn reach(&self, i: usize) -> u64 {
+        self.tenants[i]
+            .servers
+            .iter()
+            .map(|&s| self.servers[s].capacity)
+            .sum()
+    }
+}

@@ -1,0 +1,62 @@
+//! # sim
+//!
+//! A discrete-event simulator of the Lachesis hierarchy: level-1 hosts and level-2 storage
+//! servers with per-tenant partitions, devices with queues (RAM, network, SSD, HDD), a
+//! hot-chunk tier, tenants replayed from traces or synthetic workloads, and the `control`
+//! step called every enforcement interval — the same step the live controller runs.
+//!
+//! * [`scenario`] — the TOML scenario file, resolved and checked;
+//! * [`device`], [`queue`] — service times and contention;
+//! * [`engine`] — one scheme's run;
+//! * [`run`](mod@run) — every scheme of a scenario in parallel, SLOs judged after the fact,
+//!   the summary;
+//! * [`report`] — `intervals.csv`, `summary.json` and PNG plots.
+//!
+//! Owns: simulated time and devices. Does not own: decisions (`control`), eviction
+//! (`policy`), curves (`mrc`). Deterministic for a seed: every random choice comes from a
+//! generator seeded by the scenario, and schemes do not share state.
+
+pub mod device;
+pub mod engine;
+pub mod queue;
+pub mod report;
+pub mod run;
+pub mod scenario;
+pub mod stats;
+
+pub use run::{run, RunOptions, RunOutput, SchemeSummary, Summary, TenantSummary};
+pub use scenario::Scenario;
+
+/// Errors of the simulator; each names the file, key, tenant or scheme.
+#[derive(Debug, thiserror::Error)]
+pub enum SimError {
+    /// The scenario file is wrong.
+    #[error("{file}: {key}: {reason}")]
+    Scenario {
+        /// The file.
+        file: String,
+        /// The key (or line).
+        key: String,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A tenant's requests could not be read.
+    #[error("tenant `{tenant}`: {reason}")]
+    Trace {
+        /// The tenant.
+        tenant: String,
+        /// What went wrong (names the file and line).
+        reason: String,
+    },
+    /// A plan could not be applied (a policy name the cache does not know).
+    #[error("plan: {0}")]
+    Plan(String),
+    /// Writing results failed.
+    #[error("{path}: {reason}")]
+    Output {
+        /// The file.
+        path: String,
+        /// What went wrong.
+        reason: String,
+    },
+}
