@@ -153,7 +153,7 @@ impl Controller {
             .collect();
         let idle_cfg = self.scheme.idle;
         let active: Vec<bool> = (0..n)
-            .map(|i| idle_cfg.is_none_or(|c| self.state.idle[i] < c.intervals))
+            .map(|i| idle_cfg.map_or(true, |c| self.state.idle[i] < c.intervals))
             .collect();
         let inp = Inputs {
             topo,
@@ -185,8 +185,8 @@ impl Controller {
             }
             Allocation::Lachesis => allocate::lachesis::allocate(&inp),
         };
-        for i in 0..n {
-            if !active[i] {
+        for (i, &on) in active.iter().enumerate() {
+            if !on {
                 let r = Reason::Idle {
                     intervals: self.state.idle[i],
                 };

@@ -863,7 +863,7 @@ impl<'a> Engine<'a> {
             } else if !hit {
                 self.misses[k].push(b);
             }
-            if exclusive && !hit && !(write && !keeps_writes) {
+            if exclusive && !hit && (keeps_writes || !write) {
                 l2_lookups += 1;
                 let s = spec.servers[k];
                 let found = match self.servers[s].level.of_tenant[i] {

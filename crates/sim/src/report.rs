@@ -128,9 +128,13 @@ pub fn intervals_csv(rows: &[IntervalRow]) -> String {
     s
 }
 
+/// Per scheme and interval: (end time, Σ latency·requests, requests, Σ L1 hit·requests,
+/// Σ L2 hit·requests).
+type Point = (f64, f64, u64, f64, f64);
+
 fn plots(dir: &Path, out: &RunOutput) -> Result<(), SimError> {
     // Per scheme and interval: request-weighted latency and hit ratios over tenants.
-    let mut per: BTreeMap<(usize, u64), (f64, f64, u64, f64, f64)> = BTreeMap::new();
+    let mut per: BTreeMap<(usize, u64), Point> = BTreeMap::new();
     for r in &out.rows {
         let k = out.order.iter().position(|s| *s == r.scheme).unwrap_or(0);
         let e = per
@@ -142,7 +146,7 @@ fn plots(dir: &Path, out: &RunOutput) -> Result<(), SimError> {
         e.3 += r.l1_hit_ratio * w;
         e.4 += r.l2_hit_ratio * w;
     }
-    let series = |f: &dyn Fn(&(f64, f64, u64, f64, f64)) -> f64, suffix: &str| -> Vec<Series> {
+    let series = |f: &dyn Fn(&Point) -> f64, suffix: &str| -> Vec<Series> {
         out.order
             .iter()
             .enumerate()

@@ -143,7 +143,8 @@ pub fn run(
         opts.threads
     };
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<(EngineResult, f64), SimError>>>> =
+    type JobResult = Result<(EngineResult, f64), SimError>;
+    let results: Mutex<Vec<Option<JobResult>>> =
         Mutex::new((0..jobs.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
         for _ in 0..threads.min(jobs.len()).max(1) {

@@ -649,22 +649,23 @@ impl Scenario {
             if let Some(slo) = &t.slo {
                 slo.check().map_err(|r| err(key("slo"), r))?;
             }
-            let class =
-                match (t.class.as_deref(), t.dedicated) {
-                    (_, Some((a, b))) => Class::Dedicated {
-                        l1: blocks(a, key("dedicated"))?,
-                        l2: blocks(b, key("dedicated"))?,
-                    },
-                    (None | Some("best-effort"), None) => Class::BestEffort,
-                    (Some("gold"), None) => Class::Gold,
-                    (Some("silver"), None) => Class::Silver,
-                    (Some(c), None) => return Err(err(
+            let class = match (t.class.as_deref(), t.dedicated) {
+                (_, Some((a, b))) => Class::Dedicated {
+                    l1: blocks(a, key("dedicated"))?,
+                    l2: blocks(b, key("dedicated"))?,
+                },
+                (None | Some("best-effort"), None) => Class::BestEffort,
+                (Some("gold"), None) => Class::Gold,
+                (Some("silver"), None) => Class::Silver,
+                (Some(c), None) => {
+                    return Err(err(
                         key("class"),
                         format!(
                             "unknown class `{c}` (gold, silver, best-effort; or set `dedicated`)"
                         ),
-                    )),
-                };
+                    ))
+                }
+            };
             let pacing = match (t.rate, t.depth, t.speed) {
                 (Some(r), None, None) if r.is_finite() && r > 0.0 => Pacing::Rate(r),
                 (None, Some(d), None) if d > 0 => Pacing::Depth(d),

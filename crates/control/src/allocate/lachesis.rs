@@ -25,6 +25,7 @@ use crate::topology::Class;
 const GRID: u64 = 64;
 
 /// Our sizes.
+#[allow(clippy::needless_range_loop)] // tenants index several parallel arrays
 pub fn allocate(inp: &Inputs) -> Sizes {
     let topo = inp.topo;
     let n = topo.tenants.len();
@@ -98,7 +99,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             }
             let x = at(lo);
             let cost = c1 as f64 / c1_cap.max(1) as f64 + x as f64 / reach.max(1) as f64;
-            if best.is_none_or(|b| cost < b.2 - 1e-12) {
+            if best.map_or(true, |b| cost < b.2 - 1e-12) {
                 best = Some((c1, x, cost));
             }
             if x == 0 {
