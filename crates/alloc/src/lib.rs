@@ -35,6 +35,7 @@ mod entry;
 pub mod fair;
 mod gain;
 pub mod mlms;
+mod report;
 pub mod scaleout;
 pub mod slo;
 pub mod sopa;
