@@ -41,7 +41,7 @@ pub mod slo;
 pub mod sopa;
 pub mod utility;
 
-pub use entry::{allocate, monotone_envelope};
+pub use entry::{allocate, footprint, monotone_envelope};
 
 use mrc::HitRatioCurve;
 use serde::{Deserialize, Serialize};

@@ -28,7 +28,8 @@ struct Cli {
 enum Command {
     /// Simulate eviction policies on a trace at several cache sizes.
     Sim(sim_cmd::SimArgs),
-    /// Per-tenant cache sizes from hit-ratio curves: fair, utility, SLO or MLMS.
+    /// Per-tenant cache sizes from hit-ratio curves: fair, utility, SLO or MLMS. Exits 2
+    /// (after printing) when a tenant's SLO is not met.
     Alloc(alloc_cmd::AllocArgs),
     /// Hit-ratio curves: exact LRU, SHARDS, or scaled-down simulation of any policy.
     Mrc(mrc_cmd::MrcArgs),
@@ -62,7 +63,8 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("lachesis: {e:#}");
-        std::process::exit(1);
+        // 2: `alloc` allocated and printed, but an SLO is not met; 1: anything else.
+        std::process::exit(if e.is::<alloc_cmd::SloNotMet>() { 2 } else { 1 });
     }
 }
 
