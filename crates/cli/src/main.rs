@@ -7,6 +7,7 @@ mod bench_nbd;
 mod ctl_cmd;
 mod mrc_cmd;
 mod plot;
+mod policies;
 mod progress;
 mod serve_cmd;
 mod sim_cmd;

@@ -552,6 +552,67 @@ fn convert_warns_when_oracle_drops_writes_and_lachesis_keeps_them() {
 }
 
 #[test]
+fn policies_with_parameters_repeat_and_both_size_spellings_work() {
+    let t = shared("cloudPhysicsIO.oracleGeneral.bin");
+    // A policy with two parameters, --policy repeated, a plain list, and --sizes on sim.
+    let out = ok(&[
+        "sim",
+        "--trace",
+        &t,
+        "--ignore-obj-size",
+        "--policy",
+        "2q:kin=0.3,kout=0.6",
+        "--policy",
+        "lru,clock",
+        "--sizes",
+        "1000",
+        "--json",
+    ]);
+    let v = json_lines(&out);
+    let names: Vec<&str> = v
+        .iter()
+        .map(|r| r["policy_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["2q(kin=0.3,kout=0.6)", "lru", "clock"]);
+    assert_eq!(v[1]["cache_size"], 1000);
+    let e = common::fails(&["sim", "--trace", &t, "--policy", "2q:kin=0.3,kot=0.6"]);
+    assert!(
+        e.contains("--policy 2q:kin=0.3,kot=0.6") && e.contains("`kot`"),
+        "{e}"
+    );
+    // mrc: several minisim policies, one curve each, and --size on mrc.
+    let out = ok(&[
+        "mrc",
+        "--trace",
+        &t,
+        "--ignore-obj-size",
+        "--method",
+        "minisim",
+        "--rate",
+        "0.5",
+        "--policy",
+        "lru,arc",
+        "--policy",
+        "2q:kin=0.3,kout=0.6",
+        "--size",
+        "1000,5000",
+        "--json",
+    ]);
+    let v = json_lines(&out);
+    let policies: Vec<&str> = v.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(policies, ["lru", "arc", "2q:kin=0.3,kout=0.6"]);
+    for r in &v {
+        let sizes: Vec<u64> = r["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["cache_size"].as_u64().unwrap())
+            .collect();
+        assert_eq!(sizes, [0, 1000, 5000], "{r}");
+    }
+}
+
+#[test]
 fn bench_nbd_names_its_rows_when_one_is_unknown() {
     let err = common::fails(&["bench", "nbd", "--only", "hit-qd1,qd64"]);
     assert!(
