@@ -29,7 +29,6 @@
 //! miss ratio — what a larger cache could always achieve by using only part of itself).
 
 pub mod automata;
-pub mod bench;
 pub mod boost;
 mod entry;
 pub mod fair;
@@ -39,6 +38,7 @@ mod report;
 pub mod scaleout;
 pub mod slo;
 pub mod sopa;
+pub mod synthetic;
 pub mod utility;
 
 pub use entry::{allocate, footprint, monotone_envelope};

@@ -2,8 +2,6 @@
 
 mod alloc_cmd;
 mod bench_cmd;
-mod bench_mrc;
-mod bench_nbd;
 mod ctl_cmd;
 mod mrc_cmd;
 mod plot;

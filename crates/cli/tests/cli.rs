@@ -613,6 +613,21 @@ fn policies_with_parameters_repeat_and_both_size_spellings_work() {
 }
 
 #[test]
+fn bench_sim_without_libcachesim_says_what_to_install() {
+    // `false` stands for a Python without the package: the import check fails.
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().display().to_string();
+    let e = common::fails(&["bench", "sim", "--python", "false", "--dir", &dir]);
+    assert_eq!(
+        e.trim(),
+        "lachesis: the libCacheSim peer is missing: `false -c 'import libcachesim'` failed; \
+         install it with `false -m pip install libcachesim` (or give --python)"
+    );
+    // Nothing was generated before the check.
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
+}
+
+#[test]
 fn bench_nbd_names_its_rows_when_one_is_unknown() {
     let err = common::fails(&["bench", "nbd", "--only", "hit-qd1,qd64"]);
     assert!(
