@@ -11,9 +11,9 @@
 //!
 //! The cache calls, for every access to `key`:
 //! * resident: [`EvictionPolicy::on_hit`]`(slot, key)`;
-//! * not resident: [`EvictionPolicy::on_miss`]`(key)` first (whether or not the block will
-//!   be admitted), then, if admitted, [`EvictionPolicy::evict`] while the cache is full
-//!   (each call must return a resident slot and forget it), then
+//! * not resident: [`EvictionPolicy::on_miss`]`(key, ghost)` first (whether or not the
+//!   block will be admitted), then, if admitted, [`EvictionPolicy::evict`] while the cache
+//!   is full (each call must return a resident slot and forget it), then
 //!   [`EvictionPolicy::on_insert`]`(slot, key)` with a free slot.
 //!
 //! Outside accesses: [`EvictionPolicy::evict`] to shrink (with no `on_miss` before it),
