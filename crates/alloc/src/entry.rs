@@ -3,7 +3,9 @@
 //!
 //! Order of business: priority partitions come off the top of the capacity (exactly
 //! their size); the rest is shared in whole steps among the other tenants:
-//! * `fair` — weighted max-min fair shares within min/max;
+//! * `fair` — weighted max-min fair shares within min/max, each capped at the tenant's
+//!   [`footprint`] (rounded up to a step), so capacity a tenant cannot use goes to the
+//!   others; what no one can use stays unallocated;
 //! * `utility` — the fast hull greedy with the rounding fix-up, within min/max;
 //! * `slo` — SLO minimums (see [`crate::slo`] for who gets theirs when they do not all
 //!   fit), then the fast method for the rest;
@@ -12,9 +14,10 @@
 //! Capacity that is not a whole step, or that no tenant gains from, stays unallocated.
 
 use crate::fair::{fair_shares, take_priority};
+use crate::report::row;
 use crate::slo::{self, SloStatus, SloTenant};
 use crate::utility::{fast, FixUp, UtilityProblem, UtilityTenant};
-use crate::{AllocError, AllocInput, AllocOutput, Objective, TenantAllocation};
+use crate::{AllocError, AllocInput, AllocOutput, Objective};
 use mrc::{CurvePoint, HitRatioCurve};
 use std::collections::HashSet;
 
@@ -33,6 +36,19 @@ pub fn monotone_envelope(curve: &HitRatioCurve) -> HitRatioCurve {
         })
         .collect();
     HitRatioCurve::new(pts).expect("same sizes, ratios within the original's")
+}
+
+/// The smallest size at which the curve reaches its lowest miss ratio: the most cache the
+/// tenant can use (beyond it only cold misses are left). A flat curve's is its first size.
+pub fn footprint(curve: &HitRatioCurve) -> u64 {
+    let pts = curve.points();
+    let floor = pts
+        .iter()
+        .map(|p| p.miss_ratio)
+        .fold(f64::INFINITY, f64::min);
+    pts.iter()
+        .find(|p| p.miss_ratio <= floor + 1e-12)
+        .map_or(0, |p| p.cache_size)
 }
 
 /// Checks names, weights, bounds, SLOs and curves; returns the curves to use.
@@ -132,10 +148,33 @@ pub fn allocate(input: &AllocInput) -> Result<AllocOutput, AllocError> {
     }
     let cap_steps = rest / step;
     let mut status = vec![SloStatus::None; free.len()];
+    let mut status_note: Vec<Option<String>> = vec![None; free.len()];
     let steps = match input.objective {
         Objective::Fair => {
+            // No tenant gets more than it can use while others wait: a share is capped at
+            // the curve's footprint (in whole steps, never below the tenant's minimum).
             let w: Vec<f64> = free.iter().map(|&i| spec(i).weight).collect();
-            fair_shares(&w, &mins, &maxs, cap_steps)?
+            let caps: Vec<u64> = free
+                .iter()
+                .enumerate()
+                .map(|(j, &i)| {
+                    let fp = footprint(&curves[i]).div_ceil(step).max(mins[j]);
+                    if fp < maxs[j] {
+                        status_note[j] = Some(format!(
+                            "fair share capped at the curve's footprint ({} blocks)",
+                            footprint(&curves[i])
+                        ));
+                    }
+                    fp.min(maxs[j])
+                })
+                .collect();
+            let steps = fair_shares(&w, &mins, &caps, cap_steps)?;
+            for (j, n) in status_note.iter_mut().enumerate() {
+                if steps[j] < caps[j] {
+                    *n = None;
+                }
+            }
+            steps
         }
         Objective::Utility | Objective::Slo => {
             let mut lo = mins.clone();
@@ -180,7 +219,7 @@ pub fn allocate(input: &AllocInput) -> Result<AllocOutput, AllocError> {
         .collect();
     for (j, &i) in free.iter().enumerate() {
         sizes[i] = steps[j] * step;
-        reasons[i] = status[j].reason();
+        reasons[i] = status[j].reason().or(status_note[j].take());
     }
     let tenants = input
         .tenants
@@ -203,37 +242,4 @@ pub fn allocate(input: &AllocInput) -> Result<AllocOutput, AllocError> {
         seconds: None,
         tenants,
     })
-}
-
-/// A report row: SLO verdict and latency from the linear model when the tenant has one.
-pub(crate) fn row(
-    name: &str,
-    size: u64,
-    hit: f64,
-    slo: Option<&crate::Slo>,
-    reason: Option<String>,
-) -> TenantAllocation {
-    let (latency, met) = match slo {
-        Some(s) => {
-            let v = slo::metric_at(s, hit);
-            let lat = (s.kind == crate::SloKind::Latency).then_some(v);
-            (lat, Some(slo::meets(s, v)))
-        }
-        None => (None, None),
-    };
-    let reason = reason.or_else(|| {
-        (met == Some(false)).then(|| {
-            let need = slo::required_hit_ratio(slo.expect("met is Some"));
-            format!("predicted hit ratio {hit:.4} is below the {need:.4} the SLO needs")
-        })
-    });
-    TenantAllocation {
-        tenant: name.to_string(),
-        size,
-        predicted_hit_ratio: hit,
-        predicted_latency: latency,
-        slo_met: met,
-        reason,
-        level2_size: None,
-    }
 }

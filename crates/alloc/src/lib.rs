@@ -29,18 +29,19 @@
 //! miss ratio — what a larger cache could always achieve by using only part of itself).
 
 pub mod automata;
-pub mod bench;
 pub mod boost;
 mod entry;
 pub mod fair;
 mod gain;
 pub mod mlms;
+mod report;
 pub mod scaleout;
 pub mod slo;
 pub mod sopa;
+pub mod synthetic;
 pub mod utility;
 
-pub use entry::{allocate, monotone_envelope};
+pub use entry::{allocate, footprint, monotone_envelope};
 
 use mrc::HitRatioCurve;
 use serde::{Deserialize, Serialize};

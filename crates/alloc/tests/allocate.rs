@@ -58,7 +58,14 @@ fn priority_fair_and_utility() {
     ];
     let fair = allocate(&input(t.clone(), 400, Objective::Fair)).unwrap();
     let sizes: Vec<u64> = fair.tenants.iter().map(|r| r.size).collect();
-    assert_eq!(sizes, vec![100, 150, 150]);
+    // b's curve is flat past 100 blocks: it is capped there and c gets the rest (issue 18:
+    // it used to get 150 while c waited).
+    assert_eq!(sizes, vec![100, 100, 200]);
+    assert_eq!(
+        fair.tenants[1].reason.as_deref(),
+        Some("fair share capped at the curve's footprint (100 blocks)")
+    );
+    assert_eq!(fair.tenants[2].reason, None);
     assert_eq!(
         fair.tenants[0].reason.as_deref(),
         Some("dedicated priority partition")
@@ -70,6 +77,32 @@ fn priority_fair_and_utility() {
     assert_eq!(util.tenants[1].predicted_hit_ratio, 1.0);
     assert!((util.tenants[2].predicted_hit_ratio - 0.1).abs() < 1e-12);
     assert_eq!(util.seconds, None);
+}
+
+#[test]
+fn fair_never_exceeds_a_footprint_while_another_waits() {
+    // a can use 50 blocks, b 2,000, c 120: of 1,000, a gets 50, c 120 and b the rest.
+    let t = vec![
+        TenantInput {
+            spec: spec("a"),
+            curve: linear(50, 0.2),
+        },
+        TenantInput {
+            spec: spec("b"),
+            curve: linear(2000, 0.0),
+        },
+        TenantInput {
+            spec: spec("c"),
+            curve: curve(&[(0, 1.0), (120, 0.3), (500, 0.3)]),
+        },
+    ];
+    let out = allocate(&input(t.clone(), 1000, Objective::Fair)).unwrap();
+    let sizes: Vec<u64> = out.tenants.iter().map(|r| r.size).collect();
+    assert_eq!(sizes, vec![50, 830, 120]);
+    assert_eq!(lachesis_alloc::footprint(&t[2].curve), 120);
+    // When everyone is capped, the rest stays unallocated.
+    let out = allocate(&input(t[..1].to_vec(), 1000, Objective::Fair)).unwrap();
+    assert_eq!(out.tenants[0].size, 50);
 }
 
 #[test]

@@ -7,6 +7,40 @@
 //! error). A `--weights` entry or an SLO-file tenant without a curve is an error naming
 //! it, as is a step larger than the capacity. Output goes to stdout; a reader that closes
 //! early (`| head`) ends it quietly.
+//!
+//! Exit status: 0 when the allocation is made and every SLO is met; 2 when it is made
+//! (and printed) but at least one tenant's SLO is not met, with a line on stderr naming
+//! them; 1 on bad input.
+//!
+//! ## The SLO file (`--slo`, TOML)
+//!
+//! ```toml
+//! capacity = 12000           # blocks (optional; --capacity wins)
+//! step = 100                 # blocks (optional; --step wins)
+//! objective = "slo"          # fair, utility, slo or mlms (optional; --objective wins)
+//!
+//! [[tenants]]                # one per tenant with a curve; all keys but name optional
+//! name = "hot"
+//! weight = 2.0               # utility weight (default 1)
+//! slo = { kind = "latency", target = 5.5, cache = 1.0, storage = 10.0 }
+//! min = 1000                 # blocks at least
+//! max = 8000                 # blocks at most
+//! priority = 500             # a dedicated partition of this many blocks
+//!
+//! [mlms]                     # needed for --objective mlms only
+//! servers = [6000, 6000]     # level-2 capacity of each storage server, blocks (required)
+//! latencies = { lat1 = 0.05, lat2 = 0.5, lat_disk = 8.0 }  # level-1 hit, level-2 hit,
+//!                            # disk; any one unit (required)
+//! slo = 1.0                  # tolerated slowdown against the fair share (default 1.0)
+//! grid = 32                  # search grid steps per fair share (default 32)
+//! [mlms.connect]             # tenant = server indices; unlisted tenants reach all
+//! hot = [0]
+//! ```
+//!
+//! An SLO's `kind` is `bandwidth`, `iops` or `latency`; `cache` and `storage` are the
+//! metric when every request hits, respectively misses. A key that is not one of these
+//! (in `[mlms]`, `latencies`, a tenant or an SLO) is an error naming it and the accepted
+//! keys, before anything else is read.
 
 use crate::sizes::parse_bytes;
 use anyhow::{bail, Context};
@@ -33,7 +67,9 @@ pub struct AllocArgs {
     /// Allocation step (epsilon): blocks or bytes with a unit.
     #[arg(long)]
     step: Option<String>,
-    /// SLO file (TOML): `[[tenants]]` with name, weight, slo, min, max, priority; `[mlms]`.
+    /// SLO file (TOML): capacity, step, objective; `[[tenants]]` with name, weight, slo,
+    /// min, max, priority; `[mlms]` with servers, latencies {lat1, lat2, lat_disk}, slo,
+    /// grid, connect (README: "The SLO file").
     #[arg(long)]
     slo: Option<PathBuf>,
     /// Utility weights, `tenant=weight,...` (default: each curve's request count).
@@ -99,6 +135,7 @@ pub fn run(a: AllocArgs) -> anyhow::Result<()> {
         Some(p) => {
             let text =
                 std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            check_slo_keys(&text).with_context(|| format!("{}", p.display()))?;
             toml::from_str(&text)
                 .with_context(|| format!("{}: not a valid SLO file", p.display()))?
         }
@@ -203,8 +240,22 @@ pub fn run(a: AllocArgs) -> anyhow::Result<()> {
     let start = Instant::now();
     let mut out = allocate(&input)?;
     out.seconds = Some(start.elapsed().as_secs_f64());
+    let unmet: Vec<String> = out
+        .tenants
+        .iter()
+        .filter(|t| t.slo_met == Some(false))
+        .map(|t| t.tenant.clone())
+        .collect();
+    let verdict = || {
+        if unmet.is_empty() {
+            Ok(())
+        } else {
+            Err(SloNotMet(unmet.clone()).into())
+        }
+    };
     if a.json {
-        return print(&format!("{}\n", serde_json::to_string(&out)?));
+        print(&format!("{}\n", serde_json::to_string(&out)?))?;
+        return verdict();
     }
     let mlms = out.objective == Objective::Mlms;
     let mut text = format!(
@@ -249,7 +300,87 @@ pub fn run(a: AllocArgs) -> anyhow::Result<()> {
             t.reason.as_deref().unwrap_or("")
         );
     }
-    print(&text)
+    print(&text)?;
+    verdict()
+}
+
+/// The allocation was made and printed, but these tenants' SLOs are not met (exit 2).
+#[derive(Debug)]
+pub struct SloNotMet(pub Vec<String>);
+
+impl std::fmt::Display for SloNotMet {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.0.len();
+        write!(
+            f,
+            "SLO not met for {n} tenant{}: {}",
+            if n == 1 { "" } else { "s" },
+            self.0.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for SloNotMet {}
+
+/// The keys each table of an SLO file accepts.
+const TOP_KEYS: &[&str] = &["capacity", "step", "objective", "mlms", "tenants"];
+const TENANT_KEYS: &[&str] = &["name", "weight", "slo", "min", "max", "priority"];
+const SLO_KEYS: &[&str] = &["kind", "target", "cache", "storage"];
+const MLMS_KEYS: &[&str] = &["servers", "latencies", "slo", "grid", "connect"];
+const LATENCY_KEYS: &[&str] = &["lat1", "lat2", "lat_disk"];
+
+/// Checks an SLO file's keys against the documented ones (see the module docs), so a wrong
+/// guess is named with the keys that would do, and a missing required `[mlms]` key is
+/// named with what it means, instead of a bare serde message.
+fn check_slo_keys(text: &str) -> anyhow::Result<()> {
+    let doc: toml::Table = toml::from_str(text).context("not valid TOML")?;
+    known(&doc, "the top level", TOP_KEYS)?;
+    if let Some(ts) = doc.get("tenants").and_then(|v| v.as_array()) {
+        for (i, t) in ts.iter().enumerate() {
+            let Some(t) = t.as_table() else { continue };
+            let name = t
+                .get("name")
+                .and_then(|n| n.as_str())
+                .map_or(format!("[[tenants]] number {}", i + 1), |n| {
+                    format!("tenant `{n}`")
+                });
+            known(t, &name, TENANT_KEYS)?;
+            if let Some(slo) = t.get("slo").and_then(|v| v.as_table()) {
+                known(slo, &format!("{name}: slo"), SLO_KEYS)?;
+            }
+        }
+    }
+    if let Some(m) = doc.get("mlms") {
+        let m = m.as_table().context("`mlms` must be a table ([mlms])")?;
+        known(m, "[mlms]", MLMS_KEYS)?;
+        if !m.contains_key("servers") {
+            bail!("[mlms]: missing `servers`, the level-2 capacity of each storage server in blocks (e.g. servers = [6000, 6000])");
+        }
+        match m.get("latencies") {
+            None => bail!("[mlms]: missing `latencies`, e.g. latencies = {{ lat1 = 0.05, lat2 = 0.5, lat_disk = 8.0 }} (level-1 hit, level-2 hit, disk)"),
+            Some(l) => {
+                let l = l
+                    .as_table()
+                    .context("[mlms]: `latencies` must be a table { lat1, lat2, lat_disk }")?;
+                known(l, "[mlms] latencies", LATENCY_KEYS)?;
+                if let Some(k) = LATENCY_KEYS.iter().find(|k| !l.contains_key(**k)) {
+                    bail!("[mlms] latencies: missing `{k}` (needs {})", LATENCY_KEYS.join(", "));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Errors on the first key of `table` not in `accepted`, naming where it is.
+fn known(table: &toml::Table, place: &str, accepted: &[&str]) -> anyhow::Result<()> {
+    if let Some(k) = table.keys().find(|k| !accepted.contains(&k.as_str())) {
+        bail!(
+            "{place}: unknown key `{k}` (accepted: {})",
+            accepted.join(", ")
+        );
+    }
+    Ok(())
 }
 
 /// Writes to stdout; a reader that went away (`| head`) is not an error.

@@ -205,7 +205,7 @@ fn range(s: &str) -> anyhow::Result<(u64, u64)> {
     let (a, b) = s
         .split_once("..")
         .with_context(|| format!("--range `{s}`: expected START..END"))?;
-    let p = |x: &str| node::units::parse_bytes(x).map_err(anyhow::Error::msg);
+    let p = |x: &str| units::parse_bytes(x).map_err(anyhow::Error::msg);
     Ok((p(a)?, p(b)?))
 }
 

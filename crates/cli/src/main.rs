@@ -2,11 +2,10 @@
 
 mod alloc_cmd;
 mod bench_cmd;
-mod bench_mrc;
-mod bench_nbd;
 mod ctl_cmd;
 mod mrc_cmd;
 mod plot;
+mod policies;
 mod progress;
 mod serve_cmd;
 mod sim_cmd;
@@ -30,7 +29,8 @@ enum Command {
     /// Simulate eviction policies on a trace at several cache sizes; `sim run` simulates
     /// the whole hierarchy under each control scheme of a scenario file.
     Sim(sim_run_cmd::SimCommand),
-    /// Per-tenant cache sizes from hit-ratio curves: fair, utility, SLO or MLMS.
+    /// Per-tenant cache sizes from hit-ratio curves: fair, utility, SLO or MLMS. Exits 2
+    /// (after printing) when a tenant's SLO is not met.
     Alloc(alloc_cmd::AllocArgs),
     /// Hit-ratio curves: exact LRU, SHARDS, or scaled-down simulation of any policy.
     Mrc(mrc_cmd::MrcArgs),
@@ -64,7 +64,8 @@ fn main() {
     };
     if let Err(e) = result {
         eprintln!("lachesis: {e:#}");
-        std::process::exit(1);
+        // 2: `alloc` allocated and printed, but an SLO is not met; 1: anything else.
+        std::process::exit(if e.is::<alloc_cmd::SloNotMet>() { 2 } else { 1 });
     }
 }
 

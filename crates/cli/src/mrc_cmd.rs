@@ -20,9 +20,10 @@ pub struct MrcArgs {
     /// --rate), shards-rate, shards-size, minisim (any --policy).
     #[arg(long, default_value = "exact,shards")]
     method: String,
-    /// Policy for minisim (`policy` spec; exact and SHARDS are LRU by nature).
+    /// Policies for minisim, one curve each: comma-separated, and the flag may be
+    /// repeated (as `sim --policy`; exact and SHARDS are LRU by nature).
     #[arg(long, default_value = "lru")]
-    policy: String,
+    policy: Vec<String>,
     /// Sampling rate for SHARDS fixed-rate and miniSim (miniSim defaults to 0.05).
     #[arg(long, allow_negative_numbers = true)]
     rate: Option<f64>,
@@ -30,7 +31,8 @@ pub struct MrcArgs {
     #[arg(long, default_value_t = 8192)]
     smax: usize,
     /// One integer N: N sizes spread up to the footprint; or a list of sizes (`1000,5%,64MiB`).
-    #[arg(long, default_value = "50")]
+    /// `--size` is the same flag.
+    #[arg(long, visible_alias = "size", default_value = "50")]
     sizes: String,
     /// Block size in bytes for block mode.
     #[arg(long, default_value_t = 4096)]
@@ -60,10 +62,15 @@ fn methods(a: &MrcArgs) -> anyhow::Result<Vec<Method>> {
             },
             "shards-rate" => Method::ShardsRate(a.rate.unwrap_or(0.01)),
             "shards-size" => Method::ShardsSize(a.smax),
-            "minisim" => Method::MiniSim {
-                policy: a.policy.clone(),
-                rate: a.rate.unwrap_or(0.05),
-            },
+            "minisim" => {
+                for p in crate::policies::policy_specs(&a.policy)? {
+                    v.push(Method::MiniSim {
+                        policy: p,
+                        rate: a.rate.unwrap_or(0.05),
+                    });
+                }
+                continue;
+            }
             other => {
                 bail!("unknown method `{other}` (exact, shards, shards-rate, shards-size, minisim)")
             }

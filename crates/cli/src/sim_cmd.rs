@@ -15,13 +15,15 @@ use trace::KeyMode;
 pub struct SimArgs {
     #[command(flatten)]
     source: SourceArgs,
-    /// Eviction policies, comma-separated; each `name` or `name:key=value,...`
-    /// (e.g. `lru,arc,lrfu:lambda=0.01`).
+    /// Eviction policies, comma-separated, and the flag may be repeated; each `name` or
+    /// `name:key=value,...` (e.g. `lru,arc,2q:kin=0.3,kout=0.6`: a bare `key=value`
+    /// continues the policy before it).
     #[arg(long, default_value = "lru,fifo,clock,arc,lirs,2q,s3fifo,sieve")]
-    policy: String,
+    policy: Vec<String>,
     /// Cache sizes, comma-separated: a share of the footprint (`5%`), a number of
-    /// objects/blocks (`1000`), or bytes with a unit (`64MiB`, block mode).
-    #[arg(long, default_value = "1%,5%,10%,20%")]
+    /// objects/blocks (`1000`), or bytes with a unit (`64MiB`, block mode). `--sizes` is
+    /// the same flag.
+    #[arg(long, visible_alias = "sizes", default_value = "1%,5%,10%,20%")]
     size: String,
     /// Block size in bytes for block mode.
     #[arg(long, default_value_t = 4096)]
@@ -86,16 +88,7 @@ pub fn run(a: SimArgs) -> anyhow::Result<()> {
         }
     };
     let sizes = parse_sizes(&a.size)?;
-    let specs: Vec<String> = a
-        .policy
-        .split(',')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(String::from)
-        .collect();
-    for s in &specs {
-        policy::build(s).with_context(|| format!("--policy {s}"))?;
-    }
+    let specs = crate::policies::policy_specs(&a.policy)?;
     let summary = if sizes.iter().any(|s| s.needs_footprint()) || !a.json {
         Some(source.summary(mode)?)
     } else {

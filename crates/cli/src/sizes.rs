@@ -34,7 +34,7 @@ impl SizeSpec {
 /// Parses a byte count with an optional unit (`4096`, `4KiB`, `1M`, `2GB`, `1TiB`); the
 /// node's configuration reads sizes with the same function.
 pub fn parse_bytes(s: &str) -> anyhow::Result<u64> {
-    node::units::parse_bytes(s).map_err(anyhow::Error::msg)
+    units::parse_bytes(s).map_err(anyhow::Error::msg)
 }
 
 /// Parses a comma-separated list of sizes.

@@ -4,7 +4,7 @@
 
 use anyhow::Context;
 use clap::Args;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use std::sync::Arc;
@@ -148,13 +148,4 @@ impl Source {
             footprint: keys.len() as u64,
         })
     }
-}
-
-/// Writes the synthetic workload `spec` to `path` in oracleGeneral format.
-pub fn write_synthetic(spec: &str, path: &Path) -> anyhow::Result<()> {
-    let w = trace::synth::parse(spec).with_context(|| format!("synthetic workload `{spec}`"))?;
-    let bar = crate::progress::bar(w.requests(), "gen");
-    trace::oracle::write(path, w.iter().inspect(|_| bar.inc(1)))?;
-    bar.finish_and_clear();
-    Ok(())
 }

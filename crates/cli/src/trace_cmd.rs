@@ -35,7 +35,11 @@ enum TraceWhat {
         #[arg(long)]
         json: bool,
     },
-    /// Convert any readable trace to libCacheSim oracleGeneral (`.zst` to compress).
+    /// Convert any readable trace to libCacheSim oracleGeneral (the default) or to our
+    /// `lachesis` CSV (`--to lachesis`), which keeps each request's operation, tenant and
+    /// volume; `.zst` at the end of the output name compresses. oracleGeneral has no
+    /// operation field: every record reads back as a read, so a conversion that drops
+    /// writes, trims or flushes says how many on stderr.
     Convert {
         /// The trace file.
         file: PathBuf,
@@ -54,6 +58,11 @@ enum TraceWhat {
         /// memory); without it every record has -1.
         #[arg(long)]
         next_access: bool,
+        /// Output format: `oracle` (libCacheSim oracleGeneral: time, object, size; no
+        /// operation or tenant) or `lachesis` (CSV `time_us,tenant,volume,op,offset,len`,
+        /// read back by every `trace`, `sim` and `mrc` reader).
+        #[arg(long, default_value = "oracle")]
+        to: String,
         /// Output file (`.zst` at the end compresses).
         #[arg(short, long)]
         output: PathBuf,
@@ -140,8 +149,18 @@ pub fn run(a: TraceArgs) -> anyhow::Result<()> {
             format,
             skip_bad,
             next_access,
+            to,
             output,
         } => {
+            let lachesis = match to.to_ascii_lowercase().as_str() {
+                "oracle" | "oraclegeneral" => false,
+                "lachesis" => true,
+                other => anyhow::bail!("--to {other}: use oracle or lachesis"),
+            };
+            anyhow::ensure!(
+                !(lachesis && next_access),
+                "--next-access is an oracleGeneral field; drop it with --to lachesis"
+            );
             let src = Source::from_args(&SourceArgs {
                 trace: Some(file.clone()),
                 format,
@@ -149,8 +168,26 @@ pub fn run(a: TraceArgs) -> anyhow::Result<()> {
                 synthetic: None,
             })?;
             let (reqs, skipped) = src.open()?;
+            // Operations other than reads that oracleGeneral cannot carry, and tenants.
+            let mut dropped = Dropped::default();
+            let reqs = reqs.inspect(|r| {
+                if let Ok(r) = r {
+                    dropped.count(r);
+                }
+            });
             let n = if next_access {
                 trace::oracle::write_with_next_access(&output, reqs)?
+            } else if lachesis {
+                let mut w = trace::formats::lachesis::LachesisWriter::create(&output)?;
+                let bar = spinner();
+                for r in reqs {
+                    w.push(&r?)?;
+                    if w.written() % BATCH == 0 {
+                        bar.inc(BATCH);
+                    }
+                }
+                bar.finish_and_clear();
+                w.finish()?
             } else {
                 let mut w = trace::oracle::OracleWriter::create(&output)?;
                 let bar = spinner();
@@ -168,6 +205,11 @@ pub fn run(a: TraceArgs) -> anyhow::Result<()> {
                 output.display(),
                 skipped.get()
             );
+            if !lachesis {
+                if let Some(w) = dropped.warning(n) {
+                    eprintln!("lachesis: warning: {w}");
+                }
+            }
             Ok(())
         }
         TraceWhat::Gen { spec, output } => {
@@ -186,6 +228,63 @@ pub fn run(a: TraceArgs) -> anyhow::Result<()> {
             println!("wrote {n} requests to {}", output.display());
             Ok(())
         }
+    }
+}
+
+/// What an oracleGeneral conversion loses: requests that were not reads (they read back
+/// as reads) and requests of tenants other than 0 (they read back as tenant 0).
+#[derive(Default)]
+struct Dropped {
+    writes: u64,
+    trims: u64,
+    flushes: u64,
+    other_tenants: u64,
+}
+
+impl Dropped {
+    fn count(&mut self, r: &trace::Request) {
+        match r.op {
+            trace::Op::Read => {}
+            trace::Op::Write => self.writes += 1,
+            trace::Op::Trim => self.trims += 1,
+            trace::Op::Flush => self.flushes += 1,
+        }
+        if r.tenant != 0 {
+            self.other_tenants += 1;
+        }
+    }
+
+    /// One line for stderr, or `None` when nothing was lost.
+    fn warning(&self, total: u64) -> Option<String> {
+        let pct = |n: u64| 100.0 * n as f64 / total.max(1) as f64;
+        let mut lost = Vec::new();
+        if self.writes > 0 {
+            lost.push(format!(
+                "{} writes ({:.1} %)",
+                self.writes,
+                pct(self.writes)
+            ));
+        }
+        if self.trims > 0 {
+            lost.push(format!("{} trims", self.trims));
+        }
+        if self.flushes > 0 {
+            lost.push(format!("{} flushes", self.flushes));
+        }
+        let mut parts = Vec::new();
+        if !lost.is_empty() {
+            parts.push(format!(
+                "oracleGeneral has no operation field: {} now read back as reads",
+                lost.join(", ")
+            ));
+        }
+        if self.other_tenants > 0 {
+            parts.push(format!(
+                "{} requests of tenants other than 0 read back as tenant 0",
+                self.other_tenants
+            ));
+        }
+        (!parts.is_empty()).then(|| format!("{}; use --to lachesis to keep them", parts.join("; ")))
     }
 }
 

@@ -287,6 +287,25 @@ fn alloc_from_mrc_curves() {
     )
     .unwrap();
     assert_eq!(fair["tenants"][0]["size"], 6000);
+    // Fair share never gives a tenant more than its footprint while another waits: with
+    // 20,000 blocks, the loop (8,000 distinct blocks) is capped at 8,000 and the Zipf
+    // tenant gets the other 12,000 (issue 18: both got 10,000).
+    let fair: serde_json::Value = serde_json::from_str(
+        ok(&[
+            "alloc",
+            "--curves",
+            &f,
+            "--capacity",
+            "20000",
+            "--objective",
+            "fair",
+            "--json",
+        ])
+        .trim(),
+    )
+    .unwrap();
+    assert_eq!(fair["tenants"][0]["size"], 12000);
+    assert_eq!(fair["tenants"][1]["size"], 8000);
     // Bad input: zero capacity, unknown objective.
     assert!(!lachesis(&["alloc", "--curves", &f, "--capacity", "0"])
         .status
@@ -341,7 +360,26 @@ name = "loop"
 slo = { kind = "bandwidth", target = 990.0, cache = 1000.0, storage = 200.0 }
 "#,
     );
-    let v = alloc(&["--capacity", "12000", "--objective", "slo", "--slo", &slo]);
+    // An unmet SLO: the allocation is printed, and the exit status is 2 with a line naming
+    // the tenant (issue 18: it used to exit 0).
+    let o = lachesis(&[
+        "alloc",
+        "--curves",
+        &f,
+        "--json",
+        "--capacity",
+        "12000",
+        "--objective",
+        "slo",
+        "--slo",
+        &slo,
+    ]);
+    assert_eq!(o.status.code(), Some(2));
+    assert_eq!(
+        String::from_utf8_lossy(&o.stderr).trim(),
+        "lachesis: SLO not met for 1 tenant: loop"
+    );
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(sizes(&v), [4000, 8000]);
     assert_eq!(v["tenants"][0]["slo_met"], true);
     assert!((v["tenants"][0]["predicted_latency"].as_f64().unwrap() - 2.9908225).abs() < 1e-9);
@@ -399,6 +437,30 @@ slo = { kind = "bandwidth", target = 990.0, cache = 1000.0, storage = 200.0 }
     );
     let e = bad_connect("ghost = [0]\n");
     assert!(e.contains("mlms.connect names tenant `ghost`"), "{e}");
+    // A wrong guess in [mlms] names the key and the accepted ones.
+    let guess = |text: &str| {
+        let slo = write(d.path(), "guess.toml", text);
+        bad(&["--capacity", "6000", "--objective", "mlms", "--slo", &slo])
+    };
+    let e = guess("[mlms]\nservers = [6000]\nlevel2 = 6000\n");
+    assert!(
+        e.contains("guess.toml: [mlms]: unknown key `level2` (accepted: servers, latencies, slo, grid, connect)"),
+        "{e}"
+    );
+    let e = guess("[mlms]\nservers = [6000]\nlatencies = { l1 = 0.1, lat2 = 1, lat_disk = 8 }\n");
+    assert!(
+        e.contains("[mlms] latencies: unknown key `l1` (accepted: lat1, lat2, lat_disk)"),
+        "{e}"
+    );
+    let e = guess("[mlms]\nservers = [6000]\n");
+    assert!(e.contains("[mlms]: missing `latencies`"), "{e}");
+    let e = guess("[[tenants]]\nname = \"hot\"\nminimum = 5\n");
+    assert!(
+        e.contains(
+            "tenant `hot`: unknown key `minimum` (accepted: name, weight, slo, min, max, priority)"
+        ),
+        "{e}"
+    );
     let e = bad(&["--capacity", "12000", "--weights", "ghost=1"]);
     assert!(e.contains("--weights names tenant `ghost`"), "{e}");
     let e = bad(&["--capacity", "12000", "--weights", "hot=-1"]);
@@ -433,6 +495,136 @@ slo = { kind = "bandwidth", target = 990.0, cache = 1000.0, storage = 200.0 }
         "12000",
         "--repair-curves",
     ]);
+}
+
+#[test]
+fn convert_warns_when_oracle_drops_writes_and_lachesis_keeps_them() {
+    let d = tempfile::tempdir().unwrap();
+    let oracle = d.path().join("cp.bin").display().to_string();
+    let o = lachesis(&[
+        "trace",
+        "convert",
+        &shared("cloudPhysicsIO.csv"),
+        "-o",
+        &oracle,
+    ]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(
+        err.trim(),
+        "lachesis: warning: oracleGeneral has no operation field: 66898 writes (58.7 %) now \
+         read back as reads; use --to lachesis to keep them"
+    );
+    // The lachesis CSV keeps the operations and reads back through the same readers.
+    for name in ["cp.csv", "cp.csv.zst"] {
+        let csv = d.path().join(name).display().to_string();
+        let o = lachesis(&[
+            "trace",
+            "convert",
+            &shared("cloudPhysicsIO.csv"),
+            "--to",
+            "lachesis",
+            "-o",
+            &csv,
+        ]);
+        assert!(o.status.success());
+        assert!(
+            o.stderr.is_empty(),
+            "{}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        let v: serde_json::Value =
+            serde_json::from_str(ok(&["trace", "info", &csv, "--json"]).trim()).unwrap();
+        assert_eq!(
+            (&v["requests"], &v["reads"], &v["writes"]),
+            (&113_872.into(), &46_974.into(), &66_898.into())
+        );
+        assert_eq!(v["unique_objects"], 48_974);
+    }
+    let head = std::fs::read_to_string(d.path().join("cp.csv")).unwrap();
+    assert!(
+        head.starts_with("time_us,tenant,volume,op,offset,len\n"),
+        "{}",
+        &head[..80]
+    );
+    let e = common::fails(&["trace", "convert", &oracle, "--to", "csv", "-o", &oracle]);
+    assert!(e.contains("--to csv: use oracle or lachesis"), "{e}");
+}
+
+#[test]
+fn policies_with_parameters_repeat_and_both_size_spellings_work() {
+    let t = shared("cloudPhysicsIO.oracleGeneral.bin");
+    // A policy with two parameters, --policy repeated, a plain list, and --sizes on sim.
+    let out = ok(&[
+        "sim",
+        "--trace",
+        &t,
+        "--ignore-obj-size",
+        "--policy",
+        "2q:kin=0.3,kout=0.6",
+        "--policy",
+        "lru,clock",
+        "--sizes",
+        "1000",
+        "--json",
+    ]);
+    let v = json_lines(&out);
+    let names: Vec<&str> = v
+        .iter()
+        .map(|r| r["policy_name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["2q(kin=0.3,kout=0.6)", "lru", "clock"]);
+    assert_eq!(v[1]["cache_size"], 1000);
+    let e = common::fails(&["sim", "--trace", &t, "--policy", "2q:kin=0.3,kot=0.6"]);
+    assert!(
+        e.contains("--policy 2q:kin=0.3,kot=0.6") && e.contains("`kot`"),
+        "{e}"
+    );
+    // mrc: several minisim policies, one curve each, and --size on mrc.
+    let out = ok(&[
+        "mrc",
+        "--trace",
+        &t,
+        "--ignore-obj-size",
+        "--method",
+        "minisim",
+        "--rate",
+        "0.5",
+        "--policy",
+        "lru,arc",
+        "--policy",
+        "2q:kin=0.3,kout=0.6",
+        "--size",
+        "1000,5000",
+        "--json",
+    ]);
+    let v = json_lines(&out);
+    let policies: Vec<&str> = v.iter().map(|r| r["policy"].as_str().unwrap()).collect();
+    assert_eq!(policies, ["lru", "arc", "2q:kin=0.3,kout=0.6"]);
+    for r in &v {
+        let sizes: Vec<u64> = r["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["cache_size"].as_u64().unwrap())
+            .collect();
+        assert_eq!(sizes, [0, 1000, 5000], "{r}");
+    }
+}
+
+#[test]
+fn bench_sim_without_libcachesim_says_what_to_install() {
+    // `false` stands for a Python without the package: the import check fails.
+    let d = tempfile::tempdir().unwrap();
+    let dir = d.path().display().to_string();
+    let e = common::fails(&["bench", "sim", "--python", "false", "--dir", &dir]);
+    assert_eq!(
+        e.trim(),
+        "lachesis: the libCacheSim peer is missing: `false -c 'import libcachesim'` failed; \
+         install it with `false -m pip install libcachesim` (or give --python)"
+    );
+    // Nothing was generated before the check.
+    assert_eq!(std::fs::read_dir(d.path()).unwrap().count(), 0);
 }
 
 #[test]

@@ -15,7 +15,7 @@
 //!
 //! Speed (10 M requests, 0.9 M distinct keys, one core): about 5–9 M accesses/s
 //! depending on machine load; the table lookup (one cache miss) dominates, the Fenwick
-//! tree over 64-time words stays in cache. See `mrc::bench`.
+//! tree over 64-time words stays in cache. See the `bench` crate's `curve_methods`.
 
 use crate::fenwick::Marks;
 use crate::histogram::DistanceHistogram;

@@ -16,7 +16,6 @@
 //! requests/s end to end from an oracleGeneral file; batched, 85–90 M.
 //! [`build_curve`] and [`build_curve_weighted`] take any iterator (batched through `next`).
 
-pub mod bench;
 pub mod counter_stack;
 pub mod curve;
 pub mod distinct;
@@ -28,7 +27,6 @@ pub mod minisim;
 pub mod profiler;
 pub mod shards;
 
-pub use bench::{bench_report, BenchReport};
 pub use curve::{CurveError, CurvePoint, HitRatioCurve, Weighting};
 
 use serde::Serialize;

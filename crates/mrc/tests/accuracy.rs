@@ -146,7 +146,7 @@ fn shards_error_on_the_shared_trace() {
     // At rate 0.01 this 113,872-request trace leaves about 1,100 sampled accesses of ~490
     // keys: where a sampled scan's reuse distance lands (±5 %) and which hot keys fall in
     // are luck, so the 0.01 target holds only for the typical sample of a larger key
-    // space (block mode above, the synthetic test and `mrc::bench`). Over 15 independent
+    // space (block mode above, the synthetic test and the `bench` crate's `curve_methods`). Over 15 independent
     // samples (hash salts) the spread is measured and bounded: the median was 0.030 with
     // no correction, 0.017 with cold misses alone rescaled, 0.013 with the key weighting
     // and 0.009 with the counter stack's distances.

@@ -26,7 +26,7 @@ pub mod metrics;
 pub mod page;
 pub mod share;
 pub mod state;
-pub mod units;
+pub use units;
 pub mod upstream;
 
 use crate::config::{ExportConfig, NodeConfig};

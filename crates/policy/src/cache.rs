@@ -60,7 +60,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
         let reserve = capacity.min(1 << 24);
         let mut dir = DirMap::default();
         dir.reserve(reserve);
-        policy.set_capacity_in(capacity, &mut Directory::new(&mut dir, &[]));
+        policy.set_capacity(capacity, &mut Directory::new(&mut dir, &[]));
         BlockCache {
             dir,
             keys: Vec::with_capacity(reserve),
@@ -137,14 +137,14 @@ impl<P: EvictionPolicy> BlockCache<P> {
             Some(&slot) => return self.hit(slot, key),
             None => None,
         };
-        self.policy.on_miss_in(key, ghost);
+        self.policy.on_miss(key, ghost);
         let admitted = match self.admission.as_mut() {
             Some(a) => a.access(key, false),
             None => true,
         };
         if !admitted || self.capacity == 0 {
             if ghost.is_some() {
-                // The policy dropped its ghost in `on_miss_in`.
+                // The policy dropped its ghost in `on_miss`.
                 self.dir.remove(&key);
             }
             return Access::Bypassed;
@@ -174,7 +174,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
     #[inline]
     fn evict_one(&mut self) -> Slot {
         let mut dir = Directory::new(&mut self.dir, &self.keys);
-        let victim = self.policy.evict_in(&mut dir);
+        let victim = self.policy.evict(&mut dir);
         let buried = dir.buried();
         let vkey = self.keys[victim as usize];
         if buried {
@@ -240,7 +240,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
         }
         self.capacity = capacity;
         self.policy
-            .set_capacity_in(capacity, &mut Directory::new(&mut self.dir, &self.keys));
+            .set_capacity(capacity, &mut Directory::new(&mut self.dir, &self.keys));
     }
 
     /// Resident blocks ordered by last access, oldest first (SOPA's LRU history list).
@@ -274,7 +274,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
             // The old policy's ghosts mean nothing to the new one.
             self.dir.retain(|_, v| *v & GHOST == 0);
         }
-        new.set_capacity_in(
+        new.set_capacity(
             self.capacity,
             &mut Directory::new(&mut self.dir, &self.keys),
         );

@@ -7,7 +7,6 @@
 //! 64-bit mixer, so every input bit moves every output bit, for two multiplies. It is
 //! fixed (not randomly seeded) so runs are reproducible.
 
-use crate::policy::Key;
 use std::hash::{BuildHasherDefault, Hasher};
 
 /// A hasher for `u64` keys with a full-avalanche finaliser.
@@ -45,8 +44,8 @@ pub fn mix64(mut x: u64) -> u64 {
 /// Builds [`KeyHasher`]s.
 pub type KeyBuildHasher = BuildHasherDefault<KeyHasher>;
 
-/// A map from block keys.
-pub type KeyMap<V> = hashbrown::HashMap<Key, V, KeyBuildHasher>;
+/// A map from block keys ([`crate::Key`], a `u64`).
+pub type KeyMap<V> = hashbrown::HashMap<u64, V, KeyBuildHasher>;
 
 #[cfg(test)]
 mod tests {

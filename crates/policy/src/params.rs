@@ -72,6 +72,26 @@ impl Params {
         Ok(x)
     }
 
+    /// A floating-point parameter that has several spellings (ours and libCacheSim's):
+    /// the value of the first of `keys` given, else `default`, checked to lie in
+    /// `[lo, hi]`. Giving two spellings at once leaves the second unread, so
+    /// [`Params::finish`] reports it.
+    pub fn f64_first(
+        &self,
+        keys: &[&str],
+        default: f64,
+        lo: f64,
+        hi: f64,
+    ) -> Result<f64, PolicyError> {
+        match keys
+            .iter()
+            .find(|k| self.pairs.iter().any(|(p, _)| p == *k))
+        {
+            Some(k) => self.f64_in(k, default, lo, hi),
+            None => Ok(default),
+        }
+    }
+
     /// An integer parameter with a default, checked to lie in `[lo, hi]`.
     pub fn usize_in(
         &self,

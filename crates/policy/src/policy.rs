@@ -11,9 +11,9 @@
 //!
 //! The cache calls, for every access to `key`:
 //! * resident: [`EvictionPolicy::on_hit`]`(slot, key)`;
-//! * not resident: [`EvictionPolicy::on_miss`]`(key)` first (whether or not the block will
-//!   be admitted), then, if admitted, [`EvictionPolicy::evict`] while the cache is full
-//!   (each call must return a resident slot and forget it), then
+//! * not resident: [`EvictionPolicy::on_miss`]`(key, ghost)` first (whether or not the
+//!   block will be admitted), then, if admitted, [`EvictionPolicy::evict`] while the cache
+//!   is full (each call must return a resident slot and forget it), then
 //!   [`EvictionPolicy::on_insert`]`(slot, key)` with a free slot.
 //!
 //! Outside accesses: [`EvictionPolicy::evict`] to shrink (with no `on_miss` before it),
@@ -21,10 +21,9 @@
 //! invalidation), and [`EvictionPolicy::set_capacity`] before first use and on every resize.
 //! A slot is never given to `on_insert` while the policy still tracks it as resident.
 //!
-//! The cache actually calls the directory forms [`EvictionPolicy::on_miss_in`],
-//! [`EvictionPolicy::evict_in`] and [`EvictionPolicy::set_capacity_in`], whose defaults
-//! forward to the plain hooks; a policy that keeps its ghosts in the cache's directory
-//! (ARC, see [`Directory`]) overrides them.
+//! `evict` and `set_capacity` get the cache's directory and `on_miss` the ghost tag found
+//! there, so a policy may keep its ghosts in the directory (ARC, see [`Directory`]); the
+//! others ignore both.
 //! [`crate::sanity::Checked`] wraps any policy and asserts this contract in tests.
 
 use crate::keymap::KeyMap;
@@ -43,45 +42,28 @@ pub trait EvictionPolicy: Send {
 
     /// The cache's capacity in blocks; called before first use and on every resize (after
     /// any evictions a shrink needed). Policies with capacity-relative parameters (ARC's
-    /// target, 2Q's queue sizes, LIRS's LIR set) recompute them here.
-    fn set_capacity(&mut self, capacity: usize);
+    /// target, 2Q's queue sizes, LIRS's LIR set) recompute them here; a policy that keeps
+    /// ghosts in the directory ([`Directory`]) forgets those it no longer has room for.
+    fn set_capacity(&mut self, capacity: usize, dir: &mut Directory<'_>);
 
     /// A resident block was accessed.
     fn on_hit(&mut self, slot: Slot, key: Key);
 
     /// `key` was looked up and is not resident. Called before any `evict` and `on_insert`
     /// this miss causes, and also for misses that admission then declines. Policies with
-    /// ghost lists adapt here.
-    fn on_miss(&mut self, _key: Key) {}
-
-    /// [`EvictionPolicy::on_miss`] as the cache calls it: `ghost` is the tag this policy
-    /// left in the directory for `key` with [`Directory::bury`], if any. The default
-    /// ignores it (a policy that never buries never sees one).
+    /// ghost lists adapt here. `ghost` is the tag this policy left in the directory for
+    /// `key` with [`Directory::bury`], if any (a policy that never buries never sees one).
     #[inline]
-    fn on_miss_in(&mut self, key: Key, _ghost: Option<u32>) {
-        self.on_miss(key)
-    }
+    fn on_miss(&mut self, _key: Key, _ghost: Option<u32>) {}
 
     /// A new block was placed in `slot`.
     fn on_insert(&mut self, slot: Slot, key: Key);
 
-    /// Chooses a resident block to evict, forgets it as resident (it may keep it as a
-    /// ghost) and returns its slot. Called only when at least one block is resident.
-    fn evict(&mut self) -> Slot;
-
-    /// [`EvictionPolicy::evict`] as the cache calls it, with its directory, so a policy
-    /// can keep the victim's key there as a ghost ([`Directory::bury`]) and drop old
-    /// ghosts ([`Directory::forget`]). The default ignores the directory.
-    #[inline]
-    fn evict_in(&mut self, _dir: &mut Directory<'_>) -> Slot {
-        self.evict()
-    }
-
-    /// [`EvictionPolicy::set_capacity`] as the cache calls it, with its directory, so a
-    /// policy can drop ghosts it no longer has room for. The default ignores the directory.
-    fn set_capacity_in(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
-        self.set_capacity(capacity)
-    }
+    /// Chooses a resident block to evict, forgets it as resident and returns its slot.
+    /// Called only when at least one block is resident. A policy may keep the victim as a
+    /// ghost of its own, or in the cache's directory ([`Directory::bury`], dropping old
+    /// ones with [`Directory::forget`]); most ignore `dir`.
+    fn evict(&mut self, dir: &mut Directory<'_>) -> Slot;
 
     /// A resident block leaves without being chosen by `evict` (trim, invalidation).
     fn on_remove(&mut self, slot: Slot, key: Key);
@@ -99,11 +81,11 @@ pub trait EvictionPolicy: Send {
 pub const GHOST: u32 = 1 << 31;
 
 /// The cache's directory (key to slot) as a policy sees it during
-/// [`EvictionPolicy::evict_in`]: a policy that keeps history of evicted blocks (ARC) may
+/// [`EvictionPolicy::evict`]: a policy that keeps history of evicted blocks (ARC) may
 /// leave the victim's key in the directory as a ghost carrying a 31-bit tag of its own, so
 /// the cache's one lookup per access finds resident blocks and ghosts alike, and a ghost
 /// costs no map of the policy's own. The cache hands the tag back on a miss
-/// ([`EvictionPolicy::on_miss_in`]), overwrites the entry when the block enters again,
+/// ([`EvictionPolicy::on_miss`]), overwrites the entry when the block enters again,
 /// drops it when the block is not admitted, and drops every ghost when the policy is
 /// switched. The policy must [`Directory::forget`] a ghost it no longer tracks.
 pub struct Directory<'a> {
@@ -133,7 +115,7 @@ impl<'a> Directory<'a> {
         self.keys[slot as usize]
     }
 
-    /// Makes `key`, the key of the resident slot `evict_in` is about to return, a ghost
+    /// Makes `key`, the key of the resident slot `evict` is about to return, a ghost
     /// tagged `tag` (below [`GHOST`]) instead of removing it from the directory.
     #[inline]
     pub fn bury(&mut self, key: Key, tag: u32) {
@@ -181,35 +163,24 @@ impl<P: EvictionPolicy + ?Sized> EvictionPolicy for Box<P> {
         (**self).name()
     }
     #[inline]
-    fn set_capacity(&mut self, capacity: usize) {
-        (**self).set_capacity(capacity)
+    fn set_capacity(&mut self, capacity: usize, dir: &mut Directory<'_>) {
+        (**self).set_capacity(capacity, dir)
     }
     #[inline]
     fn on_hit(&mut self, slot: Slot, key: Key) {
         (**self).on_hit(slot, key)
     }
     #[inline]
-    fn on_miss(&mut self, key: Key) {
-        (**self).on_miss(key)
-    }
-    #[inline]
-    fn on_miss_in(&mut self, key: Key, ghost: Option<u32>) {
-        (**self).on_miss_in(key, ghost)
+    fn on_miss(&mut self, key: Key, ghost: Option<u32>) {
+        (**self).on_miss(key, ghost)
     }
     #[inline]
     fn on_insert(&mut self, slot: Slot, key: Key) {
         (**self).on_insert(slot, key)
     }
     #[inline]
-    fn evict(&mut self) -> Slot {
-        (**self).evict()
-    }
-    #[inline]
-    fn evict_in(&mut self, dir: &mut Directory<'_>) -> Slot {
-        (**self).evict_in(dir)
-    }
-    fn set_capacity_in(&mut self, capacity: usize, dir: &mut Directory<'_>) {
-        (**self).set_capacity_in(capacity, dir)
+    fn evict(&mut self, dir: &mut Directory<'_>) -> Slot {
+        (**self).evict(dir)
     }
     #[inline]
     fn on_remove(&mut self, slot: Slot, key: Key) {

@@ -65,13 +65,9 @@ impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
     fn name(&self) -> String {
         self.inner.name()
     }
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, dir: &mut Directory<'_>) {
         self.check_set_capacity(capacity);
-        self.inner.set_capacity(capacity)
-    }
-    fn set_capacity_in(&mut self, capacity: usize, dir: &mut Directory<'_>) {
-        self.check_set_capacity(capacity);
-        self.inner.set_capacity_in(capacity, dir)
+        self.inner.set_capacity(capacity, dir)
     }
     fn on_hit(&mut self, slot: Slot, key: Key) {
         assert_eq!(
@@ -82,13 +78,9 @@ impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
         );
         self.inner.on_hit(slot, key)
     }
-    fn on_miss(&mut self, key: Key) {
+    fn on_miss(&mut self, key: Key, ghost: Option<u32>) {
         self.check_miss(key);
-        self.inner.on_miss(key)
-    }
-    fn on_miss_in(&mut self, key: Key, ghost: Option<u32>) {
-        self.check_miss(key);
-        self.inner.on_miss_in(key, ghost)
+        self.inner.on_miss(key, ghost)
     }
     fn on_insert(&mut self, slot: Slot, key: Key) {
         assert!(
@@ -104,11 +96,8 @@ impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
         );
         self.inner.on_insert(slot, key)
     }
-    fn evict(&mut self) -> Slot {
-        self.check_evict(|p| p.evict())
-    }
-    fn evict_in(&mut self, dir: &mut Directory<'_>) -> Slot {
-        self.check_evict(|p| p.evict_in(dir))
+    fn evict(&mut self, dir: &mut Directory<'_>) -> Slot {
+        self.check_evict(|p| p.evict(dir))
     }
     fn on_remove(&mut self, slot: Slot, key: Key) {
         assert_eq!(

@@ -90,3 +90,15 @@ pub mod pinned {
             .unwrap();
     }
 }
+
+/// An empty cache directory, for tests that drive a policy's hooks by hand (policies other
+/// than ARC never look into it).
+#[derive(Default)]
+pub struct NoDir(crate::keymap::KeyMap<u32>);
+
+impl NoDir {
+    /// The directory to pass to `set_capacity` and `evict`.
+    pub fn dir(&mut self) -> crate::policy::Directory<'_> {
+        crate::policy::Directory::new(&mut self.0, &[])
+    }
+}

@@ -33,7 +33,7 @@ pub mod flow;
 pub mod lp;
 pub mod model;
 
-use crate::entry::row;
+use crate::report::row;
 use crate::{AllocError, AllocInput, AllocOutput, Objective, SloKind};
 use lp::{spread_level2, Placement};
 use model::{LevelLatencies, TenantModel};

@@ -108,7 +108,7 @@ fn minimums_maximums_weights_and_steps() {
 fn threshold_search_equals_the_heap() {
     let mut rng = <rand::rngs::StdRng as rand::SeedableRng>::seed_from_u64(3);
     let curves: Vec<HitRatioCurve> = (0..60)
-        .map(|i| crate::bench::synthetic_curve(&mut rng, 50, i % 2 == 0))
+        .map(|i| crate::synthetic::synthetic_curve(&mut rng, 50, i % 2 == 0))
         .collect();
     for (cap, step) in [
         (0, 1),
@@ -245,7 +245,7 @@ proptest::proptest! {
         use rand::SeedableRng;
         let mut rng = rand::rngs::StdRng::seed_from_u64(seed);
         let curves: Vec<HitRatioCurve> = (0..n)
-            .map(|i| crate::bench::synthetic_curve(&mut rng, points, !(i as u64 + seed).is_multiple_of(3)))
+            .map(|i| crate::synthetic::synthetic_curve(&mut rng, points, !(i as u64 + seed).is_multiple_of(3)))
             .collect();
         let p = mixed_instance(&curves, seed, step);
         let hulls = Hulls::new(&p.tenants, step);
@@ -267,7 +267,7 @@ fn fix_up_agrees_with_the_reference_on_the_bench_instance() {
     use rand::SeedableRng;
     let mut rng = rand::rngs::StdRng::seed_from_u64(5);
     let curves: Vec<HitRatioCurve> = (0..400)
-        .map(|i| crate::bench::synthetic_curve(&mut rng, 1000, i % 2 == 0))
+        .map(|i| crate::synthetic::synthetic_curve(&mut rng, 1000, i % 2 == 0))
         .collect();
     for cap in [20_000, 80_000, 150_000] {
         let p = UtilityProblem {

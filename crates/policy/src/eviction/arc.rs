@@ -42,13 +42,11 @@
 //! rewrite and one insertion, against three more operations in a separate ghost map.
 //!
 //! ## Hooks and libCacheSim
-//! `on_miss_in` sees the incoming key and its ghost tag, so a ghost hit adapts `p` and
-//! removes the ghost before the cache calls `evict_in`, and `evict_in` knows whether it
-//! runs REPLACE (ghost hit) or the new-key case. An `evict_in` with no miss before it (the
-//! cache shrinks) runs REPLACE alone; `set_capacity_in` then trims the ghosts to the new
-//! `c` and clamps `p`. Driven through the plain hooks (`on_miss`, `evict`, without a
-//! directory) ARC keeps no ghosts, and behaves as ARC whose ghost lists stay empty; the
-//! cache always uses the directory hooks.
+//! `on_miss` sees the incoming key and its ghost tag, so a ghost hit adapts `p` and
+//! removes the ghost before the cache calls `evict`, and `evict` knows whether it
+//! runs REPLACE (ghost hit) or the new-key case. An `evict` with no miss before it (the
+//! cache shrinks) runs REPLACE alone; `set_capacity` then trims the ghosts to the new
+//! `c` and clamps `p`.
 //!
 //! Semantics match libCacheSim's `ARC` (`p` is a float as there, and with unit-size blocks
 //! its size tests reduce to the paper's counts); on the cloudPhysics trace the miss ratios
@@ -145,21 +143,18 @@ impl Arc {
         [self.t1.len(), self.t2.len(), self.b1.len(), self.b2.len()]
     }
 
-    /// Moves T1's or T2's LRU block to its ghost list (without a directory: forgets it)
-    /// and returns its slot.
+    /// Moves T1's or T2's LRU block to its ghost list and returns its slot.
     #[inline]
-    fn demote(&mut self, from_t1: bool, dir: Option<&mut Directory<'_>>) -> Slot {
+    fn demote(&mut self, from_t1: bool, dir: &mut Directory<'_>) -> Slot {
         let (list, ghost, tag) = if from_t1 {
             (&mut self.t1, &mut self.b1, 0)
         } else {
             (&mut self.t2, &mut self.b2, B2_TAG)
         };
         let slot = list.pop_back(&mut self.links).expect("non-empty list");
-        if let Some(dir) = dir {
-            let key = dir.key_of(slot);
-            let seq = ghost.push(key, |k, s| dir.retag(k, tag | s));
-            dir.bury(key, tag | seq);
-        }
+        let key = dir.key_of(slot);
+        let seq = ghost.push(key, |k, s| dir.retag(k, tag | s));
+        dir.bury(key, tag | seq);
         slot
     }
 
@@ -168,15 +163,14 @@ impl Arc {
     /// out with the others once there are as many as the capacity: a sequential pass
     /// instead of a random, usually cold, directory removal per drop.
     #[inline]
-    fn drop_ghost(&mut self, from_b1: bool, dir: Option<&mut Directory<'_>>) {
+    fn drop_ghost(&mut self, from_b1: bool, dir: &mut Directory<'_>) {
         let ring = if from_b1 { &mut self.b1 } else { &mut self.b2 };
         if ring.pop_back().is_some() {
             self.stale += 1;
             if self.stale > self.capacity.max(64) {
-                let dir = dir.expect("ghosts only exist with a directory");
                 let (b1, b2) = (&self.b1, &self.b2);
                 // The cheap test (no key read): an entry it keeps wrongly is still told
-                // apart by `on_miss_in`'s full test.
+                // apart by `on_miss`'s full test.
                 dir.retain_ghosts(|_, tag| ring_of(b1, b2, tag).may_hold(tag & SEQ_MASK));
                 self.stale = 0;
             }
@@ -185,16 +179,21 @@ impl Arc {
 
     /// REPLACE of the paper: demote T1's or T2's LRU block, depending on `p`.
     #[inline]
-    fn replace(&mut self, in_b2: bool, dir: Option<&mut Directory<'_>>) -> Slot {
+    fn replace(&mut self, in_b2: bool, dir: &mut Directory<'_>) -> Slot {
         let t1 = self.t1.len() as f64;
         let take_t1 =
             (!self.t1.is_empty() && (t1 > self.p || (t1 == self.p && in_b2))) || self.t2.is_empty();
         self.demote(take_t1, dir)
     }
+}
 
-    /// `evict` with or without the cache's directory.
+impl EvictionPolicy for Arc {
+    fn name(&self) -> String {
+        "arc".into()
+    }
+
     #[inline]
-    fn evict_with(&mut self, mut dir: Option<&mut Directory<'_>>) -> Slot {
+    fn evict(&mut self, dir: &mut Directory<'_>) -> Slot {
         debug_assert!(!self.t1.is_empty() || !self.t2.is_empty());
         match self.pending {
             Pending::GhostB1 => self.replace(false, dir),
@@ -204,7 +203,7 @@ impl Arc {
                 let l1 = self.t1.len() + self.b1.len();
                 if l1 + 1 > self.capacity {
                     if !self.b1.is_empty() {
-                        self.drop_ghost(true, dir.as_deref_mut());
+                        self.drop_ghost(true, dir);
                         self.replace(false, dir)
                     } else if !self.t1.is_empty() {
                         // T1 alone fills the cache: evict its LRU without a ghost.
@@ -215,7 +214,7 @@ impl Arc {
                 } else {
                     let total = l1 + self.t2.len() + self.b2.len();
                     if total >= 2 * self.capacity && !self.b2.is_empty() {
-                        self.drop_ghost(false, dir.as_deref_mut());
+                        self.drop_ghost(false, dir);
                     }
                     self.replace(false, dir)
                 }
@@ -223,8 +222,7 @@ impl Arc {
         }
     }
 
-    /// `set_capacity` with or without the cache's directory.
-    fn resize_with(&mut self, capacity: usize, mut dir: Option<&mut Directory<'_>>) {
+    fn set_capacity(&mut self, capacity: usize, dir: &mut Directory<'_>) {
         self.capacity = capacity;
         let n = capacity.min(1 << 24);
         self.links.reserve(n);
@@ -236,31 +234,17 @@ impl Arc {
         self.p = self.p.min(capacity as f64);
         // Keep the directory invariants: |T1|+|B1| <= c and the total <= 2c.
         while self.t1.len() + self.b1.len() > capacity && !self.b1.is_empty() {
-            self.drop_ghost(true, dir.as_deref_mut());
+            self.drop_ghost(true, dir);
         }
         while self.t1.len() + self.t2.len() + self.b1.len() + self.b2.len() > 2 * capacity {
             if !self.b2.is_empty() {
-                self.drop_ghost(false, dir.as_deref_mut());
+                self.drop_ghost(false, dir);
             } else if !self.b1.is_empty() {
-                self.drop_ghost(true, dir.as_deref_mut());
+                self.drop_ghost(true, dir);
             } else {
                 break;
             }
         }
-    }
-}
-
-impl EvictionPolicy for Arc {
-    fn name(&self) -> String {
-        "arc".into()
-    }
-
-    fn set_capacity(&mut self, capacity: usize) {
-        self.resize_with(capacity, None)
-    }
-
-    fn set_capacity_in(&mut self, capacity: usize, dir: &mut Directory<'_>) {
-        self.resize_with(capacity, Some(dir))
     }
 
     #[inline]
@@ -276,12 +260,7 @@ impl EvictionPolicy for Arc {
     }
 
     #[inline]
-    fn on_miss(&mut self, _key: Key) {
-        self.pending = Pending::New;
-    }
-
-    #[inline]
-    fn on_miss_in(&mut self, key: Key, ghost: Option<u32>) {
+    fn on_miss(&mut self, key: Key, ghost: Option<u32>) {
         self.pending = match ghost {
             Some(tag) if ring_of(&self.b1, &self.b2, tag).holds(tag & SEQ_MASK, key) => {
                 let (b1, b2) = (self.b1.len() as f64, self.b2.len() as f64);
@@ -317,16 +296,6 @@ impl EvictionPolicy for Arc {
             self.t1.push_front(&mut self.links, slot);
         }
         self.pending = Pending::None;
-    }
-
-    #[inline]
-    fn evict(&mut self) -> Slot {
-        self.evict_with(None)
-    }
-
-    #[inline]
-    fn evict_in(&mut self, dir: &mut Directory<'_>) -> Slot {
-        self.evict_with(Some(dir))
     }
 
     /// A switched-in block that was hit since it entered goes to T2 (seen twice).

@@ -20,7 +20,7 @@
 
 use crate::list::{Links, List};
 use crate::params::Params;
-use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// CLOCK with saturating n-bit counters.
@@ -56,7 +56,7 @@ impl EvictionPolicy for Clock {
             format!("clock(n-bit-counter={})", self.bits)
         }
     }
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         self.links.reserve(capacity.min(1 << 24));
     }
     #[inline]
@@ -82,7 +82,7 @@ impl EvictionPolicy for Clock {
     }
 
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         loop {
             let t = self.ring.back().expect("evict called on an empty CLOCK");
             let c = &mut self.counter[t as usize];

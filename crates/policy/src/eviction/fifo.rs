@@ -11,7 +11,7 @@
 
 use crate::list::{Links, List};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// First in, first out.
@@ -33,7 +33,7 @@ impl EvictionPolicy for Fifo {
     fn name(&self) -> String {
         "fifo".into()
     }
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         self.links.reserve(capacity.min(1 << 24));
     }
     #[inline]
@@ -43,7 +43,7 @@ impl EvictionPolicy for Fifo {
         self.queue.push_front(&mut self.links, slot);
     }
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         self.queue
             .pop_back(&mut self.links)
             .expect("evict called on an empty FIFO")

@@ -24,7 +24,7 @@
 
 use crate::list::{Links, List, NodeSlab, NIL};
 use crate::params::Params;
-use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 use std::collections::BTreeMap;
 
@@ -149,7 +149,7 @@ impl EvictionPolicy for Lfu {
     fn name(&self) -> String {
         "lfu".into()
     }
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         self.links.reserve(capacity.min(1 << 24));
     }
     #[inline]
@@ -179,7 +179,7 @@ impl EvictionPolicy for Lfu {
         self.push_slot(b, slot);
     }
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         let b = self.head;
         assert!(b != NIL, "evict called on an empty LFU");
         let mut blocks = self.buckets.get(b).blocks;
@@ -240,6 +240,7 @@ impl EvictionPolicy for Lfu {
 mod tests {
     use super::Lfu;
     use crate::policy::EvictionPolicy;
+    use crate::testkit::NoDir;
     use crate::testkit::{miss_count, pinned};
     use crate::BlockCache;
 
@@ -288,16 +289,16 @@ mod tests {
     fn evict_walks_up_after_the_lowest_bucket_empties() {
         // Shrinking evicts repeatedly without inserts in between.
         let mut p = Lfu::default();
-        p.set_capacity(3);
+        p.set_capacity(3, &mut NoDir::default().dir());
         p.on_insert(0, 10);
         p.on_insert(1, 11);
         p.on_insert(2, 12);
         p.on_hit(1, 11);
         p.on_hit(1, 11);
         p.on_hit(2, 12);
-        assert_eq!(p.evict(), 0);
-        assert_eq!(p.evict(), 2);
-        assert_eq!(p.evict(), 1);
+        assert_eq!(p.evict(&mut NoDir::default().dir()), 0);
+        assert_eq!(p.evict(&mut NoDir::default().dir()), 2);
+        assert_eq!(p.evict(&mut NoDir::default().dir()), 1);
         assert_eq!(p.head, crate::list::NIL);
     }
 
@@ -339,7 +340,7 @@ mod tests {
             hits,
         };
         let mut p = Lfu::default();
-        p.set_capacity(8);
+        p.set_capacity(8, &mut NoDir::default().dir());
         p.on_reconstruct(0, 10, h(4));
         p.on_reconstruct(1, 11, h(0));
         p.on_reconstruct(2, 12, h(2));
@@ -349,7 +350,9 @@ mod tests {
         p.on_hit(1, 11);
         p.on_reconstruct(5, 15, h(1));
         assert_eq!((p.frequency(0), p.frequency(1), p.frequency(5)), (5, 2, 2));
-        let order: Vec<_> = (0..6).map(|_| p.evict()).collect();
+        let order: Vec<_> = (0..6)
+            .map(|_| p.evict(&mut NoDir::default().dir()))
+            .collect();
         // Frequency 2: 1 (by its hit) then 5; frequency 3: 2, 4; frequency 5: 0, 3.
         assert_eq!(order, vec![1, 5, 2, 4, 0, 3]);
         assert_eq!(p.head, crate::list::NIL);

@@ -58,7 +58,7 @@
 use crate::keymap::KeyMap;
 use crate::list::{Links, List, NodeSlab, NIL};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 const LIR: u8 = 1;
@@ -111,17 +111,6 @@ pub struct Lirs {
     pending: Option<Pending>,
 }
 
-/// Reads the first of `keys` that is present, else `default`.
-fn ratio(p: &Params, keys: &[&str], default: f64, lo: f64, hi: f64) -> Result<f64, PolicyError> {
-    for k in keys {
-        let v = p.f64_in(k, f64::NAN, lo, hi)?;
-        if !v.is_nan() {
-            return Ok(v);
-        }
-    }
-    Ok(default)
-}
-
 impl Lirs {
     /// A LIRS with `hir` of the capacity for resident HIR blocks, S bounded to
     /// `stack_ratio` times the capacity, and libCacheSim's (`q_hit_demotes`) or the paper's
@@ -150,8 +139,8 @@ impl Lirs {
 
     /// Builds from `hir=..,stack-ratio=..,q-hit-demotes=0|1`.
     pub fn from_params(p: &Params) -> Result<Self, PolicyError> {
-        let hir = ratio(p, &["hir", "hirs-ratio"], 0.01, 0.0, 1.0)?;
-        let stack = ratio(p, &["stack-ratio"], 2.0, 1.0, 1e6)?;
+        let hir = p.f64_first(&["hir", "hirs-ratio"], 0.01, 0.0, 1.0)?;
+        let stack = p.f64_first(&["stack-ratio"], 2.0, 1.0, 1e6)?;
         let demote = p.usize_in("q-hit-demotes", 0, 0, 1)? == 1;
         p.finish()?;
         Ok(Self::new(hir, stack, demote))
@@ -307,7 +296,7 @@ impl EvictionPolicy for Lirs {
         s
     }
 
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         // At least one HIR slot, and at least one LIR slot once there are two slots.
         self.hir_cap = ((self.hir_ratio * capacity as f64) as usize)
             .max(1)
@@ -374,7 +363,7 @@ impl EvictionPolicy for Lirs {
     }
 
     #[inline]
-    fn on_miss(&mut self, key: Key) {
+    fn on_miss(&mut self, key: Key, _ghost: Option<u32>) {
         self.restore_pending();
         self.pending = Some(match self.nonresident.remove(&key) {
             Some(n) => {
@@ -439,7 +428,7 @@ impl EvictionPolicy for Lirs {
     }
 
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         if let Some(s) = self.condemned.pop() {
             return s;
         }

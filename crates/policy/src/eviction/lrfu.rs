@@ -41,7 +41,7 @@
 
 use crate::heap::SlotHeap;
 use crate::params::Params;
-use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// Least recently/frequently used.
@@ -86,7 +86,7 @@ impl EvictionPolicy for Lrfu {
     fn name(&self) -> String {
         format!("lrfu(lambda={})", self.lambda)
     }
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         self.heap.reserve(capacity.min(1 << 24));
     }
     #[inline]
@@ -112,7 +112,7 @@ impl EvictionPolicy for Lrfu {
         self.heap.push(slot, k);
     }
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         self.heap.pop().expect("evict called on an empty LRFU").1
     }
     /// A switched-in block starts with the CRF of `1 + hits` references at its turn in the
@@ -134,6 +134,7 @@ mod tests {
     use super::Lrfu;
     use crate::params::Params;
     use crate::policy::EvictionPolicy;
+    use crate::testkit::NoDir;
     use crate::testkit::{miss_count, pinned};
 
     #[test]
@@ -172,7 +173,7 @@ mod tests {
     fn crf_follows_the_paper() {
         let s = 0;
         let mut p = Lrfu::from_params(&Params::parse("lrfu", "lambda=0.5").unwrap()).unwrap();
-        p.set_capacity(2);
+        p.set_capacity(2, &mut NoDir::default().dir());
         p.on_insert(s, 1);
         p.on_hit(s, 1);
         p.on_hit(s, 1);
@@ -183,7 +184,7 @@ mod tests {
         // One step later the first block's CRF has decayed by 2^-0.5.
         assert!((p.crf(s) - want * 0.5f64.sqrt()).abs() < 1e-12);
         assert!((p.crf(s + 1) - 1.0).abs() < 1e-12);
-        assert_eq!(p.evict(), s + 1);
+        assert_eq!(p.evict(&mut NoDir::default().dir()), s + 1);
     }
 
     #[test]

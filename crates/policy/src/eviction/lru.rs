@@ -11,7 +11,7 @@
 
 use crate::list::{Links, List};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// Least recently used.
@@ -33,7 +33,7 @@ impl EvictionPolicy for Lru {
     fn name(&self) -> String {
         "lru".into()
     }
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         self.links.reserve(capacity.min(1 << 24));
     }
     #[inline]
@@ -45,7 +45,7 @@ impl EvictionPolicy for Lru {
         self.list.push_front(&mut self.links, slot);
     }
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         self.list
             .pop_back(&mut self.links)
             .expect("evict called on an empty LRU")

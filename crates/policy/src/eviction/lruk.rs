@@ -29,11 +29,10 @@
 //! cloudPhysics trace at all eight pinned sizes (`tests/libcachesim_parity.rs`). The
 //! default (`history=1`) differs from it by design.
 
+use crate::ghost::GhostFifo;
 use crate::heap::SlotHeap;
-use crate::keymap::KeyMap;
-use crate::list::{Links, List, NodeSlab};
 use crate::params::Params;
-use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// The class bit of blocks with at least K references (they leave after all others).
@@ -50,12 +49,10 @@ pub struct LruK {
     refs: Vec<u64>,
     keys: Vec<Key>,
     now: u64,
-    ghosts: KeyMap<u32>,
-    ghost_keys: NodeSlab<Key>,
-    /// `ghost_refs[node * k ..][..k]`, as `refs`.
+    /// Evicted blocks whose history is retained, oldest dropped first.
+    ghosts: GhostFifo<()>,
+    /// `ghost_refs[node * k ..][..k]`, as `refs`, by the ghost's node number.
     ghost_refs: Vec<u64>,
-    ghost_links: Links,
-    ghost_fifo: List,
 }
 
 impl LruK {
@@ -73,11 +70,8 @@ impl LruK {
             refs: Vec::new(),
             keys: Vec::new(),
             now: 0,
-            ghosts: KeyMap::default(),
-            ghost_keys: NodeSlab::default(),
+            ghosts: GhostFifo::default(),
             ghost_refs: Vec::new(),
-            ghost_links: Links::default(),
-            ghost_fifo: List::default(),
         })
     }
 
@@ -103,27 +97,16 @@ impl LruK {
         r.copy_within(0..r.len() - 1, 1);
         r[0] = now;
     }
-
-    fn trim_history(&mut self) {
-        while self.ghosts.len() > self.history_cap {
-            let Some(n) = self.ghost_fifo.pop_back(&mut self.ghost_links) else {
-                break;
-            };
-            let key = *self.ghost_keys.get(n);
-            self.ghosts.remove(&key);
-            self.ghost_keys.release(n);
-        }
-    }
 }
 
 impl EvictionPolicy for LruK {
     fn name(&self) -> String {
         format!("lruk(k={},history={})", self.k, self.history_ratio)
     }
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         self.history_cap = (capacity as f64 * self.history_ratio) as usize;
         self.heap.reserve(capacity.min(1 << 24));
-        self.trim_history();
+        self.ghosts.set_capacity(self.history_cap);
     }
     #[inline]
     fn on_hit(&mut self, slot: Slot, _key: Key) {
@@ -145,12 +128,8 @@ impl EvictionPolicy for LruK {
         self.now += 1;
         self.keys[i] = key;
         let r = &mut self.refs[i * k..][..k];
-        match self.ghosts.remove(&key) {
-            Some(n) => {
-                r.copy_from_slice(&self.ghost_refs[n as usize * k..][..k]);
-                self.ghost_fifo.remove(&mut self.ghost_links, n);
-                self.ghost_keys.release(n);
-            }
+        match self.ghosts.take(key) {
+            Some((n, ())) => r.copy_from_slice(&self.ghost_refs[n as usize * k..][..k]),
             None => r.fill(0),
         }
         Self::touch(r, self.now);
@@ -171,12 +150,10 @@ impl EvictionPolicy for LruK {
         }
     }
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         let (_, slot) = self.heap.pop().expect("evict called on an empty LRU-K");
-        if self.history_cap > 0 {
+        if let Some(n) = self.ghosts.remember(self.keys[slot as usize], ()) {
             let k = self.k;
-            let key = self.keys[slot as usize];
-            let n = self.ghost_keys.alloc(key);
             let need = (n as usize + 1) * k;
             if self.ghost_refs.len() < need {
                 self.ghost_refs
@@ -184,9 +161,6 @@ impl EvictionPolicy for LruK {
             }
             let (src, dst) = (slot as usize * k, n as usize * k);
             self.ghost_refs[dst..dst + k].copy_from_slice(&self.refs[src..src + k]);
-            self.ghost_fifo.push_front(&mut self.ghost_links, n);
-            self.ghosts.insert(key, n);
-            self.trim_history();
         }
         slot
     }
@@ -200,6 +174,7 @@ mod tests {
     use super::LruK;
     use crate::params::Params;
     use crate::policy::EvictionPolicy;
+    use crate::testkit::NoDir;
     use crate::testkit::{miss_count, pinned};
 
     #[test]
@@ -248,13 +223,17 @@ mod tests {
     #[test]
     fn history_is_bounded_by_count() {
         let mut p = LruK::from_params(&Params::parse("lruk", "history=2").unwrap()).unwrap();
-        p.set_capacity(3);
+        p.set_capacity(3, &mut NoDir::default().dir());
         for key in 0..100u64 {
-            let slot = if key < 3 { key as u32 } else { p.evict() };
+            let slot = if key < 3 {
+                key as u32
+            } else {
+                p.evict(&mut NoDir::default().dir())
+            };
             p.on_insert(slot, key);
         }
         assert_eq!(p.retained(), 6);
-        p.set_capacity(1);
+        p.set_capacity(1, &mut NoDir::default().dir());
         assert_eq!(p.retained(), 2);
     }
 

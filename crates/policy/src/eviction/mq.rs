@@ -35,10 +35,10 @@
 //! expires when `expire < now`), and the miss ratios on the cloudPhysics trace are
 //! identical at every size tested.
 
-use crate::keymap::KeyMap;
-use crate::list::{Links, List, NodeSlab};
+use crate::ghost::GhostFifo;
+use crate::list::{Links, List};
 use crate::params::Params;
-use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// Most queues MQ may have.
@@ -67,23 +67,10 @@ pub struct Mq {
     expire_bound: Vec<u64>,
     meta: Vec<Meta>,
     now: u64,
-    ghost_links: Links,
-    qout: List,
-    ghost_nodes: NodeSlab<(Key, u32)>,
-    ghosts: KeyMap<u32>,
+    /// Qout: evicted blocks' keys with their counts.
+    qout: GhostFifo<u32>,
     /// The count remembered for the pending miss, if it was in Qout.
     pending: Option<u32>,
-}
-
-/// Reads the first of `keys` that is present, else `default`.
-fn ratio(p: &Params, keys: &[&str], default: f64, lo: f64, hi: f64) -> Result<f64, PolicyError> {
-    for k in keys {
-        let v = p.f64_in(k, f64::NAN, lo, hi)?;
-        if !v.is_nan() {
-            return Ok(v);
-        }
-    }
-    Ok(default)
 }
 
 impl Mq {
@@ -100,10 +87,7 @@ impl Mq {
             expire_bound: vec![0; queues],
             meta: Vec::new(),
             now: 0,
-            ghost_links: Links::default(),
-            qout: List::default(),
-            ghost_nodes: NodeSlab::default(),
-            ghosts: KeyMap::default(),
+            qout: GhostFifo::default(),
             pending: None,
         }
     }
@@ -115,7 +99,7 @@ impl Mq {
             0 => p.usize_in("queues", 8, 1, MAX_QUEUES)?,
             n => n,
         };
-        let history = ratio(p, &["history", "qout-size-ratio"], 4.0, 0.0, 64.0)?;
+        let history = p.f64_first(&["history", "qout-size-ratio"], 4.0, 0.0, 64.0)?;
         let lifetime = p.usize_in("lifetime", 10_000, 1, usize::MAX)? as u64;
         p.finish()?;
         Ok(Self::new(q, history, lifetime))
@@ -166,14 +150,6 @@ impl Mq {
             }
         }
     }
-
-    #[inline]
-    fn forget_oldest_ghost(&mut self) {
-        if let Some(node) = self.qout.pop_back(&mut self.ghost_links) {
-            self.ghosts.remove(&self.ghost_nodes.get(node).0);
-            self.ghost_nodes.release(node);
-        }
-    }
 }
 
 impl Default for Mq {
@@ -192,19 +168,14 @@ impl EvictionPolicy for Mq {
         )
     }
 
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         self.history_cap = (capacity as f64 * self.history_ratio) as usize;
         let n = capacity.min(1 << 24);
         self.links.reserve(n);
         if self.meta.len() < n {
             self.meta.resize(n, Meta::default());
         }
-        let g = self.history_cap.min(1 << 24);
-        self.ghost_links.reserve(g);
-        self.ghosts.reserve(g.saturating_sub(self.ghosts.len()));
-        while self.qout.len() > self.history_cap {
-            self.forget_oldest_ghost();
-        }
+        self.qout.set_capacity(self.history_cap);
     }
 
     #[inline]
@@ -218,13 +189,8 @@ impl EvictionPolicy for Mq {
     }
 
     #[inline]
-    fn on_miss(&mut self, key: Key) {
-        self.pending = self.ghosts.remove(&key).map(|node| {
-            let freq = self.ghost_nodes.get(node).1;
-            self.qout.remove(&mut self.ghost_links, node);
-            self.ghost_nodes.release(node);
-            freq
-        });
+    fn on_miss(&mut self, key: Key, _ghost: Option<u32>) {
+        self.pending = self.qout.take(key).map(|(_, freq)| freq);
     }
 
     #[inline]
@@ -251,21 +217,14 @@ impl EvictionPolicy for Mq {
     }
 
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         let slot = self
             .queues
             .iter_mut()
             .find_map(|q| q.pop_back(&mut self.links))
             .expect("evict called on an empty MQ");
-        if self.history_cap > 0 {
-            if self.qout.len() >= self.history_cap {
-                self.forget_oldest_ghost();
-            }
-            let m = self.meta[slot as usize];
-            let node = self.ghost_nodes.alloc((m.key, m.freq));
-            self.qout.push_front(&mut self.ghost_links, node);
-            self.ghosts.insert(m.key, node);
-        }
+        let m = self.meta[slot as usize];
+        self.qout.remember(m.key, m.freq);
         slot
     }
 

@@ -19,7 +19,7 @@
 
 use crate::list::{Links, List};
 use crate::params::Params;
-use crate::policy::{EvictionPolicy, Key, Slot};
+use crate::policy::{Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// Most recently used.
@@ -41,7 +41,7 @@ impl EvictionPolicy for Mru {
     fn name(&self) -> String {
         "mru".into()
     }
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         self.links.reserve(capacity.min(1 << 24));
     }
     #[inline]
@@ -53,7 +53,7 @@ impl EvictionPolicy for Mru {
         self.list.push_front(&mut self.links, slot);
     }
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         self.list
             .pop_front(&mut self.links)
             .expect("evict called on an empty MRU")

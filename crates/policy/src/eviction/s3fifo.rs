@@ -34,10 +34,10 @@
 //! insert a block as large as S (so a 10-block libCacheSim S3-FIFO never caches anything);
 //! here every missed block is admitted (an eviction policy does not decide admission).
 
-use crate::keymap::KeyMap;
-use crate::list::{Links, List, NodeSlab};
+use crate::ghost::GhostFifo;
+use crate::list::{Links, List};
 use crate::params::Params;
-use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 const IN_SMALL: u8 = 0;
@@ -58,23 +58,9 @@ pub struct S3Fifo {
     which: Vec<u8>,
     freq: Vec<u8>,
     keys: Vec<Key>,
-    ghost_links: Links,
-    ghost: List,
-    ghost_keys: NodeSlab<Key>,
-    ghosts: KeyMap<u32>,
+    ghost: GhostFifo<()>,
     ghost_hit: bool,
     has_evicted: bool,
-}
-
-/// Reads the first of `keys` that is present, else `default`.
-fn ratio(p: &Params, keys: &[&str], default: f64, lo: f64, hi: f64) -> Result<f64, PolicyError> {
-    for k in keys {
-        let v = p.f64_in(k, f64::NAN, lo, hi)?;
-        if !v.is_nan() {
-            return Ok(v);
-        }
-    }
-    Ok(default)
 }
 
 impl S3Fifo {
@@ -94,10 +80,7 @@ impl S3Fifo {
             which: Vec::new(),
             freq: Vec::new(),
             keys: Vec::new(),
-            ghost_links: Links::default(),
-            ghost: List::default(),
-            ghost_keys: NodeSlab::default(),
-            ghosts: KeyMap::default(),
+            ghost: GhostFifo::default(),
             ghost_hit: false,
             has_evicted: false,
         }
@@ -105,14 +88,13 @@ impl S3Fifo {
 
     /// Builds from `small-size-ratio=..,ghost-size-ratio=..,move-to-main-threshold=..`.
     pub fn from_params(p: &Params) -> Result<Self, PolicyError> {
-        let small = ratio(
-            p,
+        let small = p.f64_first(
             &["small-size-ratio", "small_ratio", "fifo-size-ratio"],
             0.1,
             0.0,
             1.0,
         )?;
-        let ghost = ratio(p, &["ghost-size-ratio"], 0.9, 0.0, 64.0)?;
+        let ghost = p.f64_first(&["ghost-size-ratio"], 0.9, 0.0, 64.0)?;
         let t = p.usize_in("move-to-main-threshold", 2, 1, 255)?;
         p.finish()?;
         Ok(Self::new(small, ghost, t as u8))
@@ -121,27 +103,6 @@ impl S3Fifo {
     /// Sizes of S, M, G.
     pub fn sizes(&self) -> [usize; 3] {
         [self.small.len(), self.main.len(), self.ghost.len()]
-    }
-
-    #[inline]
-    fn remember(&mut self, key: Key) {
-        if self.ghost_cap == 0 {
-            return;
-        }
-        if self.ghost.len() >= self.ghost_cap {
-            self.forget_oldest_ghost();
-        }
-        let node = self.ghost_keys.alloc(key);
-        self.ghost.push_front(&mut self.ghost_links, node);
-        self.ghosts.insert(key, node);
-    }
-
-    #[inline]
-    fn forget_oldest_ghost(&mut self) {
-        if let Some(node) = self.ghost.pop_back(&mut self.ghost_links) {
-            self.ghosts.remove(self.ghost_keys.get(node));
-            self.ghost_keys.release(node);
-        }
     }
 
     /// Evicts from M, reinserting blocks with a non-zero counter.
@@ -168,7 +129,7 @@ impl S3Fifo {
                 self.which[i] = IN_MAIN;
                 self.main.push_front(&mut self.links, s);
             } else {
-                self.remember(self.keys[i]);
+                self.ghost.remember(self.keys[i], ());
                 return Some(s);
             }
         }
@@ -190,7 +151,7 @@ impl EvictionPolicy for S3Fifo {
         )
     }
 
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         self.small_cap = (capacity as f64 * self.small_ratio) as usize;
         self.main_cap = capacity - self.small_cap.min(capacity);
         self.ghost_cap = (capacity as f64 * self.ghost_ratio) as usize;
@@ -201,12 +162,7 @@ impl EvictionPolicy for S3Fifo {
             self.freq.resize(n, 0);
             self.keys.resize(n, 0);
         }
-        let g = self.ghost_cap.min(1 << 24);
-        self.ghost_links.reserve(g);
-        self.ghosts.reserve(g.saturating_sub(self.ghosts.len()));
-        while self.ghost.len() > self.ghost_cap {
-            self.forget_oldest_ghost();
-        }
+        self.ghost.set_capacity(self.ghost_cap);
     }
 
     #[inline]
@@ -225,15 +181,8 @@ impl EvictionPolicy for S3Fifo {
     }
 
     #[inline]
-    fn on_miss(&mut self, key: Key) {
-        self.ghost_hit = match self.ghosts.remove(&key) {
-            Some(node) => {
-                self.ghost.remove(&mut self.ghost_links, node);
-                self.ghost_keys.release(node);
-                true
-            }
-            None => false,
-        };
+    fn on_miss(&mut self, key: Key, _ghost: Option<u32>) {
+        self.ghost_hit = self.ghost.take(key).is_some();
     }
 
     #[inline]
@@ -259,7 +208,7 @@ impl EvictionPolicy for S3Fifo {
     }
 
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         self.has_evicted = true;
         loop {
             if self.main.len() > self.main_cap || self.small.is_empty() {

@@ -29,7 +29,7 @@
 
 use crate::list::{Links, List};
 use crate::params::Params;
-use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 /// SIEVE with a moving hand.
@@ -55,7 +55,7 @@ impl EvictionPolicy for Sieve {
         "sieve".into()
     }
 
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         let n = capacity.min(1 << 24);
         self.links.reserve(n);
         if self.visited.len() < n {
@@ -86,7 +86,7 @@ impl EvictionPolicy for Sieve {
     }
 
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         let tail = self.queue.back().expect("evict called on an empty SIEVE");
         let mut cur = self.hand.unwrap_or(tail);
         while self.visited[cur as usize] {

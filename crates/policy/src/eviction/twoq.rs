@@ -30,10 +30,10 @@
 //! refuses objects larger than A1in; here every missed block is inserted (eviction policies
 //! do not decide admission), so tiny caches behave as an LRU over Am.
 
-use crate::keymap::KeyMap;
-use crate::list::{Links, List, NodeSlab};
+use crate::ghost::GhostFifo;
+use crate::list::{Links, List};
 use crate::params::Params;
-use crate::policy::{BlockHistory, EvictionPolicy, Key, Slot};
+use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot};
 use crate::PolicyError;
 
 const IN_A1IN: u8 = 0;
@@ -51,23 +51,9 @@ pub struct TwoQ {
     am: List,
     which: Vec<u8>,
     keys: Vec<Key>,
-    ghost_links: Links,
-    a1out: List,
-    ghost_keys: NodeSlab<Key>,
-    ghosts: KeyMap<u32>,
+    a1out: GhostFifo<()>,
     /// The pending miss was a ghost hit in A1out.
     ghost_hit: bool,
-}
-
-/// Reads the first of `keys` that is present, else `default`.
-fn ratio(p: &Params, keys: &[&str], default: f64, lo: f64, hi: f64) -> Result<f64, PolicyError> {
-    for k in keys {
-        let v = p.f64_in(k, f64::NAN, lo, hi)?;
-        if !v.is_nan() {
-            return Ok(v);
-        }
-    }
-    Ok(default)
 }
 
 impl TwoQ {
@@ -83,10 +69,7 @@ impl TwoQ {
             am: List::default(),
             which: Vec::new(),
             keys: Vec::new(),
-            ghost_links: Links::default(),
-            a1out: List::default(),
-            ghost_keys: NodeSlab::default(),
-            ghosts: KeyMap::default(),
+            a1out: GhostFifo::default(),
             ghost_hit: false,
         }
     }
@@ -94,8 +77,8 @@ impl TwoQ {
     /// Builds from `kin=<fraction>,kout=<fraction>` (libCacheSim's `Ain-size-ratio` and
     /// `Aout-size-ratio` are accepted too).
     pub fn from_params(p: &Params) -> Result<Self, PolicyError> {
-        let kin = ratio(p, &["kin", "ain-size-ratio"], 0.25, 0.0, 1.0)?;
-        let kout = ratio(p, &["kout", "aout-size-ratio"], 0.5, 0.0, 64.0)?;
+        let kin = p.f64_first(&["kin", "ain-size-ratio"], 0.25, 0.0, 1.0)?;
+        let kout = p.f64_first(&["kout", "aout-size-ratio"], 0.5, 0.0, 64.0)?;
         p.finish()?;
         Ok(Self::new(kin, kout))
     }
@@ -103,14 +86,6 @@ impl TwoQ {
     /// Sizes of A1in, Am, A1out.
     pub fn sizes(&self) -> [usize; 3] {
         [self.a1in.len(), self.am.len(), self.a1out.len()]
-    }
-
-    #[inline]
-    fn forget_oldest_ghost(&mut self) {
-        if let Some(node) = self.a1out.pop_back(&mut self.ghost_links) {
-            self.ghosts.remove(self.ghost_keys.get(node));
-            self.ghost_keys.release(node);
-        }
     }
 }
 
@@ -125,7 +100,7 @@ impl EvictionPolicy for TwoQ {
         format!("2q(kin={},kout={})", self.kin_ratio, self.kout_ratio)
     }
 
-    fn set_capacity(&mut self, capacity: usize) {
+    fn set_capacity(&mut self, capacity: usize, _dir: &mut Directory<'_>) {
         self.kin = (capacity as f64 * self.kin_ratio) as usize;
         self.kout = (capacity as f64 * self.kout_ratio) as usize;
         let n = capacity.min(1 << 24);
@@ -134,12 +109,7 @@ impl EvictionPolicy for TwoQ {
             self.which.resize(n, IN_A1IN);
             self.keys.resize(n, 0);
         }
-        let g = self.kout.min(1 << 24);
-        self.ghost_links.reserve(g);
-        self.ghosts.reserve(g.saturating_sub(self.ghosts.len()));
-        while self.a1out.len() > self.kout {
-            self.forget_oldest_ghost();
-        }
+        self.a1out.set_capacity(self.kout);
     }
 
     #[inline]
@@ -150,15 +120,8 @@ impl EvictionPolicy for TwoQ {
     }
 
     #[inline]
-    fn on_miss(&mut self, key: Key) {
-        self.ghost_hit = match self.ghosts.remove(&key) {
-            Some(node) => {
-                self.a1out.remove(&mut self.ghost_links, node);
-                self.ghost_keys.release(node);
-                true
-            }
-            None => false,
-        };
+    fn on_miss(&mut self, key: Key, _ghost: Option<u32>) {
+        self.ghost_hit = self.a1out.take(key).is_some();
     }
 
     #[inline]
@@ -187,18 +150,10 @@ impl EvictionPolicy for TwoQ {
     }
 
     #[inline]
-    fn evict(&mut self) -> Slot {
+    fn evict(&mut self, _dir: &mut Directory<'_>) -> Slot {
         if self.a1in.len() > self.kin || (self.am.is_empty() && !self.a1in.is_empty()) {
             let slot = self.a1in.pop_back(&mut self.links).expect("non-empty A1in");
-            if self.kout > 0 {
-                if self.a1out.len() >= self.kout {
-                    self.forget_oldest_ghost();
-                }
-                let key = self.keys[slot as usize];
-                let node = self.ghost_keys.alloc(key);
-                self.a1out.push_front(&mut self.ghost_links, node);
-                self.ghosts.insert(key, node);
-            }
+            self.a1out.remember(self.keys[slot as usize], ());
             slot
         } else {
             self.am

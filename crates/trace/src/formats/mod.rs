@@ -8,6 +8,7 @@
 //! | `msr` | MSR Cambridge CSV | a `Timestamp,Hostname` header or a 7-field line with `Read`/`Write` 4th |
 //! | `spc` (`umass`) | UMass / SPC CSV | an `ASU,` header or a 5-field line with `r`/`w` 4th |
 //! | `blkparse[:ACTION]` | `blkparse` text | a first field `MAJ,MIN` |
+//! | `lachesis` | our CSV keeping op, tenant and volume (see [`lachesis`]) | its header line |
 //! | `csv:MAPPING` | any CSV (see [`csv`]) | never: give it |
 //!
 //! Any file may be zstd-compressed: a `.zst` name or the zstd magic number at its start is
@@ -16,8 +17,10 @@
 pub mod blkparse;
 pub mod cloudphysics;
 pub mod csv;
+pub mod lachesis;
 pub mod msr;
 pub mod oracle;
+mod sink;
 pub mod spc;
 pub mod text;
 
@@ -41,13 +44,15 @@ pub enum Format {
         /// The action letter to read.
         action: String,
     },
+    /// Our own CSV, keeping op, tenant and volume.
+    Lachesis,
     /// Generic CSV with a column mapping.
     Csv(csv::CsvMapping),
 }
 
 /// The format names `--format` accepts, for help and error texts.
 pub const FORMAT_NAMES: &str =
-    "oracle (oracleGeneral, .zst detected), cloudphysics, msr, spc, blkparse[:Q|C|D], csv:MAPPING";
+    "oracle (oracleGeneral, .zst detected), cloudphysics, msr, spc, blkparse[:Q|C|D], lachesis, csv:MAPPING";
 
 impl std::str::FromStr for Format {
     type Err = TraceError;
@@ -70,6 +75,7 @@ impl std::str::FromStr for Format {
                     action: action.to_string(),
                 }
             }
+            "lachesis" => Format::Lachesis,
             "csv" => Format::Csv(rest.parse()?),
             _ => {
                 return Err(TraceError::Usage(format!(
@@ -168,7 +174,9 @@ fn detect_line(line: &str) -> Option<Format> {
     let commas: Vec<&str> = line.split(',').map(str::trim).collect();
     let is_rw = |s: &str| matches!(s.to_ascii_lowercase().as_str(), "r" | "w");
     let lower = line.to_ascii_lowercase();
-    if lower.starts_with("version,time,op,size,lbn") {
+    if lower.starts_with(lachesis::HEADER) {
+        Some(Format::Lachesis)
+    } else if lower.starts_with("version,time,op,size,lbn") {
         Some(Format::CloudPhysics)
     } else if lower.starts_with("timestamp,hostname")
         || (commas.len() == 7 && matches!(commas[3], "Read" | "Write"))
@@ -213,6 +221,11 @@ pub fn open(path: &Path, format: Option<&Format>) -> Result<TraceReader, TraceEr
             text(input),
             p,
             blkparse::Blkparse::new(&action),
+        ))),
+        Format::Lachesis => TraceReader::Text(Box::new(text::TextReader::new(
+            text(input),
+            p,
+            csv::GenericCsv::new(lachesis::MAPPING.parse().expect("fixed mapping")),
         ))),
         Format::Csv(map) => TraceReader::Text(Box::new(text::TextReader::new(
             text(input),

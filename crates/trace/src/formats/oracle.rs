@@ -39,9 +39,10 @@
 //! request for the same `obj_id` (what `traceConv` computes). That needs the future, so it
 //! holds the whole trace in memory (24 bytes a request plus a hash map of objects).
 
+use super::sink::FileSink;
 use crate::{Op, Position, Request, TraceError, SECTOR};
 use rustc_hash::FxHashMap;
-use std::io::{BufWriter, Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
@@ -259,45 +260,20 @@ pub fn is_zstd(path: &Path) -> bool {
     path.extension().is_some_and(|e| e == "zst")
 }
 
-enum Sink {
-    Plain(BufWriter<std::fs::File>),
-    Zstd(BufWriter<zstd::Encoder<'static, std::fs::File>>),
-}
-
 /// Streaming writer of an oracleGeneral file (zstd-compressed if the name ends in `.zst`).
 /// Call [`OracleWriter::finish`] to flush; errors name the file.
 pub struct OracleWriter {
-    sink: Sink,
-    path: PathBuf,
+    sink: FileSink,
     written: u64,
 }
 
 impl OracleWriter {
     /// Creates (truncates) `path`.
     pub fn create(path: &Path) -> Result<Self, TraceError> {
-        let io = |source| TraceError::Io {
-            file: path.to_path_buf(),
-            error: source,
-        };
-        let file = std::fs::File::create(path).map_err(io)?;
-        let sink = if is_zstd(path) {
-            let enc = zstd::Encoder::new(file, 3).map_err(io)?;
-            Sink::Zstd(BufWriter::with_capacity(CHUNK, enc))
-        } else {
-            Sink::Plain(BufWriter::with_capacity(CHUNK, file))
-        };
         Ok(OracleWriter {
-            sink,
-            path: path.to_path_buf(),
+            sink: FileSink::create(path, CHUNK)?,
             written: 0,
         })
-    }
-
-    fn io(&self, source: std::io::Error) -> TraceError {
-        TraceError::Io {
-            file: self.path.clone(),
-            error: source,
-        }
     }
 
     /// Appends `r` with the given `next_access_vtime` (`-1` when unknown).
@@ -309,11 +285,7 @@ impl OracleWriter {
         rec[4..12].copy_from_slice(&r.object_key().to_le_bytes());
         rec[12..16].copy_from_slice(&r.len.to_le_bytes());
         rec[16..24].copy_from_slice(&next_access_vtime.to_le_bytes());
-        let res = match &mut self.sink {
-            Sink::Plain(w) => w.write_all(&rec),
-            Sink::Zstd(w) => w.write_all(&rec),
-        };
-        res.map_err(|e| self.io(e))?;
+        self.sink.write_all(&rec)?;
         self.written += 1;
         Ok(())
     }
@@ -325,22 +297,7 @@ impl OracleWriter {
 
     /// Flushes everything (ending the zstd frame) and returns the record count.
     pub fn finish(self) -> Result<u64, TraceError> {
-        let io = |source| TraceError::Io {
-            file: self.path.clone(),
-            error: source,
-        };
-        match self.sink {
-            Sink::Plain(w) => {
-                w.into_inner()
-                    .map_err(|e| io(e.into_error()))?
-                    .sync_data()
-                    .ok();
-            }
-            Sink::Zstd(w) => {
-                let enc = w.into_inner().map_err(|e| io(e.into_error()))?;
-                enc.finish().map_err(io)?;
-            }
-        }
+        self.sink.finish()?;
         Ok(self.written)
     }
 }

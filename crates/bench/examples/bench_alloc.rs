@@ -5,7 +5,7 @@
 //! the fast method and little else. `lachesis bench alloc` prints the comparison with
 //! plain Algorithm 3.1.
 
-use lachesis_alloc::bench::{standard_curves, utility_problem, STANDARD_CAPACITY};
+use bench::allocation::{standard_curves, utility_problem, STANDARD_CAPACITY};
 use lachesis_alloc::utility::{fast, FixUp};
 use std::time::Instant;
 

@@ -1,4 +1,5 @@
-//! Timings for `lachesis bench alloc` — the only place in this crate that reads a clock.
+//! Timings for `lachesis bench alloc`: the allocation library's fast utility method
+//! against plain water-filling, and MLMS with its server LP.
 //!
 //! * [`bench_alloc`]: 5,000 tenants with 1,000-point curves sharing 1 TB in 1 MB blocks
 //!   (capacity 1,000,000 blocks, step 1 block), half concave-ish (exponential decay to a
@@ -16,9 +17,10 @@
 //! * [`bench_mlms`]: MLMS for 64 tenants and 64 storage servers, each tenant connected to
 //!   16 servers, server capacities uneven enough that the level-2 LP has work to do.
 
-use crate::mlms::model::{LevelLatencies, TenantModel};
-use crate::mlms::{plan, MlmsProblem, MlmsTenant, Scheme};
-use crate::utility::{
+use lachesis_alloc::mlms::model::{LevelLatencies, TenantModel};
+use lachesis_alloc::mlms::{plan, MlmsProblem, MlmsTenant, Scheme};
+pub use lachesis_alloc::synthetic::{bench_curves, synthetic_curve};
+use lachesis_alloc::utility::{
     fast, fast_with, water_fill_capped, FixUp, Greedy, UtilityProblem, UtilityTenant,
 };
 use mrc::HitRatioCurve;
@@ -55,43 +57,6 @@ pub struct AllocBench {
     pub plain_measured_seconds: f64,
     /// Extrapolated seconds for the whole capacity.
     pub plain_seconds: f64,
-}
-
-/// A seeded synthetic curve with `points` points: concave-ish or with a cliff.
-pub fn synthetic_curve(rng: &mut impl Rng, points: usize, concave: bool) -> HitRatioCurve {
-    let top: f64 = rng.gen_range(100.0..2000.0);
-    let floor: f64 = rng.gen_range(0.02..0.4);
-    let tau = top * rng.gen_range(0.1..0.5);
-    let cliff = if concave {
-        0.0
-    } else {
-        top * rng.gen_range(0.1..0.6)
-    };
-    let pairs = (0..points).map(|j| {
-        let s = (j as f64 + 1.0) * top / points as f64;
-        let m = if s < cliff {
-            0.95
-        } else {
-            floor + (0.95 - floor) * (-(s - cliff) / tau).exp()
-        };
-        ((s.round() as u64).max(j as u64 + 1), m)
-    });
-    let mut last = 0;
-    let mut pts = Vec::with_capacity(points);
-    for (s, m) in pairs {
-        let s = s.max(last + 1);
-        last = s;
-        pts.push((s, m));
-    }
-    HitRatioCurve::from_pairs(pts).expect("sizes increase, ratios in [0, 1]")
-}
-
-/// `tenants` seeded synthetic curves of `points` points, every other one concave-ish.
-pub fn bench_curves(tenants: usize, points: usize, seed: u64) -> Vec<HitRatioCurve> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    (0..tenants)
-        .map(|i| synthetic_curve(&mut rng, points, i % 2 == 0))
-        .collect()
 }
 
 /// The curves of the standard instance: 5,000 tenants × 1,000 points, seed 42.
@@ -240,4 +205,41 @@ pub fn bench_mlms() -> MlmsBench {
         max_deviation: r.placement.max_deviation,
         candidates: r.candidates,
     }
+}
+
+/// Runs `bench alloc` and prints its report.
+pub fn run() {
+    let a = bench_alloc();
+    println!(
+        "utility, {} tenants x 1,000-point curves, {} steps (1 TB at 1 MB):",
+        a.tenants, a.capacity_steps
+    );
+    println!(
+        "  fast (hulls + threshold greedy + fix-up), {} runs: median {:.1} ms, best {:.1} ms",
+        a.fast_runs,
+        1e3 * a.fast_median_seconds,
+        1e3 * a.fast_best_seconds
+    );
+    println!(
+        "  plain Algorithm 3.1 {:.0} ms ({} steps timed once, extrapolated)   ratio to the fast median {:.0}x",
+        1e3 * a.plain_seconds,
+        a.plain_steps,
+        a.plain_seconds / a.fast_median_seconds
+    );
+    println!(
+        "  fast with a heap greedy: median {:.1} ms; objective {:.5} of the hull bound {:.5}",
+        1e3 * a.fast_heap_median_seconds,
+        a.fast_value,
+        a.hull_value
+    );
+    let m = bench_mlms();
+    println!(
+        "MLMS, {} tenants x {} servers: {:.1} ms (candidates {}, fair speedup {:.3}, LP max deviation {:.0} blocks)",
+        m.tenants,
+        m.servers,
+        1e3 * m.seconds,
+        m.candidates,
+        m.fair_speedup,
+        m.max_deviation
+    );
 }

@@ -6,7 +6,7 @@ fn main() {
         .next()
         .map_or(10_000_000, |s| s.parse().expect("requests"));
     let runs: u32 = a.next().map_or(1, |s| s.parse().expect("runs"));
-    let keys = mrc::bench::bench_keys(n, 42).expect("trace");
+    let keys = bench::curve_methods::bench_keys(n, 42).expect("trace");
     for _ in 0..runs {
         let t = std::time::Instant::now();
         let mut s = mrc::exact::ExactStack::new();

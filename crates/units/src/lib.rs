@@ -1,5 +1,8 @@
+//! # units
+//!
 //! Byte sizes written by people: `4096`, `4KiB`, `64MiB`, `1GB`, `1TiB`. Shared by the node's
-//! configuration, its API and the command line, so every place reads sizes alike.
+//! configuration, its API and the command line, so every place reads sizes alike. A crate
+//! of its own, below `node` and `cli`, so the command line reads sizes without the node.
 
 use serde::{Deserialize, Deserializer};
 

@@ -19,7 +19,7 @@
 //! renumbers the live ghosts through a callback, so its memory stays proportional to the ghosts
 //! it holds.
 
-use crate::policy::Key;
+use crate::Key;
 
 /// Sequence numbers are taken modulo `SEQ_MASK + 1` (2^30).
 pub const SEQ_MASK: u32 = (1 << 30) - 1;

@@ -1,5 +1,5 @@
-//! The curve benchmark behind `lachesis bench mrc`: speed, accuracy and memory of every
-//! method on a seeded synthetic trace.
+//! A curve-method benchmark on keys in memory (the `bench_mrc` example): speed, accuracy
+//! and memory of every method on a seeded synthetic trace.
 //!
 //! The trace is generated once into memory as object keys (a Zipf(0.9) tenant over
 //! `requests / 10` objects mixed 3:1 with a cyclic loop over `requests / 200` objects,
@@ -7,14 +7,14 @@
 //! key (`access_all` over the slice for the exact method, which runs its table lookups
 //! ahead), then the curve at 100 sizes up to the footprint. Accuracy is the mean absolute
 //! error against the exact curve at those sizes. Memory is the structures' own count
-//! ([`crate::exact::ExactStack::memory_bytes`] etc.) after a quarter of the trace and after
+//! ([`mrc::exact::ExactStack::memory_bytes`] etc.) after a quarter of the trace and after
 //! all of it: fixed-size SHARDS must not grow, the exact method grows with the footprint.
 //! [`minisim_report`] separately checks miniSim against full simulation of policies.
 
-use crate::exact::ExactStack;
-use crate::minisim::MiniSim;
-use crate::shards::{ShardsFixedRate, ShardsFixedSize};
-use crate::{mean_absolute_error, spread_sizes, HitRatioCurve, MrcError};
+use mrc::exact::ExactStack;
+use mrc::minisim::MiniSim;
+use mrc::shards::{ShardsFixedRate, ShardsFixedSize};
+use mrc::{mean_absolute_error, spread_sizes, HitRatioCurve, MrcError};
 use serde::Serialize;
 use std::fmt;
 use std::time::Instant;

@@ -2,13 +2,14 @@
 //! absolute error against the exact curve, fixed-size SHARDS's memory at two trace
 //! lengths, and miniSim's error against full simulation for ARC and LIRS.
 
-use crate::bench_cmd::ensure_trace;
+use crate::error::Result;
+use crate::workload::ensure_trace;
 use mrc::{build_curve_stream, mean_absolute_error, spread_sizes, CurveReport, Method, Weighting};
 use std::path::Path;
 use trace::{KeyMode, RequestStream};
 
 /// The curve of the first `limit` requests, read in batches as `lachesis mrc` reads.
-fn curve_of(path: &Path, m: &Method, sizes: &[u64], limit: u64) -> anyhow::Result<CurveReport> {
+fn curve_of(path: &Path, m: &Method, sizes: &[u64], limit: u64) -> Result<CurveReport> {
     let reqs = trace::open(path, None)?.limit(limit);
     Ok(build_curve_stream(
         m,
@@ -20,7 +21,7 @@ fn curve_of(path: &Path, m: &Method, sizes: &[u64], limit: u64) -> anyhow::Resul
 }
 
 /// Runs the benchmark.
-pub fn run(requests: u64, objects: u64, dir: &Path, minisim: bool) -> anyhow::Result<()> {
+pub fn run(requests: u64, objects: u64, dir: &Path, minisim: bool) -> Result<()> {
     std::fs::create_dir_all(dir)?;
     let spec = format!("zipf:alpha=0.9,objects={objects},requests={requests},seed=42");
     let path = dir.join(format!(

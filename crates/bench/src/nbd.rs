@@ -15,7 +15,7 @@
 //! servers interleaved `repeat` times (ours, peer, ours, peer, ...) and compares the best
 //! of each side, so a burst of load from a neighbour does not decide a ratio.
 
-use anyhow::{bail, Context};
+use crate::error::{bail, BenchError, Context, Result};
 use std::net::TcpListener;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -29,7 +29,7 @@ struct Fio {
     lat_us: f64,
 }
 
-fn fio(uri: &str, rw: &str, bs: &str, qd: u32, seconds: u32, size: &str) -> anyhow::Result<Fio> {
+fn fio(uri: &str, rw: &str, bs: &str, qd: u32, seconds: u32, size: &str) -> Result<Fio> {
     let out = Command::new("fio")
         .args([
             "--name=bench",
@@ -78,7 +78,7 @@ struct Load<'a> {
 }
 
 impl Load<'_> {
-    fn run(&self, uri: &str) -> anyhow::Result<Fio> {
+    fn run(&self, uri: &str) -> Result<Fio> {
         fio(uri, self.rw, self.bs, self.qd, self.seconds, self.size)
     }
 }
@@ -123,7 +123,7 @@ impl Metric {
 }
 
 /// Runs `load` on each of `uris` in turn, `repeat` rounds, and returns each one's best.
-fn interleaved(load: Load, uris: &[&str], metric: Metric, repeat: u32) -> anyhow::Result<Vec<Fio>> {
+fn interleaved(load: Load, uris: &[&str], metric: Metric, repeat: u32) -> Result<Vec<Fio>> {
     let mut runs: Vec<Vec<Fio>> = vec![Vec::new(); uris.len()];
     for _ in 0..repeat.max(1) {
         for (i, uri) in uris.iter().enumerate() {
@@ -141,14 +141,14 @@ fn compare(
     peer: &str,
     metric: Metric,
     target: &str,
-) -> anyhow::Result<Fio> {
+) -> Result<Fio> {
     let best = interleaved(load, &[ours, peer], metric, load.repeat)?;
     let (pick, unit, higher) = metric.pick();
     row(what, pick(&best[0]), pick(&best[1]), unit, target, higher);
     Ok(best[0])
 }
 
-fn fill(uri: &str, size: &str) -> anyhow::Result<()> {
+fn fill(uri: &str, size: &str) -> Result<()> {
     let out = Command::new("fio")
         .args([
             "--name=fill",
@@ -168,7 +168,7 @@ fn fill(uri: &str, size: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn free_port() -> anyhow::Result<u16> {
+fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -181,7 +181,7 @@ impl Drop for Peer {
     }
 }
 
-fn peer(cmd: &str, args: &[&str], port: u16) -> anyhow::Result<Peer> {
+fn peer(cmd: &str, args: &[&str], port: u16) -> Result<Peer> {
     let child = Command::new(cmd)
         .args(args)
         .stdout(Stdio::null())
@@ -197,9 +197,9 @@ fn peer(cmd: &str, args: &[&str], port: u16) -> anyhow::Result<Peer> {
     bail!("{cmd} did not start listening on port {port}")
 }
 
-fn node_config(dir: &Path, body: &str) -> anyhow::Result<node::config::NodeConfig> {
+fn node_config(dir: &Path, body: &str) -> Result<node::config::NodeConfig> {
     let text = format!("[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\n{body}");
-    let mut cfg = node::config::NodeConfig::parse(&text).map_err(anyhow::Error::msg)?;
+    let mut cfg = node::config::NodeConfig::parse(&text).map_err(BenchError::Failed)?;
     cfg.node.data_dir = Some(dir.to_path_buf());
     Ok(cfg)
 }
@@ -213,11 +213,11 @@ fn row(what: &str, ours: f64, peer: f64, unit: &str, target: &str, higher_is_bet
     println!("{what:<44} {ours:>12.1} {peer:>12.1} {unit:<6} {ratio:>6.2}   {target}");
 }
 
-/// Runs the benchmark; `seconds` per measurement, `repeat` interleaved rounds per row.
 /// The rows `--only` can pick.
 pub const ROWS: [&str; 5] = ["hit-qd32", "hit-qd1", "hit-seq", "miss", "l1"];
 
-pub fn run(seconds: u32, repeat: u32, only: &[String]) -> anyhow::Result<()> {
+/// Runs the benchmark; `seconds` per measurement, `repeat` interleaved rounds per row.
+pub fn run(seconds: u32, repeat: u32, only: &[String]) -> Result<()> {
     if let Some(bad) = only.iter().find(|o| !ROWS.contains(&o.as_str())) {
         bail!("--only {bad}: not a row; the rows are {}", ROWS.join(", "));
     }
@@ -336,12 +336,7 @@ cache = "hot"
 
 /// Cache misses: a 1 MiB cache over a 256 MiB file (the hit section's), against
 /// qemu-nbd and nbdkit's file plugin serving the same file.
-fn miss_rows(
-    dir: &Path,
-    rt: &tokio::runtime::Runtime,
-    load: Load,
-    repeat: u32,
-) -> anyhow::Result<()> {
+fn miss_rows(dir: &Path, rt: &tokio::runtime::Runtime, load: Load, repeat: u32) -> Result<()> {
     let cfg = node_config(
         dir,
         r#"cache_size = "8MiB"
@@ -426,8 +421,8 @@ fn hierarchy_row(
     set64: Load,
     single: &str,
     repeat: u32,
-) -> anyhow::Result<()> {
-    let l2 = |name: &str| -> anyhow::Result<node::RunningNode> {
+) -> Result<()> {
+    let l2 = |name: &str| -> Result<node::RunningNode> {
         let cfg = node_config(dir, &format!("cache_size = \"64MiB\"\nlevel = 2\n[[export]]\nname = \"v\"\nfile = \"{name}.img\"\nsize = \"128MiB\"\n"))?;
         Ok(rt.block_on(node::start(&cfg))?)
     };

@@ -1,0 +1,218 @@
+//! `lachesis bench sim`: the simulator against libCacheSim.
+//!
+//! Generates (once, cached under the bench directory) a seeded 10 M-request Zipf trace in
+//! libCacheSim's oracleGeneral format, then for each policy runs our simulator
+//! single-threaded in object mode and libCacheSim's PyPI bindings on the same file, same
+//! size, interleaved `repeat` times, and prints the best throughput of each side and their
+//! ratio. It also measures LRU's memory per cached object as the slope of peak RSS between
+//! two cache sizes, each run in a fresh child process so the peaks do not mix. Both sides
+//! run as child processes: ours is the `lachesis` executable given in [`SimBench::exe`].
+//! Without the `libcachesim` Python package it stops with one line saying what to install.
+
+use crate::error::{bail, Context, Result};
+use crate::workload::{ensure_trace, write_synthetic};
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The libCacheSim reference script, embedded so the binary can run it from anywhere.
+const LIBCACHESIM_REF: &str = include_str!("../../../tools/libcachesim_ref.py");
+
+/// What `bench sim` runs.
+#[derive(Clone, Debug)]
+pub struct SimBench {
+    /// The `lachesis` executable whose `sim` is measured.
+    pub exe: PathBuf,
+    /// Requests in the generated trace.
+    pub requests: u64,
+    /// Distinct objects in the generated trace.
+    pub objects: u64,
+    /// Zipf skew of the generated trace.
+    pub alpha: f64,
+    /// Cache size in objects.
+    pub size: u64,
+    /// Policies to compare, comma-separated.
+    pub policy: String,
+    /// Where the generated trace is kept between runs.
+    pub dir: PathBuf,
+    /// Python interpreter with `libcachesim` installed.
+    pub python: String,
+    /// Skip the memory measurement.
+    pub no_memory: bool,
+    /// Runs of each side per policy, interleaved; the best of each side is compared.
+    pub repeat: u32,
+}
+
+#[derive(Deserialize)]
+struct Line {
+    policy: String,
+    miss_ratio: f64,
+    requests_per_sec: Option<f64>,
+    #[serde(default)]
+    peak_rss_bytes: Option<u64>,
+}
+
+fn json_lines(cmd: &mut Command) -> Result<Vec<Line>> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| serde_json::from_str(l).with_context(|| format!("bad JSON line `{l}`")))
+        .collect()
+}
+
+fn ours(exe: &Path, trace: &Path, policy: &str, size: u64) -> Result<Line> {
+    let mut v = json_lines(
+        Command::new(exe)
+            .args([
+                "sim",
+                "--ignore-obj-size",
+                "--json",
+                "--threads",
+                "1",
+                "--trace",
+            ])
+            .arg(trace)
+            .args(["--policy", policy, "--size", &size.to_string()]),
+    )?;
+    v.pop().context("no output from lachesis sim")
+}
+
+fn peer(python: &str, trace: &Path, policy: &str, size: u64) -> Result<Line> {
+    let mut v = json_lines(
+        Command::new(python)
+            .args(["-c", LIBCACHESIM_REF, "--trace"])
+            .arg(trace)
+            .args(["--policy", policy, "--size", &size.to_string()]),
+    )
+    .context("the libCacheSim peer (pip install libcachesim)")?;
+    v.pop().context("no output from the libCacheSim peer")
+}
+
+/// Runs `bench sim` and prints its table.
+pub fn run(b: &SimBench) -> Result<()> {
+    check_peer(&b.python)?;
+    std::fs::create_dir_all(&b.dir).with_context(|| format!("creating {}", b.dir.display()))?;
+    let spec = format!(
+        "zipf:alpha={},objects={},requests={},seed=42",
+        b.alpha, b.objects, b.requests
+    );
+    let trace = b.dir.join(format!(
+        "zipf-a{}-n{}-r{}.oracleGeneral.bin",
+        b.alpha, b.objects, b.requests
+    ));
+    ensure_trace(&trace, &spec)?;
+    println!(
+        "trace: {} — {} requests, Zipf({}) over {} objects; cache {} objects, object mode, 1 thread",
+        trace.display(),
+        b.requests,
+        b.alpha,
+        b.objects,
+        b.size
+    );
+    println!(
+        "{:<8} {:>12} {:>12} {:>8} {:>10} {:>10}",
+        "policy", "lachesis", "libCacheSim", "ratio", "miss", "peer miss"
+    );
+    println!(
+        "{:<8} {:>12} {:>12}   (best of {} interleaved runs each)",
+        "",
+        "M req/s",
+        "M req/s",
+        b.repeat.max(1)
+    );
+    for p in b.policy.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (mut o, mut t) = (None::<Line>, None::<Line>);
+        for _ in 0..b.repeat.max(1) {
+            let best = |old: Option<Line>, new: Line| match old {
+                Some(x) if x.requests_per_sec >= new.requests_per_sec => Some(x),
+                _ => Some(new),
+            };
+            o = best(o, ours(&b.exe, &trace, p, b.size)?);
+            t = best(t, peer(&b.python, &trace, p, b.size)?);
+        }
+        let (o, t) = (o.context("no run")?, t.context("no run")?);
+        let (ro, rt) = (
+            o.requests_per_sec.unwrap_or(0.0),
+            t.requests_per_sec.unwrap_or(0.0),
+        );
+        println!(
+            "{:<8} {:>12.2} {:>12.2} {:>7.2}x {:>10.4} {:>10.4}",
+            o.policy,
+            ro / 1e6,
+            rt / 1e6,
+            if rt > 0.0 { ro / rt } else { f64::NAN },
+            o.miss_ratio,
+            t.miss_ratio
+        );
+    }
+    if !b.no_memory {
+        memory_slope(&b.exe, &b.dir)?;
+    }
+    Ok(())
+}
+
+/// LRU's bytes per cached object: peak RSS at 2 M and 1 M objects, on a trace of 3 M
+/// distinct objects touched in turn (so both caches fill), divided by the difference.
+fn memory_slope(exe: &Path, dir: &Path) -> Result<()> {
+    let trace = dir.join("loop-3m.oracleGeneral.bin");
+    if !trace.exists() {
+        write_synthetic("loop:objects=3000000,requests=6000000", &trace)?;
+    }
+    let mut peak = Vec::new();
+    for size in [1_000_000u64, 2_000_000] {
+        let v = json_lines(
+            Command::new(exe)
+                .args([
+                    "sim",
+                    "--ignore-obj-size",
+                    "--json",
+                    "--threads",
+                    "1",
+                    "--report-memory",
+                    "--policy",
+                    "lru",
+                    "--size",
+                    &size.to_string(),
+                    "--trace",
+                ])
+                .arg(&trace),
+        )?;
+        let rss = v
+            .last()
+            .and_then(|l| l.peak_rss_bytes)
+            .context("peak RSS not reported (needs Linux /proc)")?;
+        peak.push((size, rss));
+    }
+    let slope = (peak[1].1 as f64 - peak[0].1 as f64) / (peak[1].0 - peak[0].0) as f64;
+    println!(
+        "lru memory: peak RSS {:.1} MiB at {} objects, {:.1} MiB at {} objects: {:.1} bytes per cached object (target <= 64)",
+        peak[0].1 as f64 / 1048576.0,
+        peak[0].0,
+        peak[1].1 as f64 / 1048576.0,
+        peak[1].0,
+        slope
+    );
+    Ok(())
+}
+
+/// Stops with one line saying what to install when `python` cannot import `libcachesim`
+/// (instead of the reference script's traceback as the error).
+fn check_peer(python: &str) -> Result<()> {
+    let out = Command::new(python)
+        .args(["-c", "import libcachesim"])
+        .output()
+        .with_context(|| format!("the libCacheSim peer needs Python: cannot run `{python}`"))?;
+    if !out.status.success() {
+        bail!(
+            "the libCacheSim peer is missing: `{python} -c 'import libcachesim'` failed; install it with `{python} -m pip install libcachesim` (or give --python)"
+        );
+    }
+    Ok(())
+}
