@@ -5,8 +5,8 @@
 //! speedup inverts) improves by at least `min_gain`, or when an SLO is at risk (a tenant
 //! with a target observed or predicted above it). Even then, at most `max_move` of a node's
 //! capacity changes hands per interval: every partition of that node moves the same
-//! fraction of the way, shrinking partitions rounded towards their target first so the
-//! node never holds more than its capacity.
+//! fraction of the way, each move rounded down and growth trimmed so the node
+//! never holds more than its capacity.
 
 use crate::plan::Reason;
 
@@ -23,26 +23,35 @@ pub fn limit_moves(prev: &[u64], target: &[u64], capacity: u64, max_move: f64) -
         return (target.to_vec(), false);
     }
     let f = allowed as f64 / moved as f64;
+    let step = |p: u64, t: u64| ((p.abs_diff(t)) as f64 * f).floor() as u64;
     let mut out: Vec<u64> = prev
         .iter()
         .zip(target)
         .map(|(&p, &t)| {
             if t >= p {
-                p + ((t - p) as f64 * f).floor() as u64
+                p + step(p, t)
             } else {
-                p - ((p - t) as f64 * f).ceil() as u64
+                p - step(p, t)
             }
         })
         .collect();
-    // Previous plans fit; a capacity that shrank since may still need trimming.
+    // Rounding may leave the node over by a few blocks: growers give them back first,
+    // then (for a capacity that shrank since) partitions above their target.
     let mut over = out.iter().sum::<u64>().saturating_sub(capacity);
-    for (o, &t) in out.iter_mut().zip(target) {
-        if over == 0 {
-            break;
+    for pass in 0..2 {
+        for k in 0..out.len() {
+            if over == 0 {
+                break;
+            }
+            let room = if pass == 0 {
+                out[k].saturating_sub(prev[k])
+            } else {
+                out[k].saturating_sub(target[k])
+            };
+            let cut = room.min(over);
+            out[k] -= cut;
+            over -= cut;
         }
-        let cut = o.saturating_sub(t).min(over);
-        *o -= cut;
-        over -= cut;
     }
     (out, true)
 }

@@ -30,7 +30,7 @@
 //! depth = 8                   # optional: closed loop with this many in flight
 //! ```
 //!
-//! Unknown keys are errors. [`Scenario::load`] resolves names to indices and checks every
+//! Sizes take any unit `units::parse_bytes` reads. Unknown keys are errors. [`Scenario::load`] resolves names to indices and checks every
 //! number; each error names the file, the key (`tenant "db".host`, `server "s1".cache`) and
 //! the reason. Trace paths are relative to the scenario file; a bare name that is not there
 //! is also looked up in the shared trace folder (`trace::find_shared_trace`).
@@ -40,48 +40,11 @@ use crate::SimError;
 use control::{Class, Slo};
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
-
-/// A size in bytes: a number or a string with a unit (`4KiB`, `1.5GiB`, `64k`).
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct Bytes(pub u64);
+use units::ByteSize as Bytes;
 
 /// A duration: seconds as a number, or a string `500ms`, `30s`, `2m`, `1h`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Seconds(pub f64);
-
-/// Parses `4KiB`, `1.5 GiB`, `64k`, `512` (bytes). Decimal units (`kB`, `MB`) are powers
-/// of 1000; binary (`KiB`) and bare letters (`k`, `M`) are powers of 1024.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a size (e.g. 4KiB, 1GiB)"))?;
-    let mult: f64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1.0,
-        "k" | "kib" => 1024.0,
-        "m" | "mib" => 1024f64.powi(2),
-        "g" | "gib" => 1024f64.powi(3),
-        "t" | "tib" => 1024f64.powi(4),
-        "kb" => 1e3,
-        "mb" => 1e6,
-        "gb" => 1e9,
-        "tb" => 1e12,
-        u => {
-            return Err(format!(
-                "`{s}`: unknown unit `{u}` (B, KiB, MiB, GiB, TiB, kB, MB, GB)"
-            ))
-        }
-    };
-    let b = v * mult;
-    if !b.is_finite() || b < 0.0 || b > u64::MAX as f64 {
-        return Err(format!("`{s}` is out of range"));
-    }
-    Ok(b.round() as u64)
-}
 
 /// Parses `30s`, `500ms`, `2m`, `1h`, `0.5` (seconds).
 pub fn parse_seconds(s: &str) -> Result<f64, String> {
@@ -102,21 +65,6 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
         u => return Err(format!("`{s}`: unknown unit `{u}` (us, ms, s, m, h)")),
     };
     Ok(v * mult)
-}
-
-impl<'de> Deserialize<'de> for Bytes {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            N(u64),
-            S(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::N(n) => Ok(Bytes(n)),
-            Raw::S(s) => parse_bytes(&s).map(Bytes).map_err(serde::de::Error::custom),
-        }
-    }
 }
 
 impl<'de> Deserialize<'de> for Seconds {
@@ -892,9 +840,6 @@ slo = { degradation = 0.05 }
 
     #[test]
     fn units_parse() {
-        assert_eq!(parse_bytes("1.5KiB").unwrap(), 1536);
-        assert_eq!(parse_bytes("2MB").unwrap(), 2_000_000);
-        assert!(parse_bytes("3 parsecs").is_err());
         assert_eq!(parse_seconds("500ms").unwrap(), 0.5);
         assert_eq!(parse_seconds("2m").unwrap(), 120.0);
     }

@@ -1,0 +1,259 @@
+//! The enforcement step as the simulator and the live controller use it: plans within
+//! every node's capacity for every scheme, state that persists and resumes exactly, idle
+//! tenants reclaimed and returned, hysteresis, and bad input named.
+
+use control::*;
+use mrc::HitRatioCurve;
+use proptest::prelude::*;
+
+fn node(name: &str, capacity: u64) -> Node {
+    Node {
+        name: name.into(),
+        capacity,
+        hot_tier: false,
+    }
+}
+
+fn topo(tenants: Vec<Tenant>) -> Topology {
+    Topology {
+        block_size: 4096,
+        hosts: vec![node("h1", 1000), node("h2", 600)],
+        servers: vec![node("s1", 2000), node("s2", 1500)],
+        levels: Levels::Exclusive,
+        service: ServiceTimes {
+            l1_hit_ms: 0.05,
+            l2_hit_ms: 0.5,
+            miss_ms: 8.0,
+        },
+        tenants,
+    }
+}
+
+fn tenant(name: &str, host: usize, servers: Vec<usize>, slo: Option<Slo>) -> Tenant {
+    Tenant {
+        name: name.into(),
+        host,
+        servers,
+        stripe_unit: 16,
+        slo,
+        class: Class::Silver,
+        depth: None,
+    }
+}
+
+fn curve(footprint: u64) -> HitRatioCurve {
+    HitRatioCurve::from_pairs((0..=20).map(|k| {
+        let x = footprint * k / 10;
+        (x, (1.0 - (k as f64 / 10.0).sqrt()).max(0.0))
+    }))
+    .unwrap()
+}
+
+fn obs_of(requests: &[u64], footprints: &[u64]) -> Observations {
+    Observations {
+        seconds: 10.0,
+        tenants: requests
+            .iter()
+            .zip(footprints)
+            .map(|(&r, &f)| TenantObservation {
+                requests: r,
+                bytes: r * 4096,
+                l1: LevelCount {
+                    lookups: r,
+                    hits: r / 2,
+                },
+                l2: LevelCount {
+                    lookups: r / 2,
+                    hits: r / 4,
+                },
+                mean_latency_ms: 2.0,
+                p99_latency_ms: 9.0,
+                service: ObservedService {
+                    l1_hit_ms: Some(0.05),
+                    l2_hit_ms: Some(0.6),
+                    miss_ms: Some(7.5),
+                },
+                curves: ["lru", "arc"]
+                    .iter()
+                    .map(|p| PolicyCurve {
+                        policy: p.to_string(),
+                        curve: curve(f),
+                    })
+                    .collect(),
+            })
+            .collect(),
+        tiers: vec![],
+    }
+}
+
+fn within_capacity(t: &Topology, p: &Plan) -> Result<(), TestCaseError> {
+    prop_assert_eq!(p.tenants.len(), t.tenants.len());
+    if p.layout != Layout::Partitioned {
+        return Ok(());
+    }
+    for h in 0..t.hosts.len() {
+        prop_assert!(
+            p.host_used(h) <= t.hosts[h].capacity,
+            "host {} holds {} > {}",
+            h,
+            p.host_used(h),
+            t.hosts[h].capacity
+        );
+    }
+    for s in 0..t.servers.len() {
+        prop_assert!(
+            p.server_used(s) <= t.servers[s].capacity,
+            "server {} holds {}",
+            s,
+            p.server_used(s)
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+    #[test]
+    fn every_scheme_plans_within_every_node(
+        specs in proptest::collection::vec((0usize..2, 0usize..3, 50u64..5000, 0u64..5000, 0u8..4), 1..6),
+    ) {
+        let tenants: Vec<Tenant> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, &(h, s, _, _, slo))| {
+                let servers = match s { 0 => vec![0], 1 => vec![1], _ => vec![0, 1] };
+                let slo = match slo {
+                    0 => None,
+                    1 => Some(Slo::Degradation(0.05)),
+                    2 => Some(Slo::LatencyMs(1.0 + i as f64)),
+                    _ => Some(Slo::Iops(500.0)),
+                };
+                tenant(&format!("t{i}"), h, servers, slo)
+            })
+            .collect();
+        let t = topo(tenants);
+        let footprints: Vec<u64> = specs.iter().map(|s| s.2).collect();
+        for name in SCHEME_NAMES {
+            let mut c = Controller::new(t.clone(), Scheme::named(name).unwrap()).unwrap();
+            within_capacity(&t, &c.initial_plan())?;
+            for round in 0..3u64 {
+                let requests: Vec<u64> = specs.iter().map(|s| (s.3 + round * 7) % 5000).collect();
+                let plan = c.step(10.0 * (round + 1) as f64, &obs_of(&requests, &footprints)).unwrap();
+                within_capacity(&t, &plan)?;
+            }
+        }
+    }
+}
+
+#[test]
+fn state_persists_and_resumes_to_the_same_plan() {
+    let t = topo(vec![
+        tenant("a", 0, vec![0, 1], Some(Slo::LatencyMs(1.0))),
+        tenant("b", 0, vec![0], Some(Slo::Degradation(0.1))),
+        tenant("c", 1, vec![1], None),
+    ]);
+    let fp = [800, 3000, 400];
+    let mut c = Controller::new(t.clone(), Scheme::named("lachesis").unwrap()).unwrap();
+    for k in 0..3 {
+        c.step(10.0 * (k + 1) as f64, &obs_of(&[1000, 2000, 500], &fp))
+            .unwrap();
+    }
+    let saved = serde_json::to_string(c.state()).unwrap();
+    let state: ControlState = serde_json::from_str(&saved).unwrap();
+    let mut resumed = Controller::resume(t, Scheme::named("lachesis").unwrap(), state).unwrap();
+    let next = obs_of(&[1200, 1800, 0], &fp);
+    assert_eq!(
+        c.step(40.0, &next).unwrap(),
+        resumed.step(40.0, &next).unwrap()
+    );
+}
+
+#[test]
+fn idle_tenants_shrink_to_the_floor_and_come_back() {
+    let t = topo(vec![
+        tenant("busy", 0, vec![0], None),
+        tenant("sleepy", 0, vec![0], None),
+    ]);
+    let fp = [5000, 5000];
+    let mut c = Controller::new(t, Scheme::named("moirai-utility").unwrap()).unwrap();
+    let p = c.step(10.0, &obs_of(&[1000, 1000], &fp)).unwrap();
+    assert!(p.tenants[1].l1.size > 300, "{:?}", p.tenants[1].l1);
+    c.step(20.0, &obs_of(&[1000, 0], &fp)).unwrap();
+    let p = c.step(30.0, &obs_of(&[1000, 0], &fp)).unwrap();
+    // Idle for two intervals: the floor (0), and its space goes to the busy tenant.
+    assert_eq!(p.tenants[1].l1.size, 0);
+    assert!(matches!(
+        p.tenants[1].l1.reason,
+        Reason::Idle { intervals: 2 }
+    ));
+    assert_eq!(p.tenants[0].l1.size, 1000);
+    assert_eq!(p.tenants[0].l2[0].size, 2000);
+    let p = c.step(40.0, &obs_of(&[1000, 1000], &fp)).unwrap();
+    assert!(p.tenants[1].l1.size > 300, "back: {:?}", p.tenants[1].l1);
+}
+
+#[test]
+fn hysteresis_holds_a_plan_that_would_gain_little_and_limits_big_moves() {
+    let t = topo(vec![
+        tenant("x", 0, vec![0], None),
+        tenant("y", 0, vec![0], None),
+    ]);
+    let mut c = Controller::new(t, Scheme::named("lachesis").unwrap()).unwrap();
+    let first = c.step(10.0, &obs_of(&[1000, 1000], &[2000, 2000])).unwrap();
+    // A one-percent change in one curve: not worth moving for.
+    let second = c.step(20.0, &obs_of(&[1000, 1000], &[2020, 2000])).unwrap();
+    assert_eq!(first.tenants[0].l1.size, second.tenants[0].l1.size);
+    assert_eq!(first.tenants[1].l1.size, second.tenants[1].l1.size);
+    // A big change moves at most a quarter of the host (250 blocks) in one interval.
+    let third = c.step(30.0, &obs_of(&[1000, 1000], &[100, 20000])).unwrap();
+    let moved = first.tenants[0].l1.size.abs_diff(third.tenants[0].l1.size);
+    assert!(moved > 0 && moved <= 250, "moved {moved}");
+    assert!(
+        matches!(third.tenants[0].l1.reason, Reason::MoveLimited { .. }),
+        "{:?}",
+        third.tenants[0].l1.reason
+    );
+}
+
+#[test]
+fn an_slo_no_allocation_can_meet_is_reported_with_its_shortfall() {
+    let t = topo(vec![
+        tenant("greedy", 0, vec![0], Some(Slo::LatencyMs(0.01))),
+        tenant("other", 0, vec![0], None),
+    ]);
+    let mut c = Controller::new(t, Scheme::named("lachesis").unwrap()).unwrap();
+    let p = c.step(10.0, &obs_of(&[1000, 1000], &[500, 500])).unwrap();
+    let s = p
+        .infeasible
+        .iter()
+        .find(|s| s.tenant == "greedy")
+        .expect("reported");
+    assert_eq!(s.target_ms, 0.01);
+    assert!(s.predicted_ms > 0.01);
+    assert_eq!(p.tenants[0].slo_met, Some(false));
+}
+
+#[test]
+fn bad_input_is_named() {
+    let t = topo(vec![tenant("a", 0, vec![0], None)]);
+    let mut c = Controller::new(t.clone(), Scheme::named("fair").unwrap()).unwrap();
+    let e = c
+        .step(1.0, &obs_of(&[1, 2], &[10, 10]))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("2 tenants observed") && e.contains("1"), "{e}");
+    let e = Scheme::named("fastest").unwrap_err().to_string();
+    assert!(e.contains("fastest") && e.contains("lachesis"), "{e}");
+    let mut bad = t.clone();
+    bad.tenants[0].servers = vec![];
+    assert!(Controller::new(bad, Scheme::named("fair").unwrap())
+        .unwrap_err()
+        .to_string()
+        .contains("tenant `a`"));
+    let mut bad = t;
+    bad.tenants[0].host = 7;
+    assert!(Controller::new(bad, Scheme::named("fair").unwrap())
+        .unwrap_err()
+        .to_string()
+        .contains("host index 7"));
+}
