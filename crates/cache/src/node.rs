@@ -24,6 +24,7 @@
 
 use crate::backend::Backend;
 use crate::error::{CacheError, Result};
+use crate::ids::{CacheId, RuleId};
 use crate::partition::{Lent, Partition, Route};
 use crate::rules::{Entry, Op, Rule, RuleTable, Target};
 use crate::stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};
@@ -33,11 +34,6 @@ use policy::AdmissionPolicy;
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
-
-/// Identifies a cache of a node.
-pub type CacheId = u64;
-/// Identifies a rule of a node.
-pub type RuleId = u64;
 
 /// Changes to one cache; `None` leaves a setting as it is.
 #[derive(Default)]
