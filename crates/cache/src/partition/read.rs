@@ -57,28 +57,28 @@ impl Partition {
         let (first, last) = (offset / bs, (offset + len as u64 - 1) / bs);
         let mut g = lock(&self.inner);
         let Inner { bc, st } = &mut *g;
-        if !(first..=last).all(|b| bc.lookup(vol.key(b)).is_some()) {
-            return None;
-        }
-        // Blocks whose slots follow each other in the arena (a range written in order)
-        // make one run: one slice (one large copy) instead of one per block.
+        // One directory probe per block finds its slot, or finds it missing before
+        // anything changed. Blocks whose slots follow each other in the arena (a range
+        // written in order) make one run: one slice (one large copy) instead of one per
+        // block.
         let runs = &mut st.lent_runs;
         runs.clear();
         for b in first..=last {
-            let key = vol.key(b);
+            let slot = bc.lookup(vol.key(b))?;
             let (in_off, dst) = seg(b, offset, len, bs);
-            if let Some(o) = st.observer.as_mut() {
-                o.observe(key);
-            }
-            let Some(slot) = bc.lookup(key) else {
-                continue; // checked above under the same lock
-            };
-            bc.access(key, |_, _| {});
             let src = slot as usize * self.bs + in_off;
             match runs.last_mut() {
                 Some(r) if r.end == src => r.end += dst.len(),
                 _ => runs.push(src..src + dst.len()),
             }
+        }
+        // All resident: count the hits (the policy's access is the second probe).
+        for b in first..=last {
+            let key = vol.key(b);
+            if let Some(o) = st.observer.as_mut() {
+                o.observe(key);
+            }
+            bc.access(key, |_, _| {});
         }
         let r = f(Lent {
             arena: &st.arena,

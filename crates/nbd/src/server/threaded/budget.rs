@@ -5,7 +5,7 @@
 use std::sync::{Condvar, Mutex};
 
 use super::lock;
-use crate::server::connection::IN_FLIGHT_KIB;
+use crate::server::admission::IN_FLIGHT_KIB;
 
 /// The payload budget of one connection's handed-off requests, in KiB.
 pub(super) struct Budget {

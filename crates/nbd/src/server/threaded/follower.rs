@@ -5,11 +5,11 @@ use std::io::IoSlice;
 
 use bytes::Bytes;
 
-use super::leader::INLINE_READ_MAX;
 use super::replies::BATCH_KEEP;
 use super::Connection;
 use crate::reply::simple_reply_bytes;
 use crate::request::RequestHeader;
+use crate::server::admission::INLINE_READ_MAX;
 use crate::server::command::execute;
 use crate::wire::{Command, Errno};
 

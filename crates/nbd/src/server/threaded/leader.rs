@@ -12,9 +12,9 @@ use super::socket::{read_some, BlockingStream};
 use super::Connection;
 use crate::reply::simple_reply_bytes;
 use crate::request::{parse_request, RequestHeader};
-use crate::server::connection::IN_FLIGHT_KIB;
+use crate::server::admission::{admit, read_now, Admission};
 use crate::server::poll::BusyPoll;
-use crate::wire::{Command, Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
+use crate::wire::{Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
 
 /// The read side, held by the leader.
 pub(super) struct ReadSide {
@@ -28,10 +28,6 @@ pub(super) struct ReadSide {
     /// The first error that ended reading.
     pub(super) result: io::Result<()>,
 }
-
-/// Largest read the leader answers itself; a larger one is handed off like a miss, so
-/// several large reads of one connection are copied and sent on several cores at once.
-pub(super) const INLINE_READ_MAX: u32 = 128 << 10;
 
 impl Connection {
     /// Send the leader's batch (no budget: its requests were never handed off).
@@ -69,27 +65,24 @@ impl Connection {
             match parsed {
                 Parse::Done(h, used) => {
                     let frame = side.buf.split_to(used).freeze();
-                    if h.command == Command::Disconnect {
-                        return self.stop_reading(side, Ok(()));
-                    }
-                    if let Err(e) = h.check(size, flags) {
-                        side.batch.push_error(h.handle, e);
-                        continue;
-                    }
-                    if h.command == Command::Read
-                        && h.length <= INLINE_READ_MAX
-                        && self.answer_now(&h, &mut side.batch)
-                    {
-                        if side.batch.filled >= BATCH_FLUSH {
-                            if let Err(e) = self.send_batch(&mut side.batch) {
-                                return self.stop_reading(side, Err(e));
-                            }
+                    let kib = match admit(&h, size, flags) {
+                        Admission::Disconnect => return self.stop_reading(side, Ok(())),
+                        Admission::Refuse(e) => {
+                            side.batch.push_error(h.handle, e);
+                            continue;
                         }
-                        continue;
-                    }
-                    let kib = (h.payload_len().max(h.read_len()) as u32)
-                        .div_ceil(1024)
-                        .min(IN_FLIGHT_KIB);
+                        Admission::Serve { now, kib } => {
+                            if now && self.answer_now(&h, &mut side.batch) {
+                                if side.batch.filled >= BATCH_FLUSH {
+                                    if let Err(e) = self.send_batch(&mut side.batch) {
+                                        return self.stop_reading(side, Err(e));
+                                    }
+                                }
+                                continue;
+                            }
+                            kib
+                        }
+                    };
                     if !self.budget.try_acquire(kib) {
                         // About to wait for other requests' replies: send ours first.
                         if let Err(e) = self.send_batch(&mut side.batch) {
@@ -133,17 +126,14 @@ impl Connection {
         None
     }
 
-    /// Answer a read from the export's memory into the batch, if it can be.
+    /// Answer a read from the export's memory into the batch, if it can be: the export
+    /// copies the data straight into the batch (the one residency check of a small read;
+    /// one it declines is handed off and read the ordinary way).
     pub(super) fn answer_now(&self, h: &RequestHeader, batch: &mut ReplyBatch) -> bool {
         let len = h.length as usize;
         let out = batch.reserve(len);
         let (head, data) = out.split_at_mut(16);
-        let outcome = if len == 0 {
-            Some(Ok(()))
-        } else {
-            self.export.read_now(h.offset, data)
-        };
-        match outcome {
+        match read_now(self.export.as_ref(), h, data) {
             None => false,
             Some(Ok(())) => {
                 head.copy_from_slice(&simple_reply_bytes(h.handle, None));
@@ -151,8 +141,7 @@ impl Connection {
                 true
             }
             Some(Err(e)) => {
-                tracing::debug!(error = %e, handle = h.handle, "export failed");
-                batch.push_error(h.handle, Errno::from_io(&e));
+                batch.push_error(h.handle, e);
                 true
             }
         }

@@ -11,9 +11,10 @@
 //! **Structure: leader and followers** (nbdkit's parallel thread model, without its
 //! hand-offs). A connection owns a small pool of threads. At any moment one of them, the
 //! *leader*, holds the read side: it reads requests with blocking `read`s, frames them
-//! with [`parse_request`](crate::request::parse_request) and checks each one.
-//! * A read the export can answer at once from memory ([`Export::read_now`]: a memory
-//!   export, a cache hit) is answered by the leader itself, the export copying the data
+//! with [`parse_request`](crate::request::parse_request) and checks each one (`admission`, the step shared with the async path).
+//! * A read of at most [`INLINE_READ_MAX`](crate::server::INLINE_READ_MAX) bytes is offered
+//!   to the export once ([`Export::read_now`]); if it can answer at once from memory (a
+//!   memory export, a cache hit) the leader answers it itself, the export copying the data
 //!   straight into the leader's reply batch: no hand-off, no intermediate buffer. A
 //!   burst's replies go out in one `write`, just before the leader would block on
 //!   reading again.
