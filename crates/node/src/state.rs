@@ -13,6 +13,7 @@ use cache::{
 };
 use mrc::profiler::OnlineProfiler;
 use mrc::HitRatioCurve;
+use policy::EvictionSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -57,9 +58,9 @@ pub struct CachePatch {
     /// New capacity (bytes, or a string with a unit).
     #[serde(default)]
     pub size: Option<crate::units::ByteSize>,
-    /// New eviction policy spec (switched online by reconstruction).
+    /// New eviction policy (switched online by reconstruction), checked when parsed.
     #[serde(default)]
-    pub eviction: Option<String>,
+    pub eviction: Option<EvictionSpec>,
     /// New write policy.
     #[serde(default)]
     pub write_policy: Option<String>,

@@ -12,7 +12,7 @@ use crate::error::Result;
 use crate::stats::OpOutcome;
 use crate::volume::{lock, Volume};
 use crate::write_policy::WritePolicy;
-use policy::{AdmissionPolicy, BlockCache, Key};
+use policy::{AdmissionPolicy, BlockCache, EvictionSpec, Key};
 
 impl Partition {
     /// Keys of `vol`'s blocks `first..end` held in memory (resident or write-back table).
@@ -99,11 +99,11 @@ impl Partition {
     }
 
     /// Switches the eviction policy by reconstruction (no block moves, nothing is written).
-    pub fn switch_policy(&self, spec: &str) -> Result<()> {
-        let new = policy::build(spec)?;
+    pub fn switch_policy(&self, spec: &EvictionSpec) -> Result<()> {
+        let new = spec.build()?;
         let mut g = lock(&self.inner);
         g.bc.switch_policy(new);
-        g.st.eviction = spec.to_string();
+        g.st.eviction = spec.clone();
         Ok(())
     }
 

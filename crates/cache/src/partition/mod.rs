@@ -54,7 +54,7 @@ use crate::error::{CacheError, Result};
 use crate::stats::{AccessObserver, CacheStats, Counters};
 use crate::volume::{lock, VolumeTable, BLOCK_BITS};
 use crate::write_policy::WritePolicy;
-use policy::{BlockCache, Key};
+use policy::{BlockCache, EvictionSpec, Key};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::ops::Range;
 use std::sync::{Arc, Mutex};
@@ -101,20 +101,20 @@ pub struct Partition {
 }
 
 impl Partition {
-    /// A partition of `capacity` blocks of `block_size` bytes evicting by the policy spec
-    /// `eviction` (see [`policy::build`]). `volumes` resolves the export of an evicted key.
+    /// A partition of `capacity` blocks of `block_size` bytes evicting by the policy
+    /// `eviction`. `volumes` resolves the export of an evicted key.
     pub fn new(
         id: u64,
         capacity: usize,
         block_size: usize,
-        eviction: &str,
+        eviction: &EvictionSpec,
         write_policy: WritePolicy,
         volumes: Arc<VolumeTable>,
     ) -> Result<Self> {
         if block_size == 0 {
             return Err(CacheError::Invalid("block size must be positive".into()));
         }
-        let policy = policy::build(eviction)?;
+        let policy = eviction.build()?;
         Ok(Partition {
             id,
             bs: block_size,
@@ -131,7 +131,7 @@ impl Partition {
                     next_seq: 0,
                     stats: Counters::default(),
                     write_policy,
-                    eviction: eviction.to_string(),
+                    eviction: eviction.clone(),
                     observer: None,
                     lent_runs: Vec::new(),
                 },
@@ -179,7 +179,7 @@ impl Partition {
             resident: g.bc.len(),
             dirty: g.st.dirty.len(),
             writing_back: g.st.wb.len(),
-            eviction: g.st.eviction.clone(),
+            eviction: g.st.eviction.name().into(),
             admission: g.bc.admission().map_or("demand".into(), |a| a.name()),
             write_policy: g.st.write_policy.name().into(),
             hits: c.hits,

@@ -10,7 +10,7 @@ use super::write_back::WbEntry;
 use super::Inner;
 use crate::stats::{AccessObserver, Counters};
 use crate::write_policy::WritePolicy;
-use policy::{Access, Key, Slot};
+use policy::{Access, EvictionSpec, Key, Slot};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::ops::Range;
 
@@ -36,7 +36,7 @@ pub(super) struct Store {
     pub(super) next_seq: u64,
     pub(super) stats: Counters,
     pub(super) write_policy: WritePolicy,
-    pub(super) eviction: String,
+    pub(super) eviction: EvictionSpec,
     pub(super) observer: Option<Box<dyn AccessObserver>>,
     /// The arena runs of the last lent read, kept so lending a hit allocates nothing.
     pub(super) lent_runs: Vec<Range<usize>>,
