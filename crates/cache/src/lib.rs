@@ -29,9 +29,7 @@
 //! request).
 
 pub mod backend;
-pub mod bandwidth;
 pub mod error;
-pub mod hot_tier;
 pub mod ids;
 pub mod node;
 pub mod partition;
@@ -42,9 +40,7 @@ pub mod volume;
 pub mod write_policy;
 
 pub use backend::{Backend, FileBackend, MemBackend};
-pub use bandwidth::{BandwidthShare, BandwidthSnapshot, TenantBandwidth};
 pub use error::{CacheError, Result};
-pub use hot_tier::{Clock, HotTier, HotTierConfig, HotTierStats, ManualClock, MonotonicClock};
 pub use ids::{CacheId, RuleId};
 pub use node::{CacheConfig, CacheNode};
 pub use partition::{Lent, Partition, Route};
