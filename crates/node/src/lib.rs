@@ -34,6 +34,7 @@ pub mod units;
 pub mod upstream;
 
 use crate::config::{ExportConfig, NodeConfig};
+use crate::hot_tier::{HotTier, HotTierConfig};
 use crate::state::{ExportInfo, NodeState};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -185,10 +186,10 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
             let path = cfg.path(&h.file);
             let fast = open_or_create(&path, Some(h.size.0)).map_err(at)?;
             let t = Arc::new(
-                crate::hot_tier::HotTier::new(
+                HotTier::new(
                     backend,
                     Arc::new(fast),
-                    crate::hot_tier::HotTierConfig {
+                    HotTierConfig {
                         chunk_size: h.chunk.0,
                         capacity_chunks: h.size.0 / h.chunk.0,
                         admission: h.admission.clone(),

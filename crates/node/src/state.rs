@@ -6,6 +6,7 @@
 //! to `cache::CacheNode` directly (see `export`); this module only adds latency timing.
 
 use crate::config::{CacheSpec, RuleSpec};
+use crate::hot_tier::HotTier;
 use crate::latency::Latency;
 use crate::NodeError;
 use cache::{
@@ -123,7 +124,7 @@ pub struct NodeState {
     /// When the node started.
     pub started: Instant,
     exports: BTreeMap<String, ExportInfo>,
-    hot_tiers: BTreeMap<String, Arc<crate::hot_tier::HotTier>>,
+    hot_tiers: BTreeMap<String, Arc<HotTier>>,
     profilers: Mutex<BTreeMap<CacheId, Arc<Mutex<OnlineProfiler>>>>,
     latency: Mutex<BTreeMap<(String, String), Arc<Latency>>>,
     /// Bandwidth shares between tenants (unlimited when the node sets no bandwidth).
@@ -155,7 +156,7 @@ impl NodeState {
         &mut self,
         info: ExportInfo,
         backend: Arc<dyn cache::Backend>,
-        hot_tier: Option<Arc<crate::hot_tier::HotTier>>,
+        hot_tier: Option<Arc<HotTier>>,
     ) -> Result<(), NodeError> {
         self.cache.add_export(&info.name, backend)?;
         if let Some(t) = hot_tier {
@@ -171,7 +172,7 @@ impl NodeState {
     }
 
     /// The hot-chunk tier of an export, if it has one.
-    pub fn hot_tier(&self, export: &str) -> Option<&Arc<crate::hot_tier::HotTier>> {
+    pub fn hot_tier(&self, export: &str) -> Option<&Arc<HotTier>> {
         self.hot_tiers.get(export)
     }
 
