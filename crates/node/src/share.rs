@@ -2,8 +2,8 @@
 //! and the wait a data request makes before it starts.
 //!
 //! The scheduling itself (time quanta, work-conserving shares among active tenants) is
-//! [`crate::bandwidth::BandwidthShare`]; this module turns its reservation into an async sleep, so a
-//! throttled tenant holds no thread while it waits.
+//! [`crate::bandwidth::BandwidthShare`]; this module turns its reservation into an async
+//! sleep, so a throttled tenant holds no thread while it waits.
 
 use crate::bandwidth::{BandwidthShare, BandwidthSnapshot};
 use std::collections::BTreeMap;

@@ -13,10 +13,11 @@
 //!   blocks a rule no longer routes here.
 //!
 //! ## Layout
-//! [`policy::BlockCache`] does the bookkeeping (directory key → [`Slot`](policy::Slot), the policy, the
-//! LRU history for switching by reconstruction). The data of slot `s` lives at
-//! `arena[s * block_size ..]` in one `Vec<u8>` that grows on demand up to capacity × block
-//! size, so a hit costs a lock, two hash probes and one `memcpy`, with no allocation. Each
+//! [`policy::BlockCache`] does the bookkeeping (directory key → [`Slot`](policy::Slot),
+//! the policy, the LRU history for switching by reconstruction). The data of slot `s`
+//! lives at `arena[s * block_size ..]` in one `Vec<u8>` that grows on demand up to
+//! capacity × block size, so a hit costs a lock, two hash probes per block (find the
+//! slot, count the hit) and one `memcpy`, with no allocation. Each
 //! slot has a dirty bit and a version (bumped on every change of its bytes). The partition
 //! never holds more blocks than its capacity once a call returns (`BlockCache`'s invariant).
 //!
@@ -33,10 +34,11 @@
 //!   meanwhile. Every write, trim or invalidation of a block bumps its generation, so a
 //!   fill that raced with a write never installs stale bytes (it may still return them:
 //!   the read overlapped the write, so either value is correct).
-//! * **block locks** (striped mutexes of the [`Volume`](crate::volume::Volume)): every backend *write* of a block
-//!   (write-through, write-around, write-back of a dirty block, trim) holds the block's
-//!   stripe from before the backend call until the metadata update after it, so backend
-//!   writes of one block happen in the order the cache sees them. A write-back takes its
+//! * **block locks** (striped mutexes of the [`Volume`](crate::volume::Volume)): every
+//!   backend *write* of a block (write-through, write-around, write-back of a dirty
+//!   block, trim) holds the block's stripe from before the backend call until the
+//!   metadata update after it, so backend writes of one block happen in the order the
+//!   cache sees them. A write-back takes its
 //!   bytes from the table or the slot *while holding the stripe*, so it always writes the
 //!   newest bytes and an older write-back can never land after a newer one. Write-back
 //!   writes that only touch memory take no stripe. Evicted blocks are written back after

@@ -11,7 +11,8 @@
 //! **Structure: leader and followers** (nbdkit's parallel thread model, without its
 //! hand-offs). A connection owns a small pool of threads. At any moment one of them, the
 //! *leader*, holds the read side: it reads requests with blocking `read`s, frames them
-//! with [`parse_request`](crate::request::parse_request) and checks each one (`admission`, the step shared with the async path).
+//! with [`parse_request`](crate::request::parse_request) and admits each one (the
+//! `admission` step it shares with the async path).
 //! * A read of at most [`INLINE_READ_MAX`](crate::server::INLINE_READ_MAX) bytes is offered
 //!   to the export once ([`Export::read_now`]); if it can answer at once from memory (a
 //!   memory export, a cache hit) the leader answers it itself, the export copying the data
@@ -20,8 +21,8 @@
 //!   reading again.
 //! * A larger read is handed off; if the export can lend its data
 //!   ([`Export::read_now_borrowed`]: a cache hit), the thread sends it from the export's
-//!   memory without copying it first ([`zero_copy::DirectSend`]); 1 MiB sequential hits went from
-//!   ~0.9× nbdkit's memory plugin to ~1.2× with that one copy fewer.
+//!   memory without copying it first ([`zero_copy::DirectSend`]); 1 MiB sequential hits
+//!   went from ~0.9× nbdkit's memory plugin to ~1.2× with that one copy fewer.
 //! * A request that may wait (a miss, a write, a flush) makes the leader hand the read
 //!   side to an idle follower (starting one if none is idle, up to `max_in_flight`
 //!   threads) and run the request itself, synchronously, with
