@@ -6,49 +6,20 @@
 //! leaving write-back writes every dirty block back. Shrinking keeps the arena's memory
 //! until the partition empties (slots above the new capacity are reused, not freed).
 
-use super::store::Store;
 use super::{block_of, Inner, Partition};
 use crate::error::Result;
 use crate::stats::OpOutcome;
 use crate::volume::{lock, Volume};
 use crate::write_policy::WritePolicy;
-use policy::{AdmissionPolicy, BlockCache, EvictionSpec, Key};
+use policy::{AdmissionPolicy, BlockCache, EvictionSpec};
 
 impl Partition {
-    /// Keys of `vol`'s blocks `first..end` held in memory (resident or write-back table).
-    pub(super) fn keys_in(&self, g: &Inner, vol: &Volume, first: u64, end: u64) -> Vec<Key> {
-        let (lo, hi) = (vol.key(first), vol.key(end));
-        if end - first <= (g.bc.len() + g.st.wb.len()) as u64 {
-            (first..end)
-                .map(|b| vol.key(b))
-                .filter(|k| g.bc.lookup(*k).is_some() || g.st.wb.contains_key(k))
-                .collect()
-        } else {
-            let mut v: Vec<Key> =
-                g.bc.resident()
-                    .map(|(k, _)| k)
-                    .filter(|k| (lo..hi).contains(k))
-                    .collect();
-            v.extend(g.st.wb.keys().copied().filter(|k| (lo..hi).contains(k)));
-            v
-        }
-    }
-
-    pub(super) fn touch_range(st: &mut Store, vol: &Volume, first: u64, end: u64) {
-        let (lo, hi) = (vol.key(first), vol.key(end));
-        for (k, f) in st.fills.iter_mut() {
-            if (lo..hi).contains(k) {
-                f.gen += 1;
-            }
-        }
-    }
-
     /// Writes back and drops every block of `vol` in `first..end` (a rule stopped sending
     /// them here). No data request for these blocks may run concurrently.
     pub fn drop_blocks(&self, vol: &Volume, first: u64, end: u64) -> Result<()> {
         let keys = {
             let g = lock(&self.inner);
-            self.keys_in(&g, vol, first, end)
+            g.keys_in(vol, first, end)
         };
         for key in keys {
             let b = block_of(key);

@@ -3,14 +3,18 @@
 //!
 //! This module holds the type, its construction, accessors and stats; the rest is split by
 //! what it does:
-//! * `store`: the slot store (the arena of block data, per-slot metadata) and the fill
-//!   table of in-flight read misses;
+//! * `store`: the in-memory state under the lock — the slot store (the arena of block
+//!   data, per-slot metadata), dirty tracking and the write-back table, the fill table of
+//!   in-flight read misses;
 //! * `read`: the read path (hits lent or copied, misses filled from the backend);
 //! * `write`: the three write paths (write-back, write-through, write-around) and trim;
-//! * `write_back`: dirty tracking and the write-back table, and writing dirty blocks to
-//!   the backend (after eviction, on FLUSH/FUA, on demand);
+//! * `write_back`: writing dirty blocks to the backend (after eviction, on FLUSH/FUA, on
+//!   demand);
 //! * `control`: resize, policy switch, admission and write-policy changes, dropping
 //!   blocks a rule no longer routes here.
+//!
+//! The submodules depend on `store` and `write_back`, never on each other otherwise;
+//! `store` depends on none of its siblings.
 //!
 //! ## Layout
 //! [`policy::BlockCache`] does the bookkeeping (directory key → [`Slot`](policy::Slot),

@@ -1,18 +1,28 @@
-//! The slot store of a partition: the arena holding each slot's bytes, per-slot metadata
-//! (dirty bit, version), the fill table of in-flight read misses, and placing a block
-//! into a slot. Everything here runs under the partition's lock.
+//! The in-memory state of a partition: the arena holding each slot's bytes, per-slot
+//! metadata (dirty bit, version), the dirty set and the write-back table, the fill table
+//! of in-flight read misses; placing and patching blocks, marking them dirty or clean,
+//! and moving evicted dirty blocks to the write-back table. Everything here runs under
+//! the partition's lock; writing dirty data to the backend is `write_back`'s.
+//!
+//! A dirty block is either resident (its slot's dirty bit set, its key in the dirty set)
+//! or in the **write-back table** (`key → bytes`): a dirty block that is evicted (by a
+//! miss, a shrink, admission declining a write) moves there under the lock and is written
+//! to the backend after the lock is released. Reads and partial writes consult the table
+//! before the backend, so the data is never invisible. A block is resident, or in this
+//! table, or neither — never both.
 //!
 //! The fill table (`key → (readers, generation)`) lets a read miss read the backend
 //! outside the lock: every write, trim or invalidation of a block bumps its generation,
 //! and a fill installs its bytes only if the generation did not change meanwhile.
 
-use super::write_back::WbEntry;
 use super::Inner;
 use crate::stats::{AccessObserver, Counters};
+use crate::volume::Volume;
 use crate::write_policy::WritePolicy;
 use policy::{Access, EvictionSpec, Key, Slot};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::ops::Range;
+use std::sync::Arc;
 
 #[derive(Clone, Copy, Default)]
 pub(super) struct SlotMeta {
@@ -40,6 +50,45 @@ pub(super) struct Store {
     pub(super) observer: Option<Box<dyn AccessObserver>>,
     /// The arena runs of the last lent read, kept so lending a hit allocates nothing.
     pub(super) lent_runs: Vec<Range<usize>>,
+}
+
+/// Bytes of an evicted dirty block waiting to be written back, with the sequence number
+/// that tells a write-back whether they changed while it ran.
+pub(super) struct WbEntry {
+    pub(super) data: Arc<[u8]>,
+    pub(super) seq: u64,
+}
+
+impl Store {
+    /// Marks resident `slot` (holding `key`) dirty or clean.
+    pub(super) fn set_dirty(&mut self, slot: Slot, key: Key, dirty: bool) {
+        let m = &mut self.meta[slot as usize];
+        if m.dirty != dirty {
+            m.dirty = dirty;
+            if dirty {
+                self.dirty.insert(key);
+            } else {
+                self.dirty.remove(&key);
+            }
+        }
+    }
+
+    /// Called by `BlockCache` for every evicted block, before its slot is reused.
+    pub(super) fn evicted(&mut self, key: Key, slot: Slot, victims: &mut Vec<Key>) {
+        self.stats.evictions += 1;
+        if self.meta[slot as usize].dirty {
+            let data: Arc<[u8]> = Arc::from(self.block(slot));
+            self.set_dirty(slot, key, false);
+            self.push_wb(key, data);
+            victims.push(key);
+        }
+    }
+
+    pub(super) fn push_wb(&mut self, key: Key, data: Arc<[u8]>) {
+        self.next_seq += 1;
+        let seq = self.next_seq;
+        self.wb.insert(key, WbEntry { data, seq });
+    }
 }
 
 impl Store {
@@ -130,6 +179,41 @@ impl Inner {
                 true
             }
             Access::Bypassed => false,
+        }
+    }
+}
+
+impl Store {
+    /// Blocks `first..end` of `vol` changed (trim): in-flight fills of them must not
+    /// install.
+    pub(super) fn touch_range(&mut self, vol: &Volume, first: u64, end: u64) {
+        let (lo, hi) = (vol.key(first), vol.key(end));
+        for (k, f) in self.fills.iter_mut() {
+            if (lo..hi).contains(k) {
+                f.gen += 1;
+            }
+        }
+    }
+}
+
+impl Inner {
+    /// Keys of `vol`'s blocks `first..end` held in memory (resident or write-back table).
+    pub(super) fn keys_in(&self, vol: &Volume, first: u64, end: u64) -> Vec<Key> {
+        let g = self;
+        let (lo, hi) = (vol.key(first), vol.key(end));
+        if end - first <= (g.bc.len() + g.st.wb.len()) as u64 {
+            (first..end)
+                .map(|b| vol.key(b))
+                .filter(|k| g.bc.lookup(*k).is_some() || g.st.wb.contains_key(k))
+                .collect()
+        } else {
+            let mut v: Vec<Key> =
+                g.bc.resident()
+                    .map(|(k, _)| k)
+                    .filter(|k| (lo..hi).contains(k))
+                    .collect();
+            v.extend(g.st.wb.keys().copied().filter(|k| (lo..hi).contains(k)));
+            v
         }
     }
 }

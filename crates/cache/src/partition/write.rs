@@ -297,19 +297,19 @@ impl Partition {
         let _guards = vol.lock_blocks(first, end - 1);
         {
             let mut g = lock(&self.inner);
-            for key in self.keys_in(&g, vol, first, end) {
+            for key in g.keys_in(vol, first, end) {
                 if let Some(slot) = g.bc.lookup(key) {
                     g.st.set_dirty(slot, key, false);
                     g.bc.remove(key);
                 }
                 g.st.wb.remove(&key);
             }
-            Self::touch_range(&mut g.st, vol, first, end);
+            g.st.touch_range(vol, first, end);
         }
         let start = first * bs;
         let stop = (end * bs).min(vol.size());
         let res = vol.backend().trim(start, stop - start);
-        Self::touch_range(&mut lock(&self.inner).st, vol, first, end);
+        lock(&self.inner).st.touch_range(vol, first, end);
         res.map_err(|e| vol.io_err(e))
     }
 }

@@ -1,59 +1,19 @@
-//! Dirty tracking and write-back of a partition.
+//! Write-back of a partition: writing dirty blocks (from the write-back table or dirty
+//! resident slots, see `store`) to the backend — evicted ones after the request that
+//! evicted them, covered ones on FUA, all of them on flush, on leaving write-back and
+//! before blocks leave the partition.
 //!
-//! A dirty block is either resident (its slot's dirty bit set, its key in the dirty set)
-//! or in the **write-back table** (`key → bytes`): a dirty block that is evicted (by a
-//! miss, a shrink, admission declining a write) moves there under the lock and is written
-//! to the backend after the lock is released. Reads and partial writes consult the table
-//! before the backend, so the data is never invisible. A block is resident, or in this
-//! table, or neither — never both. Every backend write of a block holds the block's
-//! stripe, and takes its bytes (from the table or the slot) while holding it, so it
-//! always writes the newest bytes; sequence numbers and slot versions tell whether the
-//! bytes written are still the newest afterwards.
+//! Every backend write of a block holds the block's stripe, and takes its bytes (from the
+//! table or the slot) while holding it, so it always writes the newest bytes; sequence
+//! numbers and slot versions tell whether the bytes written are still the newest
+//! afterwards, and only then is the block marked clean. A failed write leaves the data
+//! where it was, to be retried by the next flush.
 
-use super::store::Store;
 use super::{block_of, Partition};
 use crate::error::{CacheError, Result};
 use crate::volume::{lock, Volume, BLOCK_BITS};
 use policy::{Key, Slot};
 use std::sync::Arc;
-
-/// Bytes of an evicted dirty block waiting to be written back, with the sequence number
-/// that tells a write-back whether they changed while it ran.
-pub(super) struct WbEntry {
-    pub(super) data: Arc<[u8]>,
-    pub(super) seq: u64,
-}
-
-impl Store {
-    pub(super) fn set_dirty(&mut self, slot: Slot, key: Key, dirty: bool) {
-        let m = &mut self.meta[slot as usize];
-        if m.dirty != dirty {
-            m.dirty = dirty;
-            if dirty {
-                self.dirty.insert(key);
-            } else {
-                self.dirty.remove(&key);
-            }
-        }
-    }
-
-    /// Called by `BlockCache` for every evicted block, before its slot is reused.
-    pub(super) fn evicted(&mut self, key: Key, slot: Slot, victims: &mut Vec<Key>) {
-        self.stats.evictions += 1;
-        if self.meta[slot as usize].dirty {
-            let data: Arc<[u8]> = Arc::from(self.block(slot));
-            self.set_dirty(slot, key, false);
-            self.push_wb(key, data);
-            victims.push(key);
-        }
-    }
-
-    pub(super) fn push_wb(&mut self, key: Key, data: Arc<[u8]>) {
-        self.next_seq += 1;
-        let seq = self.next_seq;
-        self.wb.insert(key, WbEntry { data, seq });
-    }
-}
 
 impl Partition {
     /// Writes the newest in-memory dirty copy of `block` (write-back table first, else a
