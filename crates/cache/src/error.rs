@@ -1,7 +1,7 @@
 //! Errors of the cache crate. Every variant names what was wrong and, where it helps, the
 //! fix (the amount that would fit, the rule that overlaps, the known policies).
 
-use crate::node::{CacheId, RuleId};
+use crate::ids::{CacheId, RuleId};
 use policy::PolicyError;
 
 /// An error of the block cache or its control API.

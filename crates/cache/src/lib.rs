@@ -29,9 +29,8 @@
 //! request).
 
 pub mod backend;
-pub mod bandwidth;
 pub mod error;
-pub mod hot_tier;
+pub mod ids;
 pub mod node;
 pub mod partition;
 pub mod rules;
@@ -41,10 +40,9 @@ pub mod volume;
 pub mod write_policy;
 
 pub use backend::{Backend, FileBackend, MemBackend};
-pub use bandwidth::{BandwidthShare, BandwidthSnapshot, TenantBandwidth};
 pub use error::{CacheError, Result};
-pub use hot_tier::{Clock, HotTier, HotTierConfig, HotTierStats, ManualClock, MonotonicClock};
-pub use node::{CacheConfig, CacheId, CacheNode, RuleId};
+pub use ids::{CacheId, RuleId};
+pub use node::{CacheConfig, CacheNode};
 pub use partition::{Lent, Partition, Route};
 pub use rules::{Op, Rule, Target};
 pub use stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};

@@ -24,28 +24,24 @@
 
 use crate::backend::Backend;
 use crate::error::{CacheError, Result};
+use crate::ids::{CacheId, RuleId};
 use crate::partition::{Lent, Partition, Route};
 use crate::rules::{Entry, Op, Rule, RuleTable, Target};
 use crate::stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};
 use crate::volume::{lock, Volume, VolumeTable, BLOCK_BITS};
 use crate::write_policy::WritePolicy;
-use policy::AdmissionPolicy;
+use policy::{AdmissionPolicy, EvictionSpec};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
-
-/// Identifies a cache of a node.
-pub type CacheId = u64;
-/// Identifies a rule of a node.
-pub type RuleId = u64;
 
 /// Changes to one cache; `None` leaves a setting as it is.
 #[derive(Default)]
 pub struct CacheConfig {
     /// New capacity in blocks (shrinking writes back evicted dirty blocks).
     pub size: Option<usize>,
-    /// New eviction policy spec (switched by reconstruction).
-    pub eviction: Option<String>,
+    /// New eviction policy (switched by reconstruction).
+    pub eviction: Option<EvictionSpec>,
     /// New write policy (leaving write-back writes dirty blocks back first).
     pub write_policy: Option<WritePolicy>,
     /// New admission policy.
@@ -172,7 +168,7 @@ impl CacheNode {
         &self,
         name: &str,
         size: usize,
-        eviction: &str,
+        eviction: &EvictionSpec,
         write_policy: WritePolicy,
     ) -> Result<CacheId> {
         let mut c = lock(&self.control);
@@ -230,7 +226,7 @@ impl CacheNode {
     }
 
     /// Changes a cache online (Moirai's `configureCache`). Every setting is checked before
-    /// any is applied.
+    /// any is applied (the eviction spec was checked when it was parsed).
     pub fn configure_cache(&self, id: CacheId, config: CacheConfig) -> Result<()> {
         let _c = lock(&self.control);
         let part = self.partition(id)?;
@@ -247,9 +243,6 @@ impl CacheNode {
                     total: self.total_blocks,
                 });
             }
-        }
-        if let Some(spec) = &config.eviction {
-            policy::build(spec)?;
         }
         if let Some(wp) = config.write_policy {
             part.set_write_policy(wp)?;

@@ -17,7 +17,7 @@
 //!   (same or wildcard client and same or wildcard operation).
 
 use crate::error::{CacheError, Result};
-use crate::node::{CacheId, RuleId};
+use crate::ids::{CacheId, RuleId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::ops::Range;

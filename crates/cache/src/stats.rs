@@ -42,7 +42,8 @@ pub struct CacheStats {
     pub dirty: usize,
     /// Evicted dirty blocks whose write-back has not completed.
     pub writing_back: usize,
-    /// Eviction policy name.
+    /// Eviction policy name, canonical ([`policy::EvictionSpec::name`]: `lru` whether
+    /// `LRU` or ` lru` was given).
     pub eviction: String,
     /// Admission policy name.
     pub admission: String,

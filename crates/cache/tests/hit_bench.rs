@@ -15,7 +15,12 @@ fn run(threads: u64, policy: &str) -> f64 {
     node.add_export("vol", Arc::new(MemBackend::new(RESIDENT * BS as u64)))
         .unwrap();
     let c = node
-        .create_cache("c", RESIDENT as usize, policy, WritePolicy::WriteBack)
+        .create_cache(
+            "c",
+            RESIDENT as usize,
+            &policy.parse().unwrap(),
+            WritePolicy::WriteBack,
+        )
         .unwrap();
     node.create_rule(
         Rule {

@@ -4,6 +4,7 @@
 use cache::{
     AccessObserver, CacheConfig, CacheError, CacheNode, MemBackend, Op, Rule, WritePolicy,
 };
+use policy::EvictionSpec;
 use proptest::prelude::*;
 use std::sync::{Arc, Mutex};
 
@@ -19,7 +20,9 @@ fn node_with(size_blocks: u64) -> (CacheNode, Arc<MemBackend>) {
 /// A 64-block export "vol" with one cache `c` of `size` blocks over all of it.
 fn cached_vol(size: usize, policy: &str, write: WritePolicy) -> (CacheNode, Arc<MemBackend>, u64) {
     let (node, mem) = node_with(64);
-    let c = node.create_cache("c", size, policy, write).unwrap();
+    let c = node
+        .create_cache("c", size, &policy.parse().unwrap(), write)
+        .unwrap();
     node.create_rule(all("vol"), c).unwrap();
     (node, mem, c)
 }
@@ -37,28 +40,27 @@ fn all(export: &str) -> Rule {
 fn bad_requests_name_the_problem() {
     let (node, _) = node_with(64);
     let e = node
-        .create_cache("a", 0, "lru", WritePolicy::WriteBack)
+        .create_cache("a", 0, &lru(), WritePolicy::WriteBack)
         .unwrap_err();
     assert!(matches!(e, CacheError::ZeroSize), "{e}");
     let e = node
-        .create_cache("a", 101, "lru", WritePolicy::WriteBack)
+        .create_cache("a", 101, &lru(), WritePolicy::WriteBack)
         .unwrap_err();
     assert_eq!(
         e.to_string(),
         "cache size 101 blocks does not fit: 100 of the node's 100 blocks are free"
     );
-    let e = node
-        .create_cache("a", 10, "belady", WritePolicy::WriteBack)
-        .unwrap_err();
+    // Eviction specs are checked where they are parsed, before they reach the node.
+    let e = "belady".parse::<EvictionSpec>().unwrap_err();
     assert!(
         e.to_string().contains("unknown policy `belady`") && e.to_string().contains("lru"),
         "{e}"
     );
     let a = node
-        .create_cache("a", 60, "lru", WritePolicy::WriteBack)
+        .create_cache("a", 60, &lru(), WritePolicy::WriteBack)
         .unwrap();
     let e = node
-        .create_cache("b", 41, "lru", WritePolicy::WriteBack)
+        .create_cache("b", 41, &lru(), WritePolicy::WriteBack)
         .unwrap_err();
     assert!(
         e.to_string()
@@ -75,22 +77,25 @@ fn bad_requests_name_the_problem() {
         )
         .unwrap_err();
     assert!(e.to_string().contains("100 of the node's 100"), "{e}");
+    let e = "nope".parse::<EvictionSpec>().unwrap_err();
+    assert!(e.to_string().contains("nope"), "{e}");
     let e = node
         .configure_cache(
             a,
             CacheConfig {
-                eviction: Some("nope".into()),
-                size: Some(5),
+                eviction: Some("arc".parse().unwrap()),
+                size: Some(101),
                 ..Default::default()
             },
         )
         .unwrap_err();
-    assert!(e.to_string().contains("nope"), "{e}");
+    assert!(e.to_string().contains("100 of the node's 100"), "{e}");
     assert_eq!(
         node.get_cache_stats(a).unwrap().capacity,
         60,
         "a failed configure changes nothing"
     );
+    assert_eq!(node.get_cache_stats(a).unwrap().eviction, "lru");
     assert!(matches!(
         node.get_cache_stats(99),
         Err(CacheError::UnknownCache(99))
@@ -160,7 +165,7 @@ fn bad_requests_name_the_problem() {
         Err(CacheError::ExportInUse { rules: 1, .. })
     ));
     let ro = node
-        .create_cache("ro", 10, "lru", WritePolicy::ReadOnly)
+        .create_cache("ro", 10, &lru(), WritePolicy::ReadOnly)
         .unwrap();
     node.add_export("shared", Arc::new(MemBackend::new(4096)))
         .unwrap();
@@ -173,7 +178,7 @@ fn bad_requests_name_the_problem() {
 fn rules_route_and_stay_coherent() {
     let (node, mem) = node_with(64);
     let wb = node
-        .create_cache("wb", 8, "lru", WritePolicy::WriteBack)
+        .create_cache("wb", 8, &lru(), WritePolicy::WriteBack)
         .unwrap();
     // reads and writes of client a over the first 32 blocks are cached (write-back)
     node.create_rule(
@@ -321,7 +326,7 @@ proptest! {
         for (kind, pick, size) in ops {
             let before = node.allocated_blocks();
             match kind {
-                0 => match node.create_cache("c", size, "lru", WritePolicy::WriteBack) {
+                0 => match node.create_cache("c", size, &lru(), WritePolicy::WriteBack) {
                     Ok(id) => ids.push(id),
                     Err(_) => prop_assert!(size == 0 || before + size > 100),
                 },
@@ -342,4 +347,8 @@ proptest! {
             prop_assert_eq!(sum, node.allocated_blocks());
         }
     }
+}
+
+fn lru() -> EvictionSpec {
+    EvictionSpec::default()
 }

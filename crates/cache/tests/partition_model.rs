@@ -39,7 +39,7 @@ fn setup(cap: usize, wp: WritePolicy) -> (Arc<MemBackend>, Arc<Volume>, Partitio
     let mem = Arc::new(MemBackend::new(SIZE));
     let table = Arc::new(VolumeTable::default());
     let vol = table.add(|id| Volume::new(id, "v", mem.clone(), BS));
-    let p = Partition::new(0, cap, BS, "lru", wp, table).unwrap();
+    let p = Partition::new(0, cap, BS, &"lru".parse().unwrap(), wp, table).unwrap();
     (mem, vol, p)
 }
 
@@ -91,7 +91,7 @@ proptest! {
                     }
                 }
                 Cmd::Resize(c) => { p.resize(c).unwrap(); }
-                Cmd::Switch(i) => p.switch_policy(POLICIES[i]).unwrap(),
+                Cmd::Switch(i) => p.switch_policy(&POLICIES[i].parse().unwrap()).unwrap(),
                 Cmd::SetWp(i) => {
                     let old = p.write_policy();
                     p.set_write_policy(WritePolicy::ALL[i]).unwrap();

@@ -8,6 +8,7 @@
 //! leave the backend holding the last acknowledged number of every block.
 
 use cache::{Backend, CacheConfig, CacheNode, MemBackend, Rule, WritePolicy};
+use policy::EvictionSpec;
 use rand::{Rng, SeedableRng};
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -64,7 +65,7 @@ fn no_stale_reads_under_control_churn() {
     let mem = Arc::new(MemBackend::new(BLOCKS * BS as u64));
     node.add_export("vol", Arc::new(Slow(mem.clone()))).unwrap();
     let c = node
-        .create_cache("c", 16, "lru", WritePolicy::WriteBack)
+        .create_cache("c", 16, &lru(), WritePolicy::WriteBack)
         .unwrap();
     let all = Rule {
         client: None,
@@ -164,7 +165,7 @@ fn no_stale_reads_under_control_churn() {
                         node.configure_cache(
                             cache,
                             CacheConfig {
-                                eviction: Some(p.into()),
+                                eviction: Some(p.parse().unwrap()),
                                 ..Default::default()
                             },
                         )
@@ -191,7 +192,7 @@ fn no_stale_reads_under_control_churn() {
                         node.remove_cache(cache).unwrap();
                         std::thread::sleep(Duration::from_millis(1));
                         cache = node
-                            .create_cache("c", 16, "lru", WritePolicy::WriteBack)
+                            .create_cache("c", 16, &lru(), WritePolicy::WriteBack)
                             .unwrap();
                         node.create_rule(all.clone(), cache).unwrap();
                     }
@@ -223,4 +224,8 @@ fn no_stale_reads_under_control_churn() {
         );
     }
     assert_eq!(mem.size(), BLOCKS * BS as u64);
+}
+
+fn lru() -> EvictionSpec {
+    EvictionSpec::default()
 }

@@ -37,5 +37,6 @@ pub use file::FileExport;
 pub use mem::MemExport;
 pub use server::{
     serve, serve_with, Capabilities, Export, ExportMap, ExportProvider, Listener, ServerConfig,
+    INLINE_READ_MAX,
 };
 pub use wire::{Errno, TransmissionFlags};

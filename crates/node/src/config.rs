@@ -31,6 +31,7 @@
 use crate::units::ByteSize;
 use crate::NodeError;
 use cache::WritePolicy;
+use policy::EvictionSpec;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 
@@ -174,9 +175,10 @@ pub struct CacheSpec {
     pub name: String,
     /// Capacity: bytes with a unit, or a plain number of bytes.
     pub size: ByteSize,
-    /// Eviction policy spec (`lru`, `arc`, `lirs:hir=0.01`, ...; default `lru`).
-    #[serde(default = "default_eviction")]
-    pub eviction: String,
+    /// Eviction policy (`lru`, `arc`, `lirs:hir=0.01`, ...; default `lru`), checked when
+    /// the file or request is parsed.
+    #[serde(default)]
+    pub eviction: EvictionSpec,
     /// Write policy (default write-back).
     #[serde(default = "default_write_policy")]
     pub write_policy: String,
@@ -188,9 +190,6 @@ pub struct CacheSpec {
     pub profile: bool,
 }
 
-fn default_eviction() -> String {
-    "lru".into()
-}
 fn default_write_policy() -> String {
     "write-back".into()
 }

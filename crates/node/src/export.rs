@@ -6,11 +6,14 @@
 //! cache's rules match on and the tenant counters are kept under. The cache's data path is
 //! blocking (backends may block on disks or on upstream NBD connections), so each request
 //! runs under `block_in_place` (on a current-thread runtime, on the blocking pool); the
-//! connection keeps many in flight and replies out of order. A read whose blocks are all in
-//! memory is found and copied in one hold of its partition's lock
-//! ([`cache::CacheNode::read_if_resident`]) and served inline, with no hand-off at all; a
-//! large one is lent to the connection ([`cache::CacheNode::with_resident`]), which sends
-//! it from the cache's memory without copying it first.
+//! connection keeps many in flight and replies out of order. Whether a read is in memory
+//! is decided once, by the connection: it offers each small read to
+//! [`Export::read_now`], which finds and copies it in one hold of its partition's lock
+//! ([`cache::CacheNode::with_resident`]) so the connection serves it inline, with no
+//! hand-off at all; a large one is lent to the connection
+//! ([`Export::read_now_borrowed`]), which sends it from the cache's memory without
+//! copying it first. Only what those decline reaches [`Export::read`], which goes
+//! straight to the cache's ordinary read.
 //! Latency is timed around the whole request; bandwidth shares are waited for before it
 //! starts.
 
@@ -24,15 +27,10 @@ use std::io;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// Largest read served inline on a runtime worker when all its blocks are in memory;
-/// larger reads go to the blocking pool, where their copy does not hold up other requests.
-const INLINE_READ_MAX: u32 = 64 << 10;
-
 /// Largest resident read copied out ([`Export::read_now`]), under one hold of a
-/// partition's lock: the largest read a connection's leader answers itself (nbd's
-/// `INLINE_READ_MAX`). Larger hits are lent ([`Export::read_now_borrowed`]) in the
-/// connection's own pieces of up to 1 MiB.
-const READ_PIECE: usize = 128 << 10;
+/// partition's lock: the largest read a connection offers to `read_now`. Larger hits
+/// are lent ([`Export::read_now_borrowed`]) in the connection's own pieces of up to 1 MiB.
+const READ_PIECE: usize = nbd::INLINE_READ_MAX as usize;
 
 /// Maps a cache error to the I/O error the NBD layer turns into an errno.
 pub fn io_error(e: CacheError) -> io::Error {
@@ -164,15 +162,8 @@ impl Export for CacheExport {
     }
 
     fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Bytes>> {
-        if len <= INLINE_READ_MAX {
-            // A hit needs no I/O: serve it on this worker, with no hand-off at all.
-            let mut buf = vec![0u8; len as usize];
-            match self.read_now(offset, &mut buf) {
-                Some(Ok(())) => return Box::pin(std::future::ready(Ok(Bytes::from(buf)))),
-                Some(Err(e)) => return Box::pin(std::future::ready(Err(e))),
-                None => {}
-            }
-        }
+        // The connection offered a small read to `read_now` first: it is not all in
+        // memory (or bandwidth shares are set), so it is not checked again here.
         Box::pin(self.run(false, len as u64, move |node, export, client| {
             let mut buf = vec![0u8; len as usize];
             node.read(export, client, offset, &mut buf)?;

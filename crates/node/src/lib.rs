@@ -13,14 +13,18 @@
 //! | [`upstream`] | backends over upstream NBD exports (level 1 → level 2) |
 //! | [`api`], [`page`], [`metrics`] | HTTP: JSON verbs, operator's page, Prometheus |
 //! | [`latency`], [`share`] | per-tenant latency histograms, bandwidth proportions |
+//! | [`bandwidth`] | the bandwidth scheduler: per-tenant proportional shares (time quanta) |
+//! | [`hot_tier`] | SANCACHE's hot-chunk tier: a fast file in front of a slow backend |
 //! | [`units`] | byte sizes with units |
 //!
 //! [`start`] builds a node from a configuration and runs it until its shutdown handle is
 //! used; on the way out it writes every dirty block back.
 
 pub mod api;
+pub mod bandwidth;
 pub mod config;
 pub mod export;
+pub mod hot_tier;
 pub mod latency;
 pub mod metrics;
 pub mod page;
@@ -30,6 +34,7 @@ pub use units;
 pub mod upstream;
 
 use crate::config::{ExportConfig, NodeConfig};
+use crate::hot_tier::{HotTier, HotTierConfig};
 use crate::state::{ExportInfo, NodeState};
 use std::net::SocketAddr;
 use std::path::Path;
@@ -181,10 +186,10 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
             let path = cfg.path(&h.file);
             let fast = open_or_create(&path, Some(h.size.0)).map_err(at)?;
             let t = Arc::new(
-                cache::HotTier::new(
+                HotTier::new(
                     backend,
                     Arc::new(fast),
-                    cache::HotTierConfig {
+                    HotTierConfig {
                         chunk_size: h.chunk.0,
                         capacity_chunks: h.size.0 / h.chunk.0,
                         admission: h.admission.clone(),

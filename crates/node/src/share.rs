@@ -2,10 +2,10 @@
 //! and the wait a data request makes before it starts.
 //!
 //! The scheduling itself (time quanta, work-conserving shares among active tenants) is
-//! `cache::BandwidthShare`; this module turns its reservation into an async sleep, so a
-//! throttled tenant holds no thread while it waits.
+//! [`crate::bandwidth::BandwidthShare`]; this module turns its reservation into an async
+//! sleep, so a throttled tenant holds no thread while it waits.
 
-use cache::{BandwidthShare, BandwidthSnapshot};
+use crate::bandwidth::{BandwidthShare, BandwidthSnapshot};
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};

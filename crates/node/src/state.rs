@@ -6,6 +6,7 @@
 //! to `cache::CacheNode` directly (see `export`); this module only adds latency timing.
 
 use crate::config::{CacheSpec, RuleSpec};
+use crate::hot_tier::HotTier;
 use crate::latency::Latency;
 use crate::NodeError;
 use cache::{
@@ -13,6 +14,7 @@ use cache::{
 };
 use mrc::profiler::OnlineProfiler;
 use mrc::HitRatioCurve;
+use policy::EvictionSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -57,9 +59,9 @@ pub struct CachePatch {
     /// New capacity (bytes, or a string with a unit).
     #[serde(default)]
     pub size: Option<crate::units::ByteSize>,
-    /// New eviction policy spec (switched online by reconstruction).
+    /// New eviction policy (switched online by reconstruction), checked when parsed.
     #[serde(default)]
-    pub eviction: Option<String>,
+    pub eviction: Option<EvictionSpec>,
     /// New write policy.
     #[serde(default)]
     pub write_policy: Option<String>,
@@ -122,7 +124,7 @@ pub struct NodeState {
     /// When the node started.
     pub started: Instant,
     exports: BTreeMap<String, ExportInfo>,
-    hot_tiers: BTreeMap<String, Arc<cache::HotTier>>,
+    hot_tiers: BTreeMap<String, Arc<HotTier>>,
     profilers: Mutex<BTreeMap<CacheId, Arc<Mutex<OnlineProfiler>>>>,
     latency: Mutex<BTreeMap<(String, String), Arc<Latency>>>,
     /// Bandwidth shares between tenants (unlimited when the node sets no bandwidth).
@@ -154,7 +156,7 @@ impl NodeState {
         &mut self,
         info: ExportInfo,
         backend: Arc<dyn cache::Backend>,
-        hot_tier: Option<Arc<cache::HotTier>>,
+        hot_tier: Option<Arc<HotTier>>,
     ) -> Result<(), NodeError> {
         self.cache.add_export(&info.name, backend)?;
         if let Some(t) = hot_tier {
@@ -170,7 +172,7 @@ impl NodeState {
     }
 
     /// The hot-chunk tier of an export, if it has one.
-    pub fn hot_tier(&self, export: &str) -> Option<&Arc<cache::HotTier>> {
+    pub fn hot_tier(&self, export: &str) -> Option<&Arc<HotTier>> {
         self.hot_tiers.get(export)
     }
 

@@ -23,6 +23,7 @@ pub mod params;
 pub mod policy;
 pub mod sanity;
 pub mod sim;
+pub mod spec;
 #[cfg(test)]
 pub(crate) mod testkit;
 
@@ -30,6 +31,7 @@ pub use admission::AdmissionPolicy;
 pub use cache::{Access, BlockCache};
 pub use params::Params;
 pub use policy::{BlockHistory, EvictionPolicy, Key, Slot};
+pub use spec::EvictionSpec;
 
 /// Errors of policy construction.
 #[derive(Debug, thiserror::Error)]

@@ -4,8 +4,10 @@
 //!
 //! * **Reader (this task).** Frames requests from a `BytesMut` with
 //!   [`crate::request::parse_request`]; a write's payload is split off the buffer as
-//!   `Bytes` without copying. Each request is checked; a bad one is answered at once with
-//!   its error value. A good one is started *in the reader*: its future is polled once,
+//!   `Bytes` without copying. Each request goes through the admission step shared with
+//!   the threaded path (`admission`): a bad one is answered at once with its error value;
+//!   a small read is offered once to [`Export::read_now`] and, if the data is in memory,
+//!   answered here. Any other request is started *in the reader*: its future is polled once,
 //!   and if it is already complete (a memory export, a cache hit) the reply is written
 //!   right here, saving a task spawn and two cross-thread wake-ups per request. Only a
 //!   future that has to wait is spawned as its own task. Before it starts, a request
@@ -37,11 +39,12 @@ use tokio::sync::{watch, Mutex, OwnedSemaphorePermit, Semaphore};
 
 use crate::reply::simple_reply_bytes;
 use crate::request::parse_request;
+use crate::server::admission::{admit, read_now, Admission, IN_FLIGHT_KIB};
 use crate::server::command::execute;
 use crate::server::export::{Export, ExportProvider};
 use crate::server::negotiate::negotiate;
 use crate::server::ServerConfig;
-use crate::wire::{Command, Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
+use crate::wire::{Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
 
 /// The write half of a connection, shared by the reader and the request tasks.
 struct ReplyWriter<W> {
@@ -161,11 +164,22 @@ where
         match parsed {
             Parse::Done(h, used) => {
                 let frame = buf.split_to(used).freeze();
-                if h.command == Command::Disconnect {
-                    break Ok(());
-                }
-                if let Err(e) = h.check(size, flags) {
-                    if let Err(e) = writer.send(h.handle, Err(e), true).await {
+                let (answer, kib) = match admit(&h, size, flags) {
+                    Admission::Disconnect => break Ok(()),
+                    Admission::Refuse(e) => (Some(Err(e)), 0),
+                    Admission::Serve { now, kib } => {
+                        // A small read is offered to the export once; a hit is answered
+                        // right here, like the threaded leader does.
+                        let answer = now.then(|| {
+                            let mut data = vec![0; h.length as usize];
+                            read_now(export.as_ref(), &h, &mut data)
+                                .map(|r| r.map(|()| Some(Bytes::from(data))))
+                        });
+                        (answer.flatten(), kib)
+                    }
+                };
+                if let Some(outcome) = answer {
+                    if let Err(e) = writer.send(h.handle, outcome, true).await {
                         break Err(e);
                     }
                     unflushed = true;
@@ -173,9 +187,8 @@ where
                 }
                 // Admission: a request slot and its share of the byte budget, so a client
                 // that never reads its replies cannot make the server buffer without bound.
-                let kib = (h.payload_len().max(h.read_len()) as u32).div_ceil(1024);
                 let admitted = tokio::select! {
-                    a = admit(&in_flight, &in_flight_kib, kib) => a,
+                    a = acquire(&in_flight, &in_flight_kib, kib) => a,
                     _ = stopped(&mut shutdown) => {
                         let _ = writer.send(h.handle, Err(Errno::Shutdown), false).await;
                         break Ok(());
@@ -237,12 +250,8 @@ where
     result.and(closed)
 }
 
-/// Budget of request and reply payload held by one connection's requests, in KiB
-/// (64 MiB: two maximum-size requests, or 16384 requests of 4 KiB).
-pub(crate) const IN_FLIGHT_KIB: u32 = 64 * 1024;
-
 /// Wait for a request slot and `kib` KiB of payload budget.
-async fn admit(
+async fn acquire(
     slots: &Arc<Semaphore>,
     bytes: &Arc<Semaphore>,
     kib: u32,

@@ -92,10 +92,12 @@ pub trait Export: Send + Sync + 'static {
     fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Bytes>>;
 
     /// Read `buf.len()` bytes at `offset` into `buf` *only if* that needs no waiting (the
-    /// data is in memory); `None` means "use [`Export::read`]". The threaded transmission
-    /// path answers such reads on the connection's own thread, copying straight into the
-    /// reply, so a cache hit costs no hand-off. `Some(Ok(()))` must fill all of `buf`.
-    /// The default never answers.
+    /// data is in memory); `None` means "use [`Export::read`]". Both transmission paths
+    /// offer every read of at most [`INLINE_READ_MAX`](crate::server::INLINE_READ_MAX)
+    /// bytes here first, once, and answer it on the reading thread or task, copying
+    /// straight into the reply, so a cache hit costs no hand-off; [`Export::read`] gets
+    /// such a read only after this declined it, so it need not look in memory again.
+    /// `Some(Ok(()))` must fill all of `buf`. The default never answers.
     fn read_now(&self, offset: u64, buf: &mut [u8]) -> Option<io::Result<()>> {
         let _ = (offset, buf);
         None

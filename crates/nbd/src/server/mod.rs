@@ -1,7 +1,8 @@
 //! The NBD server: accept loop, connection cap and graceful shutdown.
 //!
 //! Layout (after mini-redis): this module accepts connections; `negotiate` runs the
-//! handshake; `connection` runs the transmission phase of one connection; `command`
+//! handshake; `connection` runs the transmission phase of one connection (`admission`
+//! decides, for both transmission paths, what happens to each framed request); `command`
 //! executes one request against an [`Export`]; [`export`] defines what is served.
 //!
 //! * **Connection cap.** A semaphore of `max_connections` permits; a permit is taken
@@ -22,6 +23,7 @@
 //! * Accept errors (such as running out of file descriptors) are logged and retried after
 //!   a short pause; they never end the server.
 
+mod admission;
 mod command;
 mod connection;
 pub mod export;
@@ -39,6 +41,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+pub use admission::INLINE_READ_MAX;
 pub use export::{BoxFuture, Capabilities, Export, ExportMap, ExportProvider};
 
 /// Limits of a server.

@@ -32,8 +32,7 @@
 //! overflow `Instant`); a tenant name once seen is remembered for the life of the
 //! scheduler.
 
-use crate::error::{CacheError, Result};
-use crate::volume::lock;
+use cache::{CacheError, Result};
 use rustc_hash::FxHashMap;
 use serde::Serialize;
 use std::sync::Mutex;
@@ -276,6 +275,10 @@ impl BandwidthShare {
             tenants,
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

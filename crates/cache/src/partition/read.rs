@@ -1,0 +1,200 @@
+//! The read path of a partition: hits are copied (or lent, [`Lent`]) under the lock;
+//! misses register in the fill table, read the backend outside the lock while holding the
+//! blocks' stripes, and install what they read unless a write changed the block meanwhile.
+
+use super::{seg, Inner, Partition, Route};
+use crate::error::Result;
+use crate::stats::OpOutcome;
+use crate::volume::{lock, Volume};
+use std::ops::Range;
+
+/// A resident range lent by [`Partition::with_resident`]: runs of the partition's arena,
+/// in the range's order, valid while the partition's lock is held.
+#[derive(Clone, Copy)]
+pub struct Lent<'a> {
+    arena: &'a [u8],
+    runs: &'a [Range<usize>],
+}
+
+impl<'a> Lent<'a> {
+    const EMPTY: Lent<'static> = Lent {
+        arena: &[],
+        runs: &[],
+    };
+
+    /// The runs as slices, in order.
+    pub fn slices(self) -> impl ExactSizeIterator<Item = &'a [u8]> {
+        self.runs.iter().map(move |r| &self.arena[r.clone()])
+    }
+
+    /// Copies the range into `buf` (of the range's length).
+    pub fn copy_to(self, buf: &mut [u8]) {
+        let mut at = 0;
+        for s in self.slices() {
+            buf[at..at + s.len()].copy_from_slice(s);
+            at += s.len();
+        }
+    }
+}
+
+impl Partition {
+    /// Hands `f` the `len` bytes of `vol` at `offset` as runs of the arena ([`Lent`]), in
+    /// order, only if every block is resident; `None` (and nothing changed, `f` not called)
+    /// if any block is not. Counts as a read of those blocks. `f` runs under the
+    /// partition's lock, so it must not block: the node copies small hits out of it and
+    /// sends large ones straight to the client's socket, one copy fewer.
+    pub fn with_resident<R>(
+        &self,
+        vol: &Volume,
+        offset: u64,
+        len: usize,
+        f: impl FnOnce(Lent<'_>) -> R,
+    ) -> Option<(R, OpOutcome)> {
+        if len == 0 {
+            return Some((f(Lent::EMPTY), OpOutcome::default()));
+        }
+        let bs = self.bs as u64;
+        let (first, last) = (offset / bs, (offset + len as u64 - 1) / bs);
+        let mut g = lock(&self.inner);
+        let Inner { bc, st } = &mut *g;
+        // One directory probe per block finds its slot, or finds it missing before
+        // anything changed. Blocks whose slots follow each other in the arena (a range
+        // written in order) make one run: one slice (one large copy) instead of one per
+        // block.
+        let runs = &mut st.lent_runs;
+        runs.clear();
+        for b in first..=last {
+            let slot = bc.lookup(vol.key(b))?;
+            let (in_off, dst) = seg(b, offset, len, bs);
+            let src = slot as usize * self.bs + in_off;
+            match runs.last_mut() {
+                Some(r) if r.end == src => r.end += dst.len(),
+                _ => runs.push(src..src + dst.len()),
+            }
+        }
+        // All resident: count the hits (the policy's access is the second probe).
+        for b in first..=last {
+            let key = vol.key(b);
+            if let Some(o) = st.observer.as_mut() {
+                o.observe(key);
+            }
+            bc.access(key, |_, _| {});
+        }
+        let r = f(Lent {
+            arena: &st.arena,
+            runs,
+        });
+        let hits = last - first + 1;
+        st.stats.hits += hits;
+        st.stats.read_bytes += len as u64;
+        Some((
+            r,
+            OpOutcome {
+                hits,
+                ..OpOutcome::default()
+            },
+        ))
+    }
+
+    /// Reads `buf.len()` bytes of `vol` at `offset` (the caller checked the range).
+    pub fn read(
+        &self,
+        vol: &Volume,
+        offset: u64,
+        buf: &mut [u8],
+        route: Route,
+    ) -> Result<OpOutcome> {
+        let mut out = OpOutcome::default();
+        if buf.is_empty() {
+            return Ok(out);
+        }
+        let bs = self.bs as u64;
+        let len = buf.len();
+        let (first, last) = (offset / bs, (offset + len as u64 - 1) / bs);
+        let cached = route == Route::Cached;
+        let mut misses: Vec<(u64, u64)> = Vec::new();
+        {
+            let mut g = lock(&self.inner);
+            let Inner { bc, st } = &mut *g;
+            for b in first..=last {
+                let key = vol.key(b);
+                let (in_off, dst) = seg(b, offset, len, bs);
+                if cached {
+                    if let Some(o) = st.observer.as_mut() {
+                        o.observe(key);
+                    }
+                }
+                if let Some(slot) = bc.lookup(key) {
+                    if cached {
+                        bc.access(key, |_, _| {});
+                    }
+                    let s = slot as usize * self.bs + in_off;
+                    buf[dst.clone()].copy_from_slice(&st.arena[s..s + dst.len()]);
+                    out.hits += 1;
+                } else if let Some(e) = st.wb.get(&key) {
+                    buf[dst.clone()].copy_from_slice(&e.data[in_off..in_off + dst.len()]);
+                    out.hits += 1;
+                } else {
+                    misses.push((b, st.begin_fill(key)));
+                    out.misses += 1;
+                }
+            }
+            if cached {
+                st.stats.hits += out.hits;
+                st.stats.misses += out.misses;
+                st.stats.read_bytes += len as u64;
+            } else {
+                st.stats.coherent_ops += 1;
+            }
+        }
+        if misses.is_empty() {
+            return Ok(out);
+        }
+        // Fills hold the stripes of the missed blocks from the backend read until the data
+        // is installed, like every backend write does, so a fill never reads the backend
+        // in the middle of a write-back or write-through of the same block.
+        let stripes = vol.lock_blocks(misses[0].0, misses[misses.len() - 1].0);
+        let mut scratch = vec![0u8; misses.len() * self.bs];
+        let mut err = None;
+        let mut i = 0;
+        while i < misses.len() {
+            let mut j = i + 1;
+            while j < misses.len() && misses[j].0 == misses[j - 1].0 + 1 {
+                j += 1;
+            }
+            if let Err(e) = vol.read_blocks(misses[i].0, &mut scratch[i * self.bs..j * self.bs]) {
+                err = Some(e);
+                break;
+            }
+            i = j;
+        }
+        let mut victims = Vec::new();
+        {
+            let mut g = lock(&self.inner);
+            let ev0 = g.st.stats.evictions;
+            for (idx, &(b, gen)) in misses.iter().enumerate() {
+                let key = vol.key(b);
+                let valid = g.st.end_fill(key, gen);
+                if err.is_some() || !cached || !valid {
+                    continue;
+                }
+                if g.bc.lookup(key).is_none() && !g.st.wb.contains_key(&key) {
+                    let data = &scratch[idx * self.bs..(idx + 1) * self.bs];
+                    g.insert(key, data, false, &mut victims);
+                }
+            }
+            out.evictions = g.st.stats.evictions - ev0;
+        }
+        drop(stripes);
+        if let Some(e) = err {
+            return Err(e);
+        }
+        for (idx, &(b, _)) in misses.iter().enumerate() {
+            let (in_off, dst) = seg(b, offset, len, bs);
+            let s = idx * self.bs + in_off;
+            buf[dst.clone()].copy_from_slice(&scratch[s..s + dst.len()]);
+        }
+        out.writebacks += self.drain(victims).0;
+        Ok(out)
+    }
+}

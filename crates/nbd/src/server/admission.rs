@@ -1,0 +1,80 @@
+//! Request admission: what a connection does with a request it has framed, decided once
+//! for both transmission paths (`connection`, async, and `threaded`, blocking).
+//!
+//! Every framed request goes through [`admit`]: `NBD_CMD_DISC` ends reading, an invalid
+//! request is refused with its error value, and a valid one is served. A valid read of at
+//! most [`INLINE_READ_MAX`] bytes is first offered to [`Export::read_now`] ([`read_now`]),
+//! once, on the reading thread or task: if the export has the data in memory it is
+//! answered there and then, with no hand-off and no budget. Anything else runs as a
+//! request of its own, holding its payload's share ([`Admission::Serve::kib`]) of the
+//! connection's [`IN_FLIGHT_KIB`] budget until its reply is written, so a client that
+//! never collects its replies costs bounded memory. An export's [`Export::read`] is
+//! therefore never given a small read its `read_now` could have answered, and need not
+//! look in memory again.
+
+use crate::request::RequestHeader;
+use crate::server::export::Export;
+use crate::wire::{Command, Errno, TransmissionFlags};
+
+/// Largest read offered to [`Export::read_now`] before it runs as a request of its own.
+/// Larger reads are handed off (on the threaded path, several large reads of one
+/// connection are then copied and sent on several cores at once) and may be lent
+/// ([`Export::read_now_borrowed`]) instead.
+pub const INLINE_READ_MAX: u32 = 128 << 10;
+
+/// Budget of request and reply payload held by one connection's requests, in KiB
+/// (64 MiB: two maximum-size requests, or 16384 requests of 4 KiB).
+pub(crate) const IN_FLIGHT_KIB: u32 = 64 * 1024;
+
+/// What to do with a framed request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Admission {
+    /// `NBD_CMD_DISC`: stop reading (requests already read are still answered).
+    Disconnect,
+    /// Invalid for this export: reply with this error and read on.
+    Refuse(Errno),
+    /// Valid: serve it.
+    Serve {
+        /// A read small enough to be offered to [`Export::read_now`] first.
+        now: bool,
+        /// Its share of the payload budget, in KiB, taken if it runs as a request of its
+        /// own (at most the whole budget).
+        kib: u32,
+    },
+}
+
+/// Decide what to do with request `h` on an export of `size` bytes with transmission
+/// `flags`.
+pub(crate) fn admit(h: &RequestHeader, size: u64, flags: TransmissionFlags) -> Admission {
+    if h.command == Command::Disconnect {
+        return Admission::Disconnect;
+    }
+    if let Err(e) = h.check(size, flags) {
+        return Admission::Refuse(e);
+    }
+    let kib = (h.payload_len().max(h.read_len()) as u32)
+        .div_ceil(1024)
+        .min(IN_FLIGHT_KIB);
+    Admission::Serve {
+        now: h.command == Command::Read && h.length <= INLINE_READ_MAX,
+        kib,
+    }
+}
+
+/// Offer read `h` to [`Export::read_now`], filling `buf` (of the read's length): `None`
+/// if the export cannot answer at once, else the outcome (a zero-length read succeeds
+/// without asking the export).
+pub(crate) fn read_now(
+    export: &dyn Export,
+    h: &RequestHeader,
+    buf: &mut [u8],
+) -> Option<Result<(), Errno>> {
+    if buf.is_empty() {
+        return Some(Ok(()));
+    }
+    let outcome = export.read_now(h.offset, buf)?;
+    Some(outcome.map_err(|e| {
+        tracing::debug!(error = %e, handle = h.handle, "export failed");
+        Errno::from_io(&e)
+    }))
+}

@@ -1,0 +1,262 @@
+//! The transmission phase on a thread of its own, with blocking socket I/O.
+//!
+//! **Why.** At queue depth 1 a request's latency is dominated by wake-ups, not by work:
+//! on the async path ([`super::connection`]) a request arrives through the epoll
+//! reactor, which wakes a worker, which polls the connection task. Measured on a 2-core
+//! VM, that path costs ~44 µs of CPU per 4 KiB hit against ~30 µs for nbdkit, which
+//! blocks a thread per connection in `recv`. A thread blocked in `recv` is woken by the
+//! network stack directly. So, after the (async) negotiation, a connection on a
+//! multi-threaded runtime is handed to its own OS thread — what nbdkit and qemu-nbd do.
+//!
+//! **Structure: leader and followers** (nbdkit's parallel thread model, without its
+//! hand-offs). A connection owns a small pool of threads. At any moment one of them, the
+//! *leader*, holds the read side: it reads requests with blocking `read`s, frames them
+//! with [`parse_request`](crate::request::parse_request) and admits each one (the
+//! `admission` step it shares with the async path).
+//! * A read of at most [`INLINE_READ_MAX`](crate::server::INLINE_READ_MAX) bytes is offered
+//!   to the export once ([`Export::read_now`]); if it can answer at once from memory (a
+//!   memory export, a cache hit) the leader answers it itself, the export copying the data
+//!   straight into the leader's reply batch: no hand-off, no intermediate buffer. A
+//!   burst's replies go out in one `write`, just before the leader would block on
+//!   reading again.
+//! * A larger read is handed off; if the export can lend its data
+//!   ([`Export::read_now_borrowed`]: a cache hit), the thread sends it from the export's
+//!   memory without copying it first ([`zero_copy::DirectSend`]); 1 MiB sequential hits
+//!   went from ~0.9× nbdkit's memory plugin to ~1.2× with that one copy fewer.
+//! * A request that may wait (a miss, a write, a flush) makes the leader hand the read
+//!   side to an idle follower (starting one if none is idle, up to `max_in_flight`
+//!   threads) and run the request itself, synchronously, with
+//!   [`tokio::runtime::Handle::block_on`] (exports stay async and may use the runtime's
+//!   timers and sockets), then send its reply and rejoin the followers. So a miss costs
+//!   one wake-up of a follower, off its own path, and replies go out in completion
+//!   order. Small replies of all threads are combined ([`ReplyOut`]): whoever finds
+//!   another thread writing queues its reply for that thread to send with the rest; a
+//!   large one waits for the socket rather than be copied.
+//! * Socket writes block when a client stops reading; they happen only on the
+//!   connection's own threads, never on a runtime worker, so a stalled client cannot
+//!   stall the runtime. Admission: before it starts, a request that is handed off takes
+//!   its payload's share of a 64 MiB budget, so a client that floods large requests and
+//!   never collects the replies costs bounded memory; threads, one per request in
+//!   progress, are bounded by `max_in_flight`.
+//!
+//! **Ending.** On `NBD_CMD_DISC`, end of stream or a fatal protocol error the leader marks
+//! the connection ended and writes its batch; each thread exits when it next looks for
+//! work, after writing the reply it was working on, and the last one out shuts the
+//! socket's write side. Server shutdown shuts the socket's *read* side from the async side
+//! ([`serve`]), which ends the leader's blocked `read` with end of stream: the same drain
+//! follows, so every request that was read is answered, unless the client has stopped
+//! reading its replies: after `DRAIN_LIMIT` the socket is cut both ways.
+//!
+//! **Layout.** This module holds the connection's shared state, its threads' life cycle
+//! and [`serve`]; `socket` the blocking socket and its reads; `budget` the payload budget;
+//! `leader` the read side and the requests answered at once; `follower` the handed-off
+//! requests; `replies` reply combining and the leader's batch; `zero_copy` large hits
+//! sent from the export's memory.
+//!
+//! Written by hand: the pieces (blocking sockets, mutexes, a condition variable) are
+//! standard; what is particular is the leader hand-off and the drain discipline.
+
+mod budget;
+mod follower;
+mod leader;
+mod replies;
+mod socket;
+mod zero_copy;
+
+use std::io;
+use std::net::Shutdown;
+use std::sync::{Arc, Condvar, Mutex};
+
+use bytes::BytesMut;
+use tokio::runtime::Handle;
+use tokio::sync::watch;
+
+use crate::server::export::Export;
+use crate::server::poll::BusyPoll;
+use crate::server::ServerConfig;
+
+use budget::Budget;
+use leader::ReadSide;
+use replies::{ReplyBatch, ReplyOut, ReplyQueue};
+pub(crate) use socket::BlockingStream;
+use socket::READ_CHUNK;
+
+/// Run the transmission phase of a negotiated connection on threads of its own until it
+/// ends; `buf` holds bytes already read past the negotiation.
+pub(crate) async fn serve(
+    stream: BlockingStream,
+    buf: BytesMut,
+    export: Arc<dyn Export>,
+    config: ServerConfig,
+    mut shutdown: watch::Receiver<bool>,
+) -> io::Result<()> {
+    let waker = stream.try_clone()?;
+    let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
+    let conn = Arc::new(Connection {
+        export,
+        handle: Handle::current(),
+        out: ReplyOut {
+            sock: Mutex::new(stream.try_clone()?),
+            queue: Mutex::new(ReplyQueue::default()),
+        },
+        leader: Mutex::new(ReadSide {
+            stream,
+            buf,
+            scratch: vec![0; READ_CHUNK],
+            poll: BusyPoll::new(config.busy_poll),
+            batch: ReplyBatch {
+                buf: Vec::with_capacity(64 << 10),
+                filled: 0,
+            },
+            ended: false,
+            result: Ok(()),
+        }),
+        budget: Budget {
+            used_kib: Mutex::new(0),
+            freed: Condvar::new(),
+        },
+        threads: Mutex::new(Threads {
+            alive: 0,
+            idle: 0,
+            done: Some(done_tx),
+        }),
+        max_threads: config.max_in_flight.max(2),
+    });
+    conn.start_thread()?;
+    let ended = |r: Result<io::Result<()>, _>| {
+        r.unwrap_or_else(|_| {
+            Err(io::Error::other(
+                "connection threads ended without a result",
+            ))
+        })
+    };
+    tokio::select! {
+        r = &mut done_rx => ended(r),
+        _ = async { drop(shutdown.wait_for(|s| *s).await) } => {
+            // End the leader's blocked read; the threads then drain and close.
+            let _ = waker.shutdown(Shutdown::Read);
+            match tokio::time::timeout(DRAIN_LIMIT, &mut done_rx).await {
+                Ok(r) => ended(r),
+                Err(_) => {
+                    // A client that does not read its replies keeps a thread blocked
+                    // in a write; cut the socket so the server can stop.
+                    tracing::debug!("replies not collected within the drain limit; closing");
+                    let _ = waker.shutdown(Shutdown::Both);
+                    ended(done_rx.await)
+                }
+            }
+        }
+    }
+}
+
+/// How long server shutdown waits for a connection's replies to drain before it cuts the
+/// socket (only a client that stopped reading its replies takes that long).
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Thread accounting; `done` is taken by the last thread out.
+struct Threads {
+    alive: usize,
+    idle: usize,
+    done: Option<tokio::sync::oneshot::Sender<io::Result<()>>>,
+}
+
+/// One connection's shared state.
+struct Connection {
+    export: Arc<dyn Export>,
+    handle: Handle,
+    out: ReplyOut,
+    leader: Mutex<ReadSide>,
+    budget: Budget,
+    threads: Mutex<Threads>,
+    max_threads: usize,
+}
+
+impl Connection {
+    fn threads(&self) -> std::sync::MutexGuard<'_, Threads> {
+        lock(&self.threads)
+    }
+
+    /// Start one more thread (counted idle until it takes work).
+    fn start_thread(self: &Arc<Self>) -> io::Result<()> {
+        {
+            let mut t = self.threads();
+            t.alive += 1;
+            t.idle += 1;
+        }
+        let conn = self.clone();
+        let started = std::thread::Builder::new()
+            .name("nbd-conn".into())
+            .spawn(move || conn.thread_main());
+        if let Err(e) = started {
+            let mut t = self.threads();
+            t.alive -= 1;
+            t.idle -= 1;
+            return Err(e);
+        }
+        Ok(())
+    }
+
+    /// Lead or follow until the connection ends; the last thread out closes it.
+    fn thread_main(self: Arc<Self>) {
+        // This thread's reply buffer for large reads, reused without zeroing.
+        let mut reply = Vec::new();
+        loop {
+            let job = {
+                let mut side = lock(&self.leader);
+                self.threads().idle -= 1;
+                let job = if side.ended {
+                    None
+                } else {
+                    self.lead(&mut side)
+                };
+                if job.is_none() {
+                    side.ended = true;
+                }
+                job
+                // Leadership passes to a waiting follower here.
+            };
+            let Some(job) = job else { break };
+            self.run_job(job, &mut reply);
+            self.threads().idle += 1;
+        }
+        let last = {
+            let mut t = self.threads();
+            t.alive -= 1;
+            (t.alive == 0).then(|| t.done.take()).flatten()
+        };
+        if let Some(done) = last {
+            let _ = done.send(self.close());
+        }
+    }
+
+    /// Make sure some thread will take the read side when the leader leaves it.
+    fn ensure_follower(self: &Arc<Self>) {
+        let need = {
+            let t = self.threads();
+            t.idle == 0 && t.alive < self.max_threads
+        };
+        if need {
+            if let Err(e) = self.start_thread() {
+                // The request still runs; reading resumes when a thread is free.
+                tracing::warn!(error = %e, "could not start a connection thread");
+            }
+        }
+    }
+
+    /// Close after the last thread: the result of reading, and the write side shut.
+    fn close(&self) -> io::Result<()> {
+        let mut side = lock(&self.leader);
+        let result = std::mem::replace(&mut side.result, Ok(()));
+        let closed = lock(&self.out.sock).shutdown(Shutdown::Write);
+        // A peer that already left makes the shutdown fail; that is not an error here.
+        let closed = closed.or_else(|e| match e.kind() {
+            io::ErrorKind::NotConnected => Ok(()),
+            _ => Err(e),
+        });
+        result.and(closed)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
