@@ -30,7 +30,7 @@ enum SimSub {
 #[derive(Args, Debug)]
 pub struct RunArgs {
     /// Scenario files (TOML; see the `sim` crate's `scenario` module for the keys).
-    #[arg(required = true)]
+    /// Without one, the built-in four-tenant scenario (`examples/hierarchy.toml`).
     scenarios: Vec<PathBuf>,
     /// Schemes to run, comma-separated (default: the scenario's `schemes`, or all).
     #[arg(long)]
@@ -60,8 +60,18 @@ pub fn run(c: SimCommand) -> anyhow::Result<()> {
 
 fn run_scenarios(a: RunArgs) -> anyhow::Result<()> {
     let many = a.scenarios.len() > 1;
-    for path in &a.scenarios {
-        let mut sc = sim::Scenario::load(path)?;
+    let builtin = vec![PathBuf::from("(built-in) examples/hierarchy.toml")];
+    let paths = if a.scenarios.is_empty() {
+        &builtin
+    } else {
+        &a.scenarios
+    };
+    for path in paths {
+        let mut sc = if a.scenarios.is_empty() {
+            sim::Scenario::builtin()
+        } else {
+            sim::Scenario::load(path)?
+        };
         if let Some(seed) = a.seed {
             sc.reseed(seed);
         }

@@ -371,7 +371,17 @@ pub struct Scenario {
     pub tenants: Vec<TenantSpec>,
 }
 
+/// The built-in scenario (`examples/hierarchy.toml`): four tenants on two hosts and two
+/// storage servers, what `lachesis sim run` runs without a file.
+pub const BUILTIN: &str = include_str!("../../../examples/hierarchy.toml");
+
 impl Scenario {
+    /// The built-in scenario, [`BUILTIN`].
+    pub fn builtin() -> Scenario {
+        Scenario::parse(BUILTIN, Path::new("hierarchy.toml"))
+            .expect("the built-in scenario is valid")
+    }
+
     /// Reads and checks a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, SimError> {
         let text = std::fs::read_to_string(path).map_err(|e| SimError::Scenario {
@@ -836,6 +846,12 @@ slo = { degradation = 0.05 }
         );
         let e = parse(&text).unwrap_err().to_string();
         assert!(e.contains("dedicated") && e.contains("h1"), "{e}");
+    }
+
+    #[test]
+    fn the_builtin_scenario_loads() {
+        let s = Scenario::builtin();
+        assert_eq!((s.hosts.len(), s.servers.len(), s.tenants.len()), (2, 2, 4));
     }
 
     #[test]

@@ -82,7 +82,12 @@ pub(super) fn threshold(hulls: &Hulls, free: u64) -> Greedy {
         search(hulls, free)
     };
     let mut k: Vec<u64> = (0..n).map(|i| hulls.get(i).k(seg[i])).collect();
-    let mut left = free - (0..n).map(|i| k[i] - k0(i)).sum::<u64>();
+    let taken = (0..n).map(|i| k[i] - k0(i)).sum::<u64>();
+    // Slopes equal to within rounding can put the search's count one segment past the
+    // capacity (found by `control`'s property test); the heap decides such cases exactly.
+    let Some(mut left) = free.checked_sub(taken) else {
+        return heap(hulls, free);
+    };
     let mut mid = None;
     if lam > 0.0 {
         for i in 0..n {
