@@ -38,16 +38,28 @@ pub fn line_chart(
     y_label: &str,
     series: &[Series],
 ) -> Result<(), SimError> {
+    line_chart_capped(path, title, x_label, y_label, series, None)
+}
+
+/// [`line_chart`] with the y axis ending at `cap` at most (1 for ratios).
+pub fn line_chart_capped(
+    path: &Path,
+    title: &str,
+    x_label: &str,
+    y_label: &str,
+    series: &[Series],
+    cap: Option<f64>,
+) -> Result<(), SimError> {
     let draw = || -> Result<(), Box<dyn std::error::Error>> {
         let root = BitMapBackend::new(path, (1000, 600)).into_drawing_area();
         root.fill(&WHITE)?;
         let pts = || series.iter().flat_map(|s| s.points.iter());
         let x_max = pts().map(|p| p.0).fold(1e-9f64, f64::max);
-        let y_max = pts()
+        let top = pts()
             .map(|p| p.1)
             .filter(|v| v.is_finite())
-            .fold(1e-9f64, f64::max)
-            * 1.08;
+            .fold(1e-9f64, f64::max);
+        let y_max = cap.map_or(top, |c| top.min(c)) * 1.06;
         let mut chart = ChartBuilder::on(&root)
             .caption(title, ("sans-serif", 24))
             .margin(16)
