@@ -1,10 +1,18 @@
 //! `lachesis ctl`: a thin client of a node's HTTP API (see the `node` crate's `api`
 //! module for the verbs). Prints the API's JSON, pretty; `status` prints a summary table.
 //! A 4xx answer is shown with the node's reason and makes the command fail.
+//!
+//! The API's bearer token is taken from `--token-file FILE`, else from the
+//! `LACHESIS_TOKEN` environment variable, else from `lachesis-data/api.token` (the file a
+//! node started from `examples/node.toml` in the same directory generates).
 
 use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use serde_json::{json, Value};
+use std::path::PathBuf;
+
+/// Where `ctl` looks for the token when neither `--token-file` nor `LACHESIS_TOKEN` gives it.
+const DEFAULT_TOKEN_FILE: &str = "lachesis-data/api.token";
 
 /// Arguments of `lachesis ctl`.
 #[derive(Args, Debug)]
@@ -12,6 +20,10 @@ pub struct CtlArgs {
     /// The node's API address.
     #[arg(long, default_value = "127.0.0.1:10810", global = true)]
     api: String,
+    /// File holding the node's API token (default: `LACHESIS_TOKEN`, else
+    /// `lachesis-data/api.token`).
+    #[arg(long, global = true)]
+    token_file: Option<PathBuf>,
     #[command(subcommand)]
     verb: Verb,
 }
@@ -111,12 +123,38 @@ enum Verb {
     },
 }
 
-struct Api(String);
+/// The token from `--token-file`, `LACHESIS_TOKEN` or the default file, if any.
+fn token(file: Option<PathBuf>) -> anyhow::Result<Option<String>> {
+    let read = |f: &PathBuf| -> anyhow::Result<String> {
+        let t = std::fs::read_to_string(f)
+            .with_context(|| format!("reading the API token from {}", f.display()))?;
+        Ok(t.trim().to_string())
+    };
+    if let Some(f) = file {
+        return read(&f).map(Some);
+    }
+    if let Ok(t) = std::env::var("LACHESIS_TOKEN") {
+        return Ok(Some(t.trim().to_string()));
+    }
+    let f = PathBuf::from(DEFAULT_TOKEN_FILE);
+    if f.exists() {
+        return read(&f).map(Some);
+    }
+    Ok(None)
+}
+
+struct Api {
+    addr: String,
+    token: Option<String>,
+}
 
 impl Api {
     fn call(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-        let url = format!("http://{}{path}", self.0);
-        let req = ureq::request(method, &url);
+        let url = format!("http://{}{path}", self.addr);
+        let mut req = ureq::request(method, &url);
+        if let Some(t) = &self.token {
+            req = req.set("authorization", &format!("Bearer {t}"));
+        }
         let res = match body {
             Some(b) => req.send_json(b),
             None => req.call(),
@@ -131,6 +169,12 @@ impl Api {
                     .ok()
                     .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
                     .unwrap_or_default();
+                if code == 401 {
+                    bail!(
+                        "{method} {path}: 401: {reason} (give the node's api.token with \
+                         --token-file FILE or LACHESIS_TOKEN)"
+                    )
+                }
                 bail!("{method} {path}: {code}: {reason}")
             }
             Err(e) => bail!("{method} {url}: {e} (is `lachesis serve` running?)"),
@@ -211,7 +255,10 @@ fn range(s: &str) -> anyhow::Result<(u64, u64)> {
 
 /// Runs `lachesis ctl`.
 pub fn run(a: CtlArgs) -> anyhow::Result<()> {
-    let api = Api(a.api);
+    let api = Api {
+        addr: a.api,
+        token: token(a.token_file)?,
+    };
     let out = match a.verb {
         Verb::Status => return status(&api),
         Verb::Caches => api.call("GET", "/v1/caches", None)?,

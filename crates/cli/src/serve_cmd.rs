@@ -29,8 +29,13 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     rt.block_on(async {
         let mut node = node::start_file(&a.config, a.data_dir.as_deref()).await?;
         eprintln!(
-            "lachesis node: NBD on {} (e.g. qemu-io -f raw nbd://{}/NAME), API and page on http://{}/",
-            node.nbd_addr, node.nbd_addr, node.api_addr
+            "lachesis node: NBD on {} (e.g. qemu-io -f raw nbd://{}/NAME), API and page on http://{}/ \
+             (API token in {}; open the page as http://{}/#token=TOKEN)",
+            node.nbd_addr,
+            node.nbd_addr,
+            node.api_addr,
+            node.api_token.file.display(),
+            node.api_addr
         );
         let stop = node.stopper();
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

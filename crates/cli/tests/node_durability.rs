@@ -55,8 +55,12 @@ fn serve(config: &std::path::Path, data: &std::path::Path) -> Node {
     }
 }
 
+/// The node's generated API token, which `ctl` is given.
+static TOKEN_FILE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 fn ctl(api: &str, args: &[&str]) -> String {
-    let mut all = vec!["ctl", "--api", api];
+    let token = TOKEN_FILE.get().expect("the node has started");
+    let mut all = vec!["ctl", "--api", api, "--token-file", token.as_str()];
     all.extend_from_slice(args);
     common::ok(&all)
 }
@@ -118,6 +122,14 @@ cache = "wb"
     )
     .unwrap();
     let node = serve(&config, dir.path());
+    let token = dir.path().join("api.token");
+    let _ = TOKEN_FILE.set(token.to_str().unwrap().to_string());
+    // Without the token, `ctl` is refused and says how to give it.
+    let refused = common::fails(&["ctl", "--api", &node.api, "caches"]);
+    assert!(
+        refused.contains("401") && refused.contains("--token-file"),
+        "{refused}"
+    );
     let uri = format!("--uri=nbd://{}/demo", node.nbd);
 
     // Run 1: 64 MiB of verified random writes while the cache is changed under it.

@@ -259,32 +259,63 @@ async fn shutdown_drains_in_flight_requests() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connection_cap_makes_extra_clients_wait() {
-    let mem = Arc::new(MemExport::new(1 << 20));
-    let cfg = ServerConfig {
-        max_connections: 1,
-        max_in_flight: 4,
-        ..ServerConfig::default()
-    };
-    let srv = start(ExportMap::new().with("d", mem), cfg).await;
-    let first = NbdClient::connect(srv.addr, "d").await.unwrap();
-    let addr = srv.addr;
-    let second = tokio::spawn(async move { NbdClient::connect(addr, "d").await });
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(
-        !second.is_finished(),
-        "second client was served past the cap"
-    );
-    first.write(0, vec![1, 2, 3], false).await.unwrap();
-    first.disconnect().await.unwrap();
-    let second = tokio::time::timeout(Duration::from_secs(5), second)
-        .await
-        .expect("second client admitted after the first left")
-        .unwrap()
-        .unwrap();
-    assert_eq!(&second.read(0, 3).await.unwrap()[..], &[1, 2, 3]);
-    second.disconnect().await.unwrap();
-    srv.stop().await;
+async fn a_full_server_closes_the_connection_quiet_longest_for_a_new_client() {
+    for threaded in [true, false] {
+        let mem = Arc::new(MemExport::new(1 << 20));
+        let cfg = ServerConfig {
+            max_connections: 1,
+            max_in_flight: 4,
+            threaded,
+            ..ServerConfig::default()
+        };
+        let srv = start(ExportMap::new().with("d", mem), cfg).await;
+        let first = NbdClient::connect(srv.addr, "d").await.unwrap();
+        first.write(0, vec![1, 2, 3], false).await.unwrap();
+        let addr = srv.addr;
+        let second = tokio::spawn(async move { NbdClient::connect(addr, "d").await });
+        // While the only connection stays busy, the new client waits.
+        for _ in 0..8 {
+            first.read(0, 3).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(
+            !second.is_finished(),
+            "served past the cap (threaded {threaded})"
+        );
+        // Once it falls quiet it is closed to admit the new client.
+        let second = tokio::time::timeout(Duration::from_secs(3), second)
+            .await
+            .expect("second client admitted once the first was quiet")
+            .unwrap()
+            .unwrap();
+        assert_eq!(&second.read(0, 3).await.unwrap()[..], &[1, 2, 3]);
+        assert!(first.read(0, 3).await.is_err(), "threaded {threaded}");
+        second.disconnect().await.unwrap();
+        srv.stop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_time_out_on_both_paths() {
+    for threaded in [true, false] {
+        let mem = Arc::new(MemExport::new(1 << 20));
+        let cfg = ServerConfig {
+            idle_timeout: Some(Duration::from_millis(300)),
+            threaded,
+            ..ServerConfig::default()
+        };
+        let srv = start(ExportMap::new().with("d", mem), cfg).await;
+        let quiet = NbdClient::connect(srv.addr, "d").await.unwrap();
+        let busy = NbdClient::connect(srv.addr, "d").await.unwrap();
+        for _ in 0..12 {
+            busy.read(0, 1).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(quiet.read(0, 1).await.is_err(), "threaded {threaded}");
+        busy.read(0, 1).await.unwrap();
+        busy.disconnect().await.unwrap();
+        srv.stop().await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -5,6 +5,7 @@
 //! |---|---|---|
 //! | GET | `/` | the operator's page (refreshes itself) |
 //! | GET | `/metrics` | Prometheus text |
+//! | GET | `/healthz` | `{"status":"ok"}` while the node serves |
 //! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends |
 //! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile"}` |
@@ -15,11 +16,15 @@
 //! | GET | `/v1/tenants` | per (export, client) counters and latency percentiles |
 //! | GET, PUT | `/v1/proportions` | bandwidth weights `{"tenant": weight, ...}` |
 //!
+//! Every request but `/`, `/metrics` and `/healthz` needs `Authorization: Bearer TOKEN`
+//! (see [`crate::auth`]); without it the answer is 401.
+//!
 //! Every error is a JSON object `{"error": reason}` with a 4xx status for the caller's
 //! mistakes (400 malformed or invalid, 404 unknown, 409 conflicts such as overlapping rules
 //! or a size that does not fit) and 500 for the node's own failures. Verbs that may write
 //! dirty blocks back (resize, remove) run on the blocking pool.
 
+use crate::auth::ApiToken;
 use crate::config::{CacheSpec, RuleSpec};
 use crate::state::{CachePatch, NodeState};
 use crate::NodeError;
@@ -73,11 +78,12 @@ async fn blocking<T: Send + 'static>(
         .map_err(|e| NodeError::Io(std::io::Error::other(e.to_string())))?
 }
 
-/// The API's router over `state`.
-pub fn router(state: Arc<NodeState>) -> Router {
+/// The API's router over `state`, guarded by `token`.
+pub fn router(state: Arc<NodeState>, token: Arc<ApiToken>) -> Router {
     Router::new()
         .route("/", get(page))
         .route("/metrics", get(metrics))
+        .route("/healthz", get(healthz))
         .route("/v1/node", get(node))
         .route("/v1/exports", get(exports))
         .route("/v1/caches", get(list_caches).post(create_cache))
@@ -94,6 +100,14 @@ pub fn router(state: Arc<NodeState>) -> Router {
             NodeError::NotFound("no such endpoint; see GET / for the API".into())
         })
         .with_state(state)
+        .layer(axum::middleware::from_fn_with_state(
+            token,
+            crate::auth::require_token,
+        ))
+}
+
+async fn healthz() -> Json<serde_json::Value> {
+    Json(json!({ "status": "ok" }))
 }
 
 async fn page() -> Html<&'static str> {

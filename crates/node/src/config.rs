@@ -83,6 +83,19 @@ pub struct NodeSection {
     /// clients the server thread's wake-up (default 100).
     #[serde(default = "default_busy_poll")]
     pub busy_poll_us: u64,
+    /// A file holding the API's bearer token (relative to `data_dir`). Without it the
+    /// token is generated into `DATA_DIR/api.token`, and the API must listen on a
+    /// loopback address (see the `auth` module).
+    #[serde(default)]
+    pub api_token_file: Option<PathBuf>,
+    /// Most NBD connections served at once, node-wide (default 512). When all are taken,
+    /// the connection quiet longest is closed to admit a new client.
+    #[serde(default = "default_max_connections")]
+    pub max_connections: usize,
+    /// Seconds after which a negotiated NBD connection that sends no request is closed
+    /// (default 300; 0: never).
+    #[serde(default = "default_idle_timeout")]
+    pub idle_timeout_secs: f64,
 }
 
 fn default_nbd() -> String {
@@ -99,6 +112,12 @@ fn default_level() -> u8 {
 }
 fn default_busy_poll() -> u64 {
     100
+}
+fn default_max_connections() -> usize {
+    512
+}
+fn default_idle_timeout() -> f64 {
+    300.0
 }
 
 /// One `[[export]]`: a name, the tenant that owns it, and exactly one backend.
@@ -245,6 +264,15 @@ impl NodeConfig {
         if bs == 0 || !bs.is_power_of_two() || bs < 512 {
             return Err(format!(
                 "node.block_size: {bs} must be a power of two of at least 512"
+            ));
+        }
+        if self.node.max_connections == 0 {
+            return Err("node.max_connections: must be at least 1".into());
+        }
+        let idle = self.node.idle_timeout_secs;
+        if !idle.is_finite() || !(0.0..=1e9).contains(&idle) {
+            return Err(format!(
+                "node.idle_timeout_secs: {idle} must be a number of seconds from 0 (never) to 1e9"
             ));
         }
         let mut names = std::collections::HashSet::new();

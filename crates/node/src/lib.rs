@@ -12,6 +12,7 @@
 //! | [`export`] | the NBD face: per-client exports over the cache's data path |
 //! | [`upstream`] | backends over upstream NBD exports (level 1 → level 2) |
 //! | [`api`], [`page`], [`metrics`] | HTTP: JSON verbs, operator's page, Prometheus |
+//! | [`auth`] | the API's bearer token: where it comes from, who may skip it |
 //! | [`latency`], [`share`] | per-tenant latency histograms, bandwidth proportions |
 //! | [`bandwidth`] | the bandwidth scheduler: per-tenant proportional shares (time quanta) |
 //! | [`hot_tier`] | SANCACHE's hot-chunk tier: a fast file in front of a slow backend |
@@ -21,6 +22,7 @@
 //! used; on the way out it writes every dirty block back.
 
 pub mod api;
+pub mod auth;
 pub mod bandwidth;
 pub mod config;
 pub mod export;
@@ -79,6 +81,8 @@ pub struct RunningNode {
     pub nbd_addr: SocketAddr,
     /// Where the HTTP API listens.
     pub api_addr: SocketAddr,
+    /// The API's bearer token and the file holding it.
+    pub api_token: Arc<auth::ApiToken>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -232,7 +236,9 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
 
 /// Builds a node from `cfg` and starts serving NBD and the API.
 pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
-    let state = Arc::new(build(cfg).await?);
+    if let Some(d) = &cfg.node.data_dir {
+        std::fs::create_dir_all(d)?;
+    }
     let nbd_listener = TcpListener::bind(&cfg.node.nbd).await.map_err(|e| {
         NodeError::Io(std::io::Error::new(
             e.kind(),
@@ -247,15 +253,22 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     })?;
     let nbd_addr = nbd_listener.local_addr()?;
     let api_addr = api_listener.local_addr()?;
+    auth::check_exposure(cfg, api_addr)?;
+    let api_token = Arc::new(auth::ApiToken::load(cfg)?);
+    let state = Arc::new(build(cfg).await?);
     let server = nbd::ServerConfig {
         busy_poll: std::time::Duration::from_micros(cfg.node.busy_poll_us),
+        max_connections: cfg.node.max_connections,
+        idle_timeout: (cfg.node.idle_timeout_secs > 0.0)
+            .then(|| std::time::Duration::from_secs_f64(cfg.node.idle_timeout_secs)),
         ..nbd::ServerConfig::default()
     };
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let st = state.clone();
+    let token = api_token.clone();
     let task = tokio::spawn(async move {
         let (api_stop_tx, api_stop_rx) = oneshot::channel::<()>();
-        let app = api::router(st.clone());
+        let app = api::router(st.clone(), token);
         let api = tokio::spawn(async move {
             axum::serve(api_listener, app)
                 .with_graceful_shutdown(async {
@@ -288,6 +301,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         state,
         nbd_addr,
         api_addr,
+        api_token,
         stop: Some(stop_tx),
         task,
     })

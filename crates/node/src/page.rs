@@ -2,6 +2,13 @@
 //! assets) that polls the JSON API every two seconds and draws the node's caches (size,
 //! occupancy, hit ratio, dirty blocks, policies), each cache's live hit-ratio curve with its
 //! current size marked, and the tenants' throughput, hit ratio and latency percentiles.
+//!
+//! The page itself loads without credentials, but the data it polls needs the API token
+//! (see [`crate::auth`]). The operator opens `http://NODE_API/#token=TOKEN` (the token is
+//! in `DATA_DIR/api.token`); the page moves the token from the fragment (which browsers
+//! never send to the server) into `sessionStorage`, removes it from the address bar and
+//! sends it as `Authorization: Bearer` with every request. Without a fragment it asks
+//! once with a prompt; a 401 clears the stored token so the next poll asks again.
 
 /// The page.
 pub const PAGE: &str = r##"<!doctype html>
@@ -36,9 +43,21 @@ function svg(points,size){
   <text x="${P}" y="${H-10}" font-size="10">0</text><text x="${W-60}" y="${H-10}" font-size="10">${fmt(xmax)} blocks</text>
   <text x="${P+4}" y="${H-P-4}" font-size="10" fill="#666">miss ratio</text></svg>`;
 }
+function token(){
+  const m=location.hash.match(/token=([^&]+)/);
+  if(m){sessionStorage.setItem('lachesis-token',decodeURIComponent(m[1]));history.replaceState(null,'',location.pathname);}
+  let t=sessionStorage.getItem('lachesis-token');
+  if(!t){t=(prompt('API token (the node\'s api.token file)')||'').trim(); if(t) sessionStorage.setItem('lachesis-token',t);}
+  return t||'';
+}
+async function api(u){
+  const r=await fetch(u,{headers:{'Authorization':'Bearer '+token()}});
+  if(r.status===401){sessionStorage.removeItem('lachesis-token'); throw new Error((await r.json()).error);}
+  return r;
+}
 async function tick(){
   try{
-    const [node,caches,tenants]=await Promise.all(['/v1/node','/v1/caches','/v1/tenants'].map(u=>fetch(u).then(r=>r.json())));
+    const [node,caches,tenants]=await Promise.all(['/v1/node','/v1/caches','/v1/tenants'].map(u=>api(u).then(r=>r.json())));
     document.getElementById('err').textContent='';
     document.getElementById('node').textContent=`level ${node.level} · block ${node.block_size} B · ${fmt(node.allocated_blocks)} of ${fmt(node.total_blocks)} blocks allocated · up ${node.uptime_seconds.toFixed(0)} s`;
     let h=row(['cache','size','resident','dirty','hit ratio','eviction','admission','write policy','evictions','write-backs'],true);
@@ -47,7 +66,7 @@ async function tick(){
     document.getElementById('caches').innerHTML=h;
     let cv='';
     for(const c of caches){
-      try{const r=await fetch(`/v1/caches/${c.id}/curve?points=40`); if(!r.ok) continue; const j=await r.json();
+      try{const r=await api(`/v1/caches/${c.id}/curve?points=40`); if(!r.ok) continue; const j=await r.json();
         cv+=`<div class="curve"><b>${esc(c.name)}</b><br>${svg(j.points,c.stats.capacity)}</div>`;}catch(e){}
     }
     document.getElementById('curves').innerHTML=cv||'(no profiled cache)';

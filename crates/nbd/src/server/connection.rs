@@ -43,6 +43,7 @@ use crate::server::admission::{admit, read_now, Admission, IN_FLIGHT_KIB};
 use crate::server::command::execute;
 use crate::server::export::{Export, ExportProvider};
 use crate::server::negotiate::negotiate;
+use crate::server::roster::Activity;
 use crate::server::ServerConfig;
 use crate::wire::{Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
 
@@ -131,6 +132,7 @@ pub(crate) async fn transmission<R, W>(
     export: Arc<dyn Export>,
     config: ServerConfig,
     mut shutdown: watch::Receiver<bool>,
+    activity: Arc<Activity>,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -163,6 +165,7 @@ where
         };
         match parsed {
             Parse::Done(h, used) => {
+                activity.touch();
                 let frame = buf.split_to(used).freeze();
                 let (answer, kib) = match admit(&h, size, flags) {
                     Admission::Disconnect => break Ok(()),

@@ -5,9 +5,13 @@
 //! decides, for both transmission paths, what happens to each framed request); `command`
 //! executes one request against an [`Export`]; [`export`] defines what is served.
 //!
-//! * **Connection cap.** A semaphore of `max_connections` permits; a permit is taken
-//!   *before* `accept`, so when the server is full new clients wait in the kernel's
-//!   backlog instead of being accepted and starved.
+//! * **Connection cap and idle connections.** A semaphore of `max_connections` permits,
+//!   one per connection, and a roster of live connections (`roster`, which explains the
+//!   policy): a negotiated connection that sends no request for `idle_timeout` is closed,
+//!   and when the server is full a newly accepted client gets the slot of the connection
+//!   that has been quiet longest, so idle connections can never lock new clients out.
+//!   While the server is full of busy connections the accept loop holds the one new
+//!   client it accepted and others wait in the kernel's backlog.
 //! * **Shutdown.** `serve` runs until the `shutdown` future completes. It then stops
 //!   accepting, tells every connection through a `watch` channel, and returns only after
 //!   each connection has answered every request it had already read (see
@@ -29,6 +33,7 @@ mod connection;
 pub mod export;
 mod negotiate;
 mod poll;
+mod roster;
 mod threaded;
 
 use std::future::Future;
@@ -41,13 +46,16 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use roster::{Activity, Closer, Roster, EVICT_GRACE};
+
 pub use admission::INLINE_READ_MAX;
 pub use export::{BoxFuture, Capabilities, Export, ExportMap, ExportProvider};
 
 /// Limits of a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ServerConfig {
-    /// Most connections served at once (default 256).
+    /// Most connections served at once (default 512). When all are taken, the connection
+    /// quiet longest is closed to admit a new client (see `roster`).
     pub max_connections: usize,
     /// Most requests executing at once per connection (default 128).
     pub max_in_flight: usize,
@@ -62,16 +70,20 @@ pub struct ServerConfig {
     /// request before blocking (adaptive, see `poll`; zero: never). Trades CPU for the
     /// wake-up latency of queue-depth-1 clients (default 100 µs).
     pub busy_poll: Duration,
+    /// A negotiated connection that sends no request for this long is closed (default 5
+    /// minutes; `None`: never).
+    pub idle_timeout: Option<Duration>,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
-            max_connections: 256,
+            max_connections: 512,
             max_in_flight: 128,
             handshake_timeout: Duration::from_secs(30),
             threaded: true,
             busy_poll: Duration::from_micros(100),
+            idle_timeout: Some(Duration::from_secs(300)),
         }
     }
 }
@@ -117,6 +129,14 @@ pub async fn serve_with(
     let listener = listener.into();
     let (stop_tx, stop_rx) = watch::channel(false);
     let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
+    let roster = Roster::new();
+    // Idle connections are looked for a few times per timeout.
+    let sweep = config
+        .idle_timeout
+        .map(|t| (t / 4).clamp(Duration::from_millis(10), Duration::from_secs(10)))
+        .unwrap_or(Duration::from_secs(3600));
+    let mut sweeper = tokio::time::interval(sweep);
+    sweeper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut conns = JoinSet::new();
     tokio::pin!(shutdown);
     loop {
@@ -124,12 +144,32 @@ pub async fn serve_with(
             biased;
             _ = &mut shutdown => break,
             Some(done) = conns.join_next(), if !conns.is_empty() => log_end(done),
-            accepted = accept(&listener, &limit) => match accepted {
-                Ok((permit, conn)) => {
+            _ = sweeper.tick() => {
+                if let Some(t) = config.idle_timeout {
+                    roster.close_idle(t);
+                }
+            }
+            accepted = accept(&listener) => match accepted {
+                Ok(conn) => {
+                    // Enlisted only once admitted, so it cannot be closed for itself.
+                    let permit = tokio::select! {
+                        biased;
+                        _ = &mut shutdown => break,
+                        p = room(&limit, &roster) => p,
+                    };
+                    let enlisted = match conn.closer() {
+                        Ok(c) => roster.enlist(c, conn.peer()),
+                        Err(e) => {
+                            tracing::warn!(error = %e, "cannot track a new connection; dropping it");
+                            continue;
+                        }
+                    };
                     let exports = exports.clone();
                     let stop = stop_rx.clone();
                     conns.spawn(async move {
-                        let res = conn.run(exports, config, stop).await;
+                        let activity = enlisted.activity.clone();
+                        let res = conn.run(exports, config, stop, activity).await;
+                        drop(enlisted);
                         drop(permit);
                         res
                     });
@@ -162,22 +202,37 @@ enum Accepted {
 }
 
 impl Accepted {
+    fn peer(&self) -> String {
+        match self {
+            Accepted::Tcp(s) => s
+                .peer_addr()
+                .map(|a| a.to_string())
+                .unwrap_or_else(|_| "tcp".into()),
+            Accepted::Unix(_) => "unix".into(),
+        }
+    }
+
+    fn closer(&self) -> io::Result<Closer> {
+        match self {
+            Accepted::Tcp(s) => Closer::tcp(s),
+            Accepted::Unix(s) => Closer::unix(s),
+        }
+    }
+
     async fn run(
         self,
         exports: Arc<dyn ExportProvider>,
         config: ServerConfig,
         stop: watch::Receiver<bool>,
+        activity: Arc<Activity>,
     ) -> io::Result<()> {
+        let peer = self.peer();
         match self {
             Accepted::Tcp(s) => {
                 s.set_nodelay(true)?;
-                let peer = s
-                    .peer_addr()
-                    .map(|a| a.to_string())
-                    .unwrap_or_else(|_| "tcp".into());
-                serve_stream(s, exports, peer, config, stop).await
+                serve_stream(s, exports, peer, config, stop, activity).await
             }
-            Accepted::Unix(s) => serve_stream(s, exports, "unix".into(), config, stop).await,
+            Accepted::Unix(s) => serve_stream(s, exports, peer, config, stop, activity).await,
         }
     }
 }
@@ -226,6 +281,7 @@ async fn serve_stream<S: Socket>(
     peer: String,
     config: ServerConfig,
     mut stop: watch::Receiver<bool>,
+    activity: Arc<Activity>,
 ) -> io::Result<()> {
     let negotiated = {
         let (mut r, mut w) = tokio::io::split(&mut s);
@@ -234,29 +290,41 @@ async fn serve_stream<S: Socket>(
     let Some((export, buf)) = negotiated else {
         return Ok(());
     };
+    activity.negotiated();
     let threaded = config.threaded
         && tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
     if threaded {
-        threaded::serve(s.blocking()?, buf, export, config, stop).await
+        threaded::serve(s.blocking()?, buf, export, config, stop, activity).await
     } else {
         let (r, w) = s.halves();
-        connection::transmission(r, w, buf, export, config, stop).await
+        connection::transmission(r, w, buf, export, config, stop, activity).await
     }
 }
 
-async fn accept(
-    listener: &Listener,
-    limit: &Arc<Semaphore>,
-) -> io::Result<(OwnedSemaphorePermit, Accepted)> {
-    let permit = limit
-        .clone()
-        .acquire_owned()
-        .await
-        .expect("semaphore never closed");
-    let conn = match listener {
+async fn accept(listener: &Listener) -> io::Result<Accepted> {
+    Ok(match listener {
         Listener::Tcp(l) => Accepted::Tcp(l.accept().await?.0),
         Listener::Unix(l) => Accepted::Unix(l.accept().await?.0),
-    };
-    Ok((permit, conn))
+    })
+}
+
+/// A connection slot for a client just accepted: a free one, else the slot of the
+/// connection quiet longest (closed for it), else the first to free up.
+async fn room(limit: &Arc<Semaphore>, roster: &Roster) -> OwnedSemaphorePermit {
+    loop {
+        if let Ok(p) = limit.clone().try_acquire_owned() {
+            return p;
+        }
+        // An evicted connection frees its slot as soon as its task sees end of stream;
+        // otherwise look again once another connection may have become quiet.
+        let wait = if roster.evict_oldest_idle(EVICT_GRACE) {
+            Duration::from_secs(1)
+        } else {
+            EVICT_GRACE / 2
+        };
+        if let Ok(p) = tokio::time::timeout(wait, limit.clone().acquire_owned()).await {
+            return p.expect("semaphore never closed");
+        }
+    }
 }

@@ -45,10 +45,26 @@ impl TestNode {
         format!("nbd://{}/{export}", self.node().nbd_addr)
     }
 
-    /// Calls the API; returns (status, JSON body).
+    /// Calls the API with the node's token; returns (status, JSON body).
     pub fn api(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+        let bearer = format!("Bearer {}", self.node().api_token.secret());
+        self.api_as(Some(&bearer), method, path, body)
+    }
+
+    /// Calls the API with `authorization` as the header (or none); returns (status, JSON
+    /// body).
+    pub fn api_as(
+        &self,
+        authorization: Option<&str>,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> (u16, Value) {
         let url = format!("http://{}{path}", self.node().api_addr);
-        let req = ureq::request(method, &url).set("content-type", "application/json");
+        let mut req = ureq::request(method, &url).set("content-type", "application/json");
+        if let Some(a) = authorization {
+            req = req.set("authorization", a);
+        }
         let res = match body {
             Some(b) => req.send_string(b),
             None => req.call(),

@@ -64,6 +64,7 @@ impl Connection {
             };
             match parsed {
                 Parse::Done(h, used) => {
+                    self.activity.touch();
                     let frame = side.buf.split_to(used).freeze();
                     let kib = match admit(&h, size, flags) {
                         Admission::Disconnect => return self.stop_reading(side, Ok(())),

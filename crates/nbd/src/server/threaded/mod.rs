@@ -73,6 +73,7 @@ use tokio::sync::watch;
 
 use crate::server::export::Export;
 use crate::server::poll::BusyPoll;
+use crate::server::roster::Activity;
 use crate::server::ServerConfig;
 
 use budget::Budget;
@@ -89,11 +90,13 @@ pub(crate) async fn serve(
     export: Arc<dyn Export>,
     config: ServerConfig,
     mut shutdown: watch::Receiver<bool>,
+    activity: Arc<Activity>,
 ) -> io::Result<()> {
     let waker = stream.try_clone()?;
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
     let conn = Arc::new(Connection {
         export,
+        activity,
         handle: Handle::current(),
         out: ReplyOut {
             sock: Mutex::new(stream.try_clone()?),
@@ -163,6 +166,8 @@ struct Threads {
 /// One connection's shared state.
 struct Connection {
     export: Arc<dyn Export>,
+    /// When the last request arrived (for the server's idle rules, `roster`).
+    activity: Arc<Activity>,
     handle: Handle,
     out: ReplyOut,
     leader: Mutex<ReadSide>,

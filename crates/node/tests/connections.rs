@@ -1,0 +1,163 @@
+//! Connections node-wide: idle connections cannot lock new clients out, the one quiet
+//! longest makes room when the node is full, and idle connections time out. Idle clients
+//! are raw sockets that finish the NBD handshake and then sit; the new client is `qemu-io`.
+
+mod common;
+use common::{run, TestNode};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+fn node(extra: &str) -> TestNode {
+    TestNode::start(&format!(
+        r#"
+[node]
+cache_size = "8MiB"
+{extra}
+[[export]]
+name = "demo"
+file = "demo.img"
+size = "16MiB"
+"#
+    ))
+}
+
+/// A raw client that negotiated export `demo` (fixed newstyle, `NBD_OPT_EXPORT_NAME`).
+struct Idle(TcpStream);
+
+impl Idle {
+    fn connect(addr: SocketAddr) -> Self {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut greeting = [0u8; 18];
+        s.read_exact(&mut greeting).unwrap();
+        assert_eq!(&greeting[..16], b"NBDMAGICIHAVEOPT");
+        // Client flags: fixed newstyle, no zeroes; then the export's name.
+        let mut m = 3u32.to_be_bytes().to_vec();
+        m.extend_from_slice(b"IHAVEOPT");
+        m.extend_from_slice(&1u32.to_be_bytes());
+        m.extend_from_slice(&4u32.to_be_bytes());
+        m.extend_from_slice(b"demo");
+        s.write_all(&m).unwrap();
+        let mut info = [0u8; 10];
+        s.read_exact(&mut info).unwrap();
+        assert_eq!(u64::from_be_bytes(info[..8].try_into().unwrap()), 16 << 20);
+        Idle(s)
+    }
+
+    /// Reads 4 KiB at 0: whether the server answered (false: the connection is closed).
+    fn read_ok(&mut self) -> bool {
+        let mut r = 0x2560_9513u32.to_be_bytes().to_vec();
+        r.extend_from_slice(&[0, 0, 0, 0]); // flags, NBD_CMD_READ
+        r.extend_from_slice(&7u64.to_be_bytes());
+        r.extend_from_slice(&0u64.to_be_bytes());
+        r.extend_from_slice(&4096u32.to_be_bytes());
+        if self.0.write_all(&r).is_err() {
+            return false;
+        }
+        let mut reply = vec![0u8; 16 + 4096];
+        match self.0.read_exact(&mut reply) {
+            Ok(()) => {
+                assert_eq!(&reply[..4], &0x6744_6698u32.to_be_bytes());
+                assert_eq!(&reply[4..8], &[0; 4], "no error");
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Whether the server closed the connection within `within`.
+    fn closed_within(&mut self, within: Duration) -> bool {
+        self.0.set_read_timeout(Some(within)).unwrap();
+        let mut b = [0u8; 1];
+        let closed = matches!(self.0.read(&mut b), Ok(0))
+            || matches!(self.0.read(&mut b), Err(ref e) if e.kind() == std::io::ErrorKind::ConnectionReset);
+        self.0
+            .set_read_timeout(Some(Duration::from_secs(10)))
+            .unwrap();
+        closed
+    }
+}
+
+/// Reads through `qemu-io`; returns how long it took.
+fn qemu_read(t: &TestNode) -> Duration {
+    let start = Instant::now();
+    run(
+        "qemu-io",
+        &["-f", "raw", "-c", "read -P 0 0 64k", &t.uri("demo")],
+    );
+    start.elapsed()
+}
+
+#[test]
+fn three_hundred_idle_connections_do_not_lock_out_a_new_client() {
+    // The node is exactly full with the idle clients: the new one needs a slot freed.
+    let t = node("max_connections = 300");
+    let addr = t.node().nbd_addr;
+    let start = Instant::now();
+    let mut idle: Vec<Idle> = (0..300).map(|_| Idle::connect(addr)).collect();
+    let opened = start.elapsed();
+    std::thread::sleep(Duration::from_millis(300));
+    let took = qemu_read(&t);
+    println!(
+        "300 idle negotiated connections opened in {opened:.2?}; a new qemu-io read took {took:.2?}"
+    );
+    assert!(took < Duration::from_secs(1), "qemu-io took {took:?}");
+    // The room was made by closing the connection quiet longest, the first one.
+    assert!(idle[0].closed_within(Duration::from_secs(2)));
+    assert!(idle[299].read_ok() && idle[150].read_ok() && idle[1].read_ok());
+    t.stop();
+}
+
+#[test]
+fn the_connection_quiet_longest_makes_room_when_the_node_is_full() {
+    let t = node("max_connections = 4");
+    let addr = t.node().nbd_addr;
+    let mut idle: Vec<Idle> = (0..4).map(|_| Idle::connect(addr)).collect();
+    std::thread::sleep(Duration::from_millis(400));
+    // The oldest connection becomes the most recently active one.
+    assert!(idle[0].read_ok());
+    let took = qemu_read(&t);
+    assert!(took < Duration::from_secs(1), "qemu-io took {took:?}");
+    assert!(idle[1].closed_within(Duration::from_secs(2)));
+    for i in [0, 2, 3] {
+        assert!(idle[i].read_ok(), "connection {i} was served on");
+    }
+    t.stop();
+}
+
+#[test]
+fn idle_connections_are_closed_after_the_timeout_and_busy_ones_are_not() {
+    let t = node("idle_timeout_secs = 0.5");
+    let addr = t.node().nbd_addr;
+    let mut quiet = Idle::connect(addr);
+    let mut busy = Idle::connect(addr);
+    let start = Instant::now();
+    let mut closed_after = None;
+    while start.elapsed() < Duration::from_secs(2) {
+        assert!(busy.read_ok(), "a busy connection was closed");
+        if closed_after.is_none() && quiet.closed_within(Duration::from_millis(100)) {
+            closed_after = Some(start.elapsed());
+        }
+    }
+    let closed_after = closed_after.expect("the quiet connection was closed");
+    println!("idle timeout 0.5 s: the quiet connection was closed after {closed_after:.2?}");
+    assert!(
+        closed_after >= Duration::from_millis(450),
+        "{closed_after:?}"
+    );
+    assert!(busy.read_ok());
+    t.stop();
+}
+
+#[test]
+fn connection_settings_are_checked() {
+    for (bad, field) in [
+        ("max_connections = 0", "max_connections"),
+        ("idle_timeout_secs = -1", "idle_timeout_secs"),
+    ] {
+        let text = format!("[node]\ncache_size = \"8MiB\"\n{bad}\n");
+        let err = node::config::NodeConfig::parse(&text).unwrap_err();
+        assert!(err.contains(field), "{err}");
+    }
+}
