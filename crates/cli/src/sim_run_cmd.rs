@@ -149,7 +149,7 @@ fn print_tables(out: &sim::RunOutput) {
     );
     println!(
         "{:<16} {:>8} {:>10} {:>10} {:>7} {:>7} {:>7} {:>11}",
-        "scheme", "speedup", "mean ms", "p99 ms", "SLO x", "L1 hit", "L2 hit", "M req/s"
+        "scheme", "speedup", "mean ms", "p99 ms", "SLO x", "L1 hit", "L2 hit", "M req/cpu-s"
     );
     for name in &out.order {
         let r = &s.schemes[name];
@@ -162,7 +162,7 @@ fn print_tables(out: &sim::RunOutput) {
             r.slo_violations,
             r.l1_hit_ratio,
             r.l2_hit_ratio,
-            r.requests_per_second / 1e6
+            r.requests_per_cpu_second / 1e6
         );
     }
     println!();

@@ -76,6 +76,11 @@ pub struct SchemeSummary {
     pub wall_seconds: f64,
     /// Simulated requests per wall-clock second.
     pub requests_per_second: f64,
+    /// CPU seconds the simulating thread(s) spent (thread CPU clock: unlike the wall clock,
+    /// it does not count time the thread waited for a core on a busy machine).
+    pub cpu_seconds: f64,
+    /// Simulated requests per CPU second: the speed on one core.
+    pub requests_per_cpu_second: f64,
     /// Intervals whose plan reported an SLO it could not meet.
     pub infeasible_intervals: u64,
     /// Per tenant.
@@ -111,6 +116,7 @@ struct SchemeRun {
     requests: u64,
     seconds: f64,
     wall: f64,
+    cpu: f64,
     infeasible: u64,
 }
 
@@ -143,7 +149,7 @@ pub fn run(
         opts.threads
     };
     let next = AtomicUsize::new(0);
-    type JobResult = Result<(EngineResult, f64), SimError>;
+    type JobResult = Result<(EngineResult, f64, f64), SimError>;
     let results: Mutex<Vec<Option<JobResult>>> =
         Mutex::new((0..jobs.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
@@ -159,11 +165,15 @@ pub fn run(
                     None => order[k].clone(),
                 };
                 let start = Instant::now();
+                let cpu_start = thread_cpu_seconds();
                 let r = Scheme::named(&order[k])
                     .map_err(|e| SimError::Plan(e.to_string()))
                     .and_then(|s| Engine::new(sc, s, only))
                     .and_then(|e| e.run(&mut |f| progress(j, &label, f)))
-                    .map(|r| (r, start.elapsed().as_secs_f64()));
+                    .map(|r| {
+                        let cpu = thread_cpu_seconds() - cpu_start;
+                        (r, start.elapsed().as_secs_f64(), cpu)
+                    });
                 results.lock().expect("no panics hold it")[j] = Some(r);
             });
         }
@@ -176,7 +186,7 @@ pub fn run(
             if jk != k {
                 continue;
             }
-            let (r, wall) = results[j].take().expect("every job ran")?;
+            let (r, wall, cpu) = results[j].take().expect("every job ran")?;
             let infeasible = r.plans.iter().filter(|p| !p.infeasible.is_empty()).count() as u64;
             match (&mut merged, only) {
                 (None, _) => {
@@ -186,6 +196,7 @@ pub fn run(
                         requests: r.requests,
                         seconds: r.seconds,
                         wall,
+                        cpu,
                         infeasible,
                     })
                 }
@@ -205,6 +216,7 @@ pub fn run(
                     m.requests += r.requests;
                     m.seconds = m.seconds.max(r.seconds);
                     m.wall += wall;
+                    m.cpu += cpu;
                     m.infeasible += infeasible;
                 }
                 (Some(_), None) => unreachable!("one job per partitioned scheme"),
@@ -298,6 +310,8 @@ pub fn run(
                 requests: r.requests,
                 wall_seconds: r.wall,
                 requests_per_second: r.requests as f64 / r.wall.max(1e-9),
+                cpu_seconds: r.cpu,
+                requests_per_cpu_second: r.requests as f64 / r.cpu.max(1e-9),
                 infeasible_intervals: r.infeasible,
                 tenants,
             },
@@ -361,4 +375,10 @@ pub fn run(
         rows: all_rows,
         order,
     })
+}
+
+/// CPU time the calling thread has used, in seconds.
+fn thread_cpu_seconds() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
