@@ -15,6 +15,7 @@
 //! | [`auth`] | the API's bearer token: where it comes from, who may skip it |
 //! | [`latency`], [`share`] | per-tenant latency histograms, bandwidth proportions |
 //! | [`observe`] | per-tenant profilers (LRU and phantom curves) and latency for a controller |
+//! | [`register`] | registration with a controller and the heartbeat |
 //! | [`bandwidth`] | the bandwidth scheduler: per-tenant proportional shares (time quanta) |
 //! | [`hot_tier`] | SANCACHE's hot-chunk tier: a fast file in front of a slow backend |
 //! | [`units`] | byte sizes with units |
@@ -32,6 +33,7 @@ pub mod latency;
 pub mod metrics;
 pub mod observe;
 pub mod page;
+pub mod register;
 pub mod share;
 pub mod state;
 pub use units;
@@ -271,10 +273,29 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
             .then(|| std::time::Duration::from_secs_f64(cfg.node.idle_timeout_secs)),
         ..nbd::ServerConfig::default()
     };
+    let link = match &cfg.node.controller {
+        Some(url) => Some(register::ControllerLink {
+            url: url.trim_end_matches('/').to_string(),
+            token: match &cfg.node.controller_token_file {
+                Some(f) => Some(
+                    auth::read_token(&cfg.path(f)).map_err(|e| NodeError::Config {
+                        file: "node.toml".into(),
+                        msg: format!("node.controller_token_file: {e}"),
+                    })?,
+                ),
+                None => None,
+            },
+            every: std::time::Duration::from_secs_f64(cfg.node.heartbeat_secs),
+        }),
+        None => None,
+    };
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let st = state.clone();
     let token = api_token.clone();
+    let reg = register::registration(&state, api_addr, nbd_addr, api_token.secret());
     let task = tokio::spawn(async move {
+        let (reg_stop_tx, reg_stop_rx) = oneshot::channel::<()>();
+        let beating = link.map(|l| register::spawn(st.clone(), l, reg, reg_stop_rx));
         let (api_stop_tx, api_stop_rx) = oneshot::channel::<()>();
         let app = api::router(st.clone(), token);
         let api = tokio::spawn(async move {
@@ -291,6 +312,10 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         .await;
         let _ = api_stop_tx.send(());
         let _ = api.await;
+        let _ = reg_stop_tx.send(());
+        if let Some(b) = beating {
+            let _ = b.await;
+        }
         // Write every dirty block back before the process may exit.
         let flush_state = st.clone();
         tokio::task::spawn_blocking(move || {
