@@ -16,6 +16,7 @@
 //! | [`latency`], [`share`] | per-tenant latency histograms, bandwidth proportions |
 //! | [`observe`] | per-tenant profilers (LRU and phantom curves) and latency for a controller |
 //! | [`register`] | registration with a controller and the heartbeat |
+//! | [`replay`] | a trace replayed as NBD I/O at its own pace or a given rate |
 //! | [`bandwidth`] | the bandwidth scheduler: per-tenant proportional shares (time quanta) |
 //! | [`hot_tier`] | SANCACHE's hot-chunk tier: a fast file in front of a slow backend |
 //! | [`units`] | byte sizes with units |
@@ -34,6 +35,7 @@ pub mod metrics;
 pub mod observe;
 pub mod page;
 pub mod register;
+pub mod replay;
 pub mod share;
 pub mod state;
 pub use units;
