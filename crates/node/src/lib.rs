@@ -74,9 +74,40 @@ pub enum NodeError {
     /// The cache refused.
     #[error(transparent)]
     Cache(#[from] cache::CacheError),
-    /// I/O failed (a backend, a listener).
+    /// I/O failed (a backend).
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A listener could not be opened.
+    #[error("{what} listener {addr}: {reason}")]
+    Listen {
+        /// `NBD` or `API`.
+        what: &'static str,
+        /// The address asked for.
+        addr: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+}
+
+/// Opens the `what` listener on `addr`; an address in use says how to choose another.
+async fn listen(what: &'static str, addr: &str, key: &str) -> Result<TcpListener, NodeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| NodeError::Listen {
+            what,
+            addr: addr.to_string(),
+            reason: match e.kind() {
+                std::io::ErrorKind::AddrInUse => format!(
+                    "the address is already in use (another node or program listens there); \
+                 choose another with `serve --{key} ADDR` or `[node] {key}`"
+                ),
+                std::io::ErrorKind::AddrNotAvailable => format!(
+                    "no interface of this machine has that address; \
+                 choose another with `serve --{key} ADDR` or `[node] {key}`"
+                ),
+                _ => e.to_string(),
+            },
+        })
 }
 
 /// A running node.
@@ -247,18 +278,8 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     if let Some(d) = &cfg.node.data_dir {
         std::fs::create_dir_all(d)?;
     }
-    let nbd_listener = TcpListener::bind(&cfg.node.nbd).await.map_err(|e| {
-        NodeError::Io(std::io::Error::new(
-            e.kind(),
-            format!("NBD listener {}: {e}", cfg.node.nbd),
-        ))
-    })?;
-    let api_listener = TcpListener::bind(&cfg.node.api).await.map_err(|e| {
-        NodeError::Io(std::io::Error::new(
-            e.kind(),
-            format!("API listener {}: {e}", cfg.node.api),
-        ))
-    })?;
+    let nbd_listener = listen("NBD", &cfg.node.nbd, "nbd").await?;
+    let api_listener = listen("API", &cfg.node.api, "api").await?;
     let nbd_addr = nbd_listener.local_addr()?;
     let api_addr = api_listener.local_addr()?;
     auth::check_exposure(cfg, api_addr)?;

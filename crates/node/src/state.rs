@@ -378,15 +378,20 @@ impl NodeState {
             .map(|(id, _)| id)
     }
 
-    /// Resolves a cache given by id or name.
+    /// Resolves a cache given by name or, if no cache has that name, by id (so a cache
+    /// called `"0"` is reached by its name).
     pub fn resolve_cache(&self, key: &str) -> Result<CacheId, NodeError> {
+        if let Some(id) = self.cache_id(key) {
+            return Ok(id);
+        }
         if let Ok(id) = key.parse::<CacheId>() {
             if self.cache.caches().iter().any(|(c, _)| *c == id) {
                 return Ok(id);
             }
         }
-        self.cache_id(key)
-            .ok_or_else(|| NodeError::NotFound(format!("no cache has id or name `{key}`")))
+        Err(NodeError::NotFound(format!(
+            "no cache has name or id `{key}`"
+        )))
     }
 
     /// Creates a rule (`createRule`).
@@ -453,13 +458,14 @@ impl NodeState {
     }
 
     /// A cache's hit-ratio curve at `points` sizes up to four times its capacity (or the
-    /// windowed curve, recent accesses only).
+    /// windowed curve, recent accesses only); `None` before the cache saw any access (no
+    /// data, rather than a made-up curve).
     pub fn curve(
         &self,
         id: CacheId,
         windowed: bool,
         points: usize,
-    ) -> Result<HitRatioCurve, NodeError> {
+    ) -> Result<Option<HitRatioCurve>, NodeError> {
         let view = self.cache(id)?;
         let p = lock(&self.profilers)
             .get(&id)
@@ -469,11 +475,14 @@ impl NodeState {
         let top = (view.stats.capacity as u64 * 4).max(points);
         let sizes: Vec<u64> = (1..=points).map(|i| top * i / points).collect();
         let p = lock(&p);
-        Ok(if windowed {
+        if p.accesses() == 0 {
+            return Ok(None);
+        }
+        Ok(Some(if windowed {
             p.windowed_curve(&sizes)
         } else {
             p.curve(&sizes)
-        })
+        }))
     }
 
     /// The latency recorder of a tenant (export, client).
