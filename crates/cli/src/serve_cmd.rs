@@ -1,5 +1,6 @@
-//! `lachesis serve node.toml`: runs a cache node until SIGINT or SIGTERM, then drains
-//! in-flight requests and writes every dirty block back before exiting.
+//! `lachesis serve node.toml [--nbd ADDR] [--api ADDR]`: runs a cache node until SIGINT or
+//! SIGTERM, then drains in-flight requests and writes every dirty block back before
+//! exiting. `--nbd` and `--api` override the file's listeners.
 
 use anyhow::Context;
 use clap::Args;
@@ -16,6 +17,12 @@ pub struct ServeArgs {
     /// Worker threads of the runtime (default: the number of cores).
     #[arg(long)]
     threads: Option<usize>,
+    /// NBD listen address (`HOST:PORT`; overrides `[node] nbd`).
+    #[arg(long, value_name = "ADDR")]
+    nbd: Option<String>,
+    /// HTTP API listen address (`HOST:PORT`; overrides `[node] api`).
+    #[arg(long, value_name = "ADDR")]
+    api: Option<String>,
 }
 
 /// Runs `lachesis serve`.
@@ -27,7 +34,14 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
     }
     let rt = rt.build().context("starting the runtime")?;
     rt.block_on(async {
-        let mut node = node::start_file(&a.config, a.data_dir.as_deref()).await?;
+        let mut cfg = node::config::NodeConfig::load(&a.config, a.data_dir.as_deref())?;
+        if let Some(n) = a.nbd {
+            cfg.node.nbd = n;
+        }
+        if let Some(n) = a.api {
+            cfg.node.api = n;
+        }
+        let mut node = node::start(&cfg).await?;
         eprintln!(
             "lachesis node: NBD on {} (e.g. qemu-io -f raw nbd://{}/NAME), API and page on http://{}/ \
              (API token in {}; open the page as http://{}/#token=TOKEN)",

@@ -8,18 +8,22 @@
 //! | GET | `/healthz` | `{"status":"ok"}` while the node serves |
 //! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends |
-//! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile"}` |
+//! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
 //! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission"}` / remove |
-//! | GET | `/v1/caches/{id or name}/curve?window=true&points=N` | online hit-ratio curve |
+//! | GET | `/v1/caches/{id or name}/curve?window=true&points=N` | online hit-ratio curve (`"status": "no data"` and no points before any access) |
 //! | GET, POST | `/v1/rules` | list / create `{"export","cache","client","op","range"}` |
 //! | DELETE | `/v1/rules/{id}` | remove |
 //! | GET | `/v1/tenants` | per (export, client) counters and latency percentiles |
-//! | GET, PUT | `/v1/proportions` | bandwidth weights `{"tenant": weight, ...}` |
+//! | GET, PUT | `/v1/proportions` | bandwidth weights `{"tenant": weight, ...}` (unknown tenants: 404 naming them) |
+//! | GET | `/v1/observations` | per-tenant counters, latency and curves for a controller (see [`crate::observe`]) |
 //!
 //! Every request but `/`, `/metrics` and `/healthz` needs `Authorization: Bearer TOKEN`
 //! (see [`crate::auth`]); without it the answer is 401.
 //!
-//! Every error is a JSON object `{"error": reason}` with a 4xx status for the caller's
+//! A cache is named by its name or, if no cache has that name, by its id.
+//!
+//! Every error, a wrong method (405) and an unknown path (404) included, is a JSON object
+//! `{"error": reason}` with a 4xx status for the caller's
 //! mistakes (400 malformed or invalid, 404 unknown, 409 conflicts such as overlapping rules
 //! or a size that does not fit) and 500 for the node's own failures. Verbs that may write
 //! dirty blocks back (resize, remove) run on the blocking pool.
@@ -59,7 +63,7 @@ impl IntoResponse for NodeError {
                 CacheError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
                 _ => StatusCode::BAD_REQUEST,
             },
-            NodeError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            NodeError::Io(_) | NodeError::Listen { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         };
         (status, Json(json!({ "error": self.to_string() }))).into_response()
     }
@@ -96,8 +100,17 @@ pub fn router(state: Arc<NodeState>, token: Arc<ApiToken>) -> Router {
         .route("/v1/rules/{id}", axum::routing::delete(remove_rule))
         .route("/v1/tenants", get(tenants))
         .route("/v1/proportions", get(get_proportions).put(set_proportions))
+        .route("/v1/observations", get(observations))
         .fallback(|| async {
             NodeError::NotFound("no such endpoint; see GET / for the API".into())
+        })
+        .method_not_allowed_fallback(|method: axum::http::Method, uri: axum::http::Uri| async move {
+            (
+                StatusCode::METHOD_NOT_ALLOWED,
+                Json(json!({
+                    "error": format!("{method} is not a verb of {}; see GET / for the API", uri.path())
+                })),
+            )
         })
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(
@@ -152,8 +165,13 @@ async fn list_caches(State(s): St) -> impl IntoResponse {
 
 async fn create_cache(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
     let spec: CacheSpec = body(&b)?;
-    let id = s.create_cache(&spec)?;
-    Ok((StatusCode::CREATED, Json(s.cache(id)?)))
+    let (id, created) = s.ensure_cache(&spec)?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(s.cache(id)?)))
 }
 
 async fn get_cache(State(s): St, Path(key): Path<String>) -> Result<impl IntoResponse, NodeError> {
@@ -182,31 +200,57 @@ async fn remove_cache(
     Ok(Json(json!({ "removed": id })))
 }
 
-#[derive(serde::Deserialize)]
-struct CurveQuery {
-    #[serde(default)]
-    window: bool,
-    #[serde(default = "default_points")]
-    points: usize,
-}
-
-fn default_points() -> usize {
-    40
+/// Parses the curve's query (`window=true|false`, `points=N`); a bad value is a 400
+/// naming the parameter.
+fn curve_query(q: &BTreeMap<String, String>) -> Result<(bool, usize), NodeError> {
+    let mut window = false;
+    let mut points = 40;
+    for (k, v) in q {
+        match k.as_str() {
+            "window" => {
+                window = v.parse().map_err(|_| {
+                    NodeError::Invalid(format!("window: `{v}` is not true or false"))
+                })?
+            }
+            "points" => {
+                points = v.parse().map_err(|_| {
+                    NodeError::Invalid(format!("points: `{v}` is not a number of points"))
+                })?
+            }
+            other => {
+                return Err(NodeError::Invalid(format!(
+                    "unknown query parameter `{other}` (window, points)"
+                )))
+            }
+        }
+    }
+    Ok((window, points))
 }
 
 async fn curve(
     State(s): St,
     Path(key): Path<String>,
-    Query(q): Query<CurveQuery>,
+    Query(q): Query<BTreeMap<String, String>>,
 ) -> Result<impl IntoResponse, NodeError> {
+    let (window, points) = curve_query(&q)?;
     let id = s.resolve_cache(&key)?;
-    let c = s.curve(id, q.window, q.points)?;
-    Ok(Json(json!({
-        "cache": id,
-        "windowed": q.window,
-        "block_size": s.cache.block_size(),
-        "points": c.points(),
-    })))
+    let c = s.curve(id, window, points)?;
+    Ok(Json(match c {
+        Some(c) => json!({
+            "cache": id,
+            "windowed": window,
+            "block_size": s.cache.block_size(),
+            "status": "ok",
+            "points": c.points(),
+        }),
+        None => json!({
+            "cache": id,
+            "windowed": window,
+            "block_size": s.cache.block_size(),
+            "status": "no data",
+            "points": [],
+        }),
+    }))
 }
 
 async fn list_rules(State(s): St) -> impl IntoResponse {
@@ -229,6 +273,10 @@ async fn remove_rule(State(s): St, Path(id): Path<String>) -> Result<impl IntoRe
     Ok(Json(json!({ "removed": id })))
 }
 
+async fn observations(State(s): St) -> impl IntoResponse {
+    Json(crate::observe::observations(&s))
+}
+
 async fn tenants(State(s): St) -> impl IntoResponse {
     Json(s.tenants())
 }
@@ -242,6 +290,19 @@ async fn get_proportions(State(s): St) -> impl IntoResponse {
 
 async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
     let p: BTreeMap<String, f64> = body(&b)?;
+    let known = s.tenant_names();
+    let unknown: Vec<&str> = p
+        .keys()
+        .filter(|t| !known.contains(t))
+        .map(String::as_str)
+        .collect();
+    if !unknown.is_empty() {
+        return Err(NodeError::NotFound(format!(
+            "no export of this node belongs to tenant(s) {}; known tenants: {}",
+            unknown.join(", "),
+            known.join(", ")
+        )));
+    }
     s.bandwidth.set_proportions(p).map_err(NodeError::Invalid)?;
     Ok(Json(s.bandwidth.proportions()))
 }

@@ -92,7 +92,7 @@ impl ApiToken {
     }
 }
 
-fn read_token(file: &Path) -> Result<String, String> {
+pub(crate) fn read_token(file: &Path) -> Result<String, String> {
     let text = std::fs::read_to_string(file).map_err(|e| format!("{}: {e}", file.display()))?;
     let t = text.trim();
     if t.len() < 16 || t.chars().any(|c| c.is_whitespace() || c.is_control()) {

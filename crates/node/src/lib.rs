@@ -14,6 +14,9 @@
 //! | [`api`], [`page`], [`metrics`] | HTTP: JSON verbs, operator's page, Prometheus |
 //! | [`auth`] | the API's bearer token: where it comes from, who may skip it |
 //! | [`latency`], [`share`] | per-tenant latency histograms, bandwidth proportions |
+//! | [`observe`] | per-tenant profilers (LRU and phantom curves) and latency for a controller |
+//! | [`register`] | registration with a controller and the heartbeat |
+//! | [`replay`] | a trace replayed as NBD I/O at its own pace or a given rate |
 //! | [`bandwidth`] | the bandwidth scheduler: per-tenant proportional shares (time quanta) |
 //! | [`hot_tier`] | SANCACHE's hot-chunk tier: a fast file in front of a slow backend |
 //! | [`units`] | byte sizes with units |
@@ -29,7 +32,10 @@ pub mod export;
 pub mod hot_tier;
 pub mod latency;
 pub mod metrics;
+pub mod observe;
 pub mod page;
+pub mod register;
+pub mod replay;
 pub mod share;
 pub mod state;
 pub use units;
@@ -68,9 +74,40 @@ pub enum NodeError {
     /// The cache refused.
     #[error(transparent)]
     Cache(#[from] cache::CacheError),
-    /// I/O failed (a backend, a listener).
+    /// I/O failed (a backend).
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A listener could not be opened.
+    #[error("{what} listener {addr}: {reason}")]
+    Listen {
+        /// `NBD` or `API`.
+        what: &'static str,
+        /// The address asked for.
+        addr: String,
+        /// Why, and what to do.
+        reason: String,
+    },
+}
+
+/// Opens the `what` listener on `addr`; an address in use says how to choose another.
+async fn listen(what: &'static str, addr: &str, key: &str) -> Result<TcpListener, NodeError> {
+    TcpListener::bind(addr)
+        .await
+        .map_err(|e| NodeError::Listen {
+            what,
+            addr: addr.to_string(),
+            reason: match e.kind() {
+                std::io::ErrorKind::AddrInUse => format!(
+                    "the address is already in use (another node or program listens there); \
+                 choose another with `serve --{key} ADDR` or `[node] {key}`"
+                ),
+                std::io::ErrorKind::AddrNotAvailable => format!(
+                    "no interface of this machine has that address; \
+                 choose another with `serve --{key} ADDR` or `[node] {key}`"
+                ),
+                _ => e.to_string(),
+            },
+        })
 }
 
 /// A running node.
@@ -179,6 +216,8 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
     let bs = cfg.node.block_size.0 as usize;
     let blocks = (cfg.node.cache_size.0 / bs as u64) as usize;
     let mut state = NodeState::new(blocks, bs, cfg.node.level, cfg.node.bandwidth.0)?;
+    state.phantom_policies = cfg.node.phantom_policies.clone();
+    state.name = cfg.node.name.clone().unwrap_or_default();
     for e in &cfg.exports {
         let (mut backend, mut desc) = open_backend(cfg, e).await?;
         let mut tier = None;
@@ -239,23 +278,17 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     if let Some(d) = &cfg.node.data_dir {
         std::fs::create_dir_all(d)?;
     }
-    let nbd_listener = TcpListener::bind(&cfg.node.nbd).await.map_err(|e| {
-        NodeError::Io(std::io::Error::new(
-            e.kind(),
-            format!("NBD listener {}: {e}", cfg.node.nbd),
-        ))
-    })?;
-    let api_listener = TcpListener::bind(&cfg.node.api).await.map_err(|e| {
-        NodeError::Io(std::io::Error::new(
-            e.kind(),
-            format!("API listener {}: {e}", cfg.node.api),
-        ))
-    })?;
+    let nbd_listener = listen("NBD", &cfg.node.nbd, "nbd").await?;
+    let api_listener = listen("API", &cfg.node.api, "api").await?;
     let nbd_addr = nbd_listener.local_addr()?;
     let api_addr = api_listener.local_addr()?;
     auth::check_exposure(cfg, api_addr)?;
     let api_token = Arc::new(auth::ApiToken::load(cfg)?);
-    let state = Arc::new(build(cfg).await?);
+    let mut state = build(cfg).await?;
+    if state.name.is_empty() {
+        state.name = api_addr.to_string();
+    }
+    let state = Arc::new(state);
     let server = nbd::ServerConfig {
         busy_poll: std::time::Duration::from_micros(cfg.node.busy_poll_us),
         max_connections: cfg.node.max_connections,
@@ -263,10 +296,29 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
             .then(|| std::time::Duration::from_secs_f64(cfg.node.idle_timeout_secs)),
         ..nbd::ServerConfig::default()
     };
+    let link = match &cfg.node.controller {
+        Some(url) => Some(register::ControllerLink {
+            url: url.trim_end_matches('/').to_string(),
+            token: match &cfg.node.controller_token_file {
+                Some(f) => Some(
+                    auth::read_token(&cfg.path(f)).map_err(|e| NodeError::Config {
+                        file: "node.toml".into(),
+                        msg: format!("node.controller_token_file: {e}"),
+                    })?,
+                ),
+                None => None,
+            },
+            every: std::time::Duration::from_secs_f64(cfg.node.heartbeat_secs),
+        }),
+        None => None,
+    };
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
     let st = state.clone();
     let token = api_token.clone();
+    let reg = register::registration(&state, api_addr, nbd_addr, api_token.secret());
     let task = tokio::spawn(async move {
+        let (reg_stop_tx, reg_stop_rx) = oneshot::channel::<()>();
+        let beating = link.map(|l| register::spawn(st.clone(), l, reg, reg_stop_rx));
         let (api_stop_tx, api_stop_rx) = oneshot::channel::<()>();
         let app = api::router(st.clone(), token);
         let api = tokio::spawn(async move {
@@ -283,6 +335,10 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         .await;
         let _ = api_stop_tx.send(());
         let _ = api.await;
+        let _ = reg_stop_tx.send(());
+        if let Some(b) = beating {
+            let _ = b.await;
+        }
         // Write every dirty block back before the process may exit.
         let flush_state = st.clone();
         tokio::task::spawn_blocking(move || {

@@ -3,7 +3,10 @@
 //! Written by hand rather than with a metrics crate: every counter already lives in the
 //! cache crate (partition counters under their locks, tenant atomics) and in the latency
 //! histograms; a registry would have to mirror each of them on every change. The scrape
-//! takes a snapshot and prints it, which is all the format needs.
+//! takes a snapshot and prints it, which is all the format needs. Every tenant series
+//! (counters and latency histograms) carries `export`, `client` and `tenant` labels; the
+//! process's resident memory, threads, open descriptors and CPU time come from
+//! `/proc/self` under Prometheus's conventional `process_*` names.
 
 use crate::state::NodeState;
 use std::fmt::Write;
@@ -219,6 +222,7 @@ pub fn render(state: &NodeState) -> String {
             let base = [
                 ("export", t.export.as_str()),
                 ("client", t.client.as_str()),
+                ("tenant", t.tenant.as_str()),
                 ("op", op),
             ];
             for (b, c) in LATENCY_BOUNDS_US.iter().zip(&counts) {
@@ -234,12 +238,98 @@ pub fn render(state: &NodeState) -> String {
             o.sample("lachesis_tenant_latency_seconds_count", &base, n);
         }
     }
+    process(&mut o);
     o.0
+}
+
+/// The process's own figures, read from `/proc/self` (absent where there is none).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ProcessFigures {
+    /// Resident set size in bytes.
+    pub rss_bytes: Option<u64>,
+    /// Threads.
+    pub threads: Option<u64>,
+    /// Open file descriptors.
+    pub open_fds: Option<u64>,
+    /// User plus system CPU seconds.
+    pub cpu_seconds: Option<f64>,
+}
+
+/// Reads the process's figures.
+pub fn process_figures() -> ProcessFigures {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let field = |name: &str| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix(name))
+            .and_then(|v| v.split_whitespace().next())
+            .and_then(|v| v.parse::<u64>().ok())
+    };
+    let cpu_seconds = std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| {
+            // Fields after the command name (which may hold spaces, inside parentheses):
+            // utime and stime are the 12th and 13th, in clock ticks (100 per second on
+            // Linux's user ABI).
+            let rest = &s[s.rfind(')')? + 1..];
+            let f: Vec<&str> = rest.split_whitespace().collect();
+            let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+            Some(ticks as f64 / 100.0)
+        });
+    ProcessFigures {
+        rss_bytes: field("VmRSS:").map(|kib| kib * 1024),
+        threads: field("Threads:"),
+        open_fds: std::fs::read_dir("/proc/self/fd")
+            .ok()
+            .map(|d| d.count() as u64),
+        cpu_seconds,
+    }
+}
+
+fn process(o: &mut Out) {
+    let p = process_figures();
+    if let Some(v) = p.rss_bytes {
+        o.help(
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory size in bytes.",
+        );
+        o.sample("process_resident_memory_bytes", &[], v);
+    }
+    if let Some(v) = p.threads {
+        o.help("process_threads", "gauge", "Threads of the process.");
+        o.sample("process_threads", &[], v);
+    }
+    if let Some(v) = p.open_fds {
+        o.help(
+            "process_open_fds",
+            "gauge",
+            "Open file descriptors (sockets included).",
+        );
+        o.sample("process_open_fds", &[], v);
+    }
+    if let Some(v) = p.cpu_seconds {
+        o.help(
+            "process_cpu_seconds_total",
+            "counter",
+            "User and system CPU time spent, in seconds.",
+        );
+        o.sample("process_cpu_seconds_total", &[], v);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn process_figures_are_read() {
+        let p = process_figures();
+        assert!(p.rss_bytes.unwrap() > 1 << 20, "{p:?}");
+        assert!(p.threads.unwrap() >= 1, "{p:?}");
+        assert!(p.open_fds.unwrap() >= 3, "{p:?}");
+        assert!(p.cpu_seconds.unwrap() >= 0.0, "{p:?}");
+    }
 
     #[test]
     fn escapes_labels() {
