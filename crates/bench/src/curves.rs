@@ -124,7 +124,7 @@ pub fn accuracy(shared: Option<&Path>) -> Result<()> {
         println!();
     }
     println!(
-        "(rate 0.01 holds at least {} sampled keys while a higher rate can: about {}/objects on these traces)",
+        "(rate 0.01 holds at least {} sampled keys while a higher rate can, so it samples about {} keys / objects of these traces)",
         mrc::shards::MIN_SAMPLE,
         mrc::shards::MIN_SAMPLE
     );
