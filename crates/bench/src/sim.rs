@@ -2,9 +2,13 @@
 //!
 //! Generates (once, cached under the bench directory) a seeded 10 M-request Zipf trace in
 //! libCacheSim's oracleGeneral format, then for each policy runs our simulator
-//! single-threaded in object mode and libCacheSim's PyPI bindings on the same file, same
-//! size, interleaved `repeat` times, and prints the best throughput of each side and their
-//! ratio. It also measures LRU's memory per cached object as the slope of peak RSS between
+//! single-threaded in object mode, libCacheSim's C simulator `cachesim` (when built, see
+//! [`SimBench::cachesim`]) and libCacheSim's PyPI bindings on the same file, same size,
+//! interleaved `repeat` times, and prints the best throughput of each side and the
+//! ratios. Ours is the whole `lachesis sim` process's requests over its wall-clock time
+//! from start to exit (reading the file included); `cachesim`'s is the throughput it
+//! prints for its own loop (reading the file included, start-up and set-up not); the
+//! bindings' is timed around `process_trace`. It also measures LRU's memory per cached object as the slope of peak RSS between
 //! two cache sizes, each run in a fresh child process so the peaks do not mix. Both sides
 //! run as child processes: ours is the `lachesis` executable given in [`SimBench::exe`].
 //! Without the `libcachesim` Python package it stops with one line saying what to install.
@@ -41,6 +45,9 @@ pub struct SimBench {
     pub no_memory: bool,
     /// Runs of each side per policy, interleaved; the best of each side is compared.
     pub repeat: u32,
+    /// libCacheSim's C simulator (`cachesim`, built by `shared/peers/build_cachesim.sh`);
+    /// `None` leaves its column out with a line saying how to build it.
+    pub cachesim: Option<PathBuf>,
 }
 
 #[derive(Deserialize)]
@@ -50,6 +57,8 @@ struct Line {
     requests_per_sec: Option<f64>,
     #[serde(default)]
     peak_rss_bytes: Option<u64>,
+    #[serde(default)]
+    requests: Option<u64>,
 }
 
 fn json_lines(cmd: &mut Command) -> Result<Vec<Line>> {
@@ -84,6 +93,78 @@ fn ours(exe: &Path, trace: &Path, policy: &str, size: u64) -> Result<Line> {
     v.pop().context("no output from lachesis sim")
 }
 
+/// One run of our simulator timed from outside: requests over the process's wall-clock
+/// time, start-up and exit included.
+fn ours_whole(exe: &Path, trace: &Path, policy: &str, size: u64) -> Result<Line> {
+    let t = std::time::Instant::now();
+    let mut line = ours(exe, trace, policy, size)?;
+    let secs = t.elapsed().as_secs_f64();
+    let requests = line.requests.unwrap_or(0) as f64;
+    line.requests_per_sec = (secs > 0.0).then(|| requests / secs);
+    Ok(line)
+}
+
+/// libCacheSim's policy name in `cachesim` for ours.
+fn cachesim_name(policy: &str) -> &str {
+    match policy {
+        "2q" => "twoq",
+        "s3fifo" => "s3fifo",
+        other => other,
+    }
+}
+
+/// One run of libCacheSim's C simulator: the miss ratio and throughput it prints.
+fn cachesim(bin: &Path, trace: &Path, policy: &str, size: u64) -> Result<Line> {
+    let mut cmd = Command::new(bin);
+    cmd.arg(trace)
+        .args(["oracleGeneral", cachesim_name(policy), &size.to_string()])
+        .args([
+            "--ignore-obj-size",
+            "1",
+            "--num-thread",
+            "1",
+            "-o",
+            "/dev/null",
+        ]);
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed: {}{}",
+            text.trim(),
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    parse_cachesim(&text)
+        .map(|(miss_ratio, mqps)| Line {
+            policy: policy.into(),
+            miss_ratio,
+            requests_per_sec: Some(mqps * 1e6),
+            peak_rss_bytes: None,
+            requests: None,
+        })
+        .with_context(|| {
+            format!(
+                "no `miss ratio .., throughput .. MQPS` in {cmd:?}'s output `{}`",
+                text.trim()
+            )
+        })
+}
+
+/// `(miss ratio, M requests/s)` from `cachesim`'s result line.
+fn parse_cachesim(out: &str) -> Option<(f64, f64)> {
+    let line = out.lines().rev().find(|l| l.contains("throughput"))?;
+    let after = |tag: &str| -> Option<f64> {
+        let rest = &line[line.find(tag)? + tag.len()..];
+        rest.trim_start()
+            .split(|c: char| c == ',' || c.is_whitespace())
+            .next()?
+            .parse()
+            .ok()
+    };
+    Some((after("miss ratio")?, after("throughput")?))
+}
+
 fn peer(python: &str, trace: &Path, policy: &str, size: u64) -> Result<Line> {
     let mut v = json_lines(
         Command::new(python)
@@ -116,39 +197,59 @@ pub fn run(b: &SimBench) -> Result<()> {
         b.objects,
         b.size
     );
+    match &b.cachesim {
+        Some(c) => println!("C peer: {}", c.display()),
+        None => println!(
+            "C peer: not built (bash shared/peers/build_cachesim.sh, then --cachesim PATH); its columns are left out"
+        ),
+    }
     println!(
-        "{:<8} {:>12} {:>12} {:>8} {:>10} {:>10}",
-        "policy", "lachesis", "libCacheSim", "ratio", "miss", "peer miss"
+        "{:<7} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8} {:>8}",
+        "policy", "lachesis", "cachesim", "pypi", "vs C", "vs py", "miss", "C miss", "py miss"
     );
     println!(
-        "{:<8} {:>12} {:>12}   (best of {} interleaved runs each)",
+        "{:<7} {:>9} {:>9} {:>9}   M req/s, best of {} interleaved runs each; ours is the whole process",
         "",
-        "M req/s",
-        "M req/s",
+        "",
+        "",
+        "",
         b.repeat.max(1)
     );
+    let best = |old: Option<Line>, new: Line| match old {
+        Some(x) if x.requests_per_sec >= new.requests_per_sec => Some(x),
+        _ => Some(new),
+    };
     for p in b.policy.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let (mut o, mut t) = (None::<Line>, None::<Line>);
+        let (mut o, mut c, mut t) = (None::<Line>, None::<Line>, None::<Line>);
         for _ in 0..b.repeat.max(1) {
-            let best = |old: Option<Line>, new: Line| match old {
-                Some(x) if x.requests_per_sec >= new.requests_per_sec => Some(x),
-                _ => Some(new),
-            };
-            o = best(o, ours(&b.exe, &trace, p, b.size)?);
+            o = best(o, ours_whole(&b.exe, &trace, p, b.size)?);
+            if let Some(bin) = &b.cachesim {
+                c = best(c, cachesim(bin, &trace, p, b.size)?);
+            }
             t = best(t, peer(&b.python, &trace, p, b.size)?);
         }
         let (o, t) = (o.context("no run")?, t.context("no run")?);
-        let (ro, rt) = (
-            o.requests_per_sec.unwrap_or(0.0),
-            t.requests_per_sec.unwrap_or(0.0),
-        );
+        let rate = |l: &Line| l.requests_per_sec.unwrap_or(0.0);
+        let ratio = |a: f64, b: f64| if b > 0.0 { a / b } else { f64::NAN };
+        let ro = rate(&o);
+        let (c_rate, c_ratio, c_miss) = match &c {
+            Some(c) => (
+                format!("{:.2}", rate(c) / 1e6),
+                format!("{:.2}x", ratio(ro, rate(c))),
+                format!("{:.4}", c.miss_ratio),
+            ),
+            None => ("-".into(), "-".into(), "-".into()),
+        };
         println!(
-            "{:<8} {:>12.2} {:>12.2} {:>7.2}x {:>10.4} {:>10.4}",
+            "{:<7} {:>9.2} {:>9} {:>9.2} {:>7} {:>6.2}x {:>8.4} {:>8} {:>8.4}",
             o.policy,
             ro / 1e6,
-            rt / 1e6,
-            if rt > 0.0 { ro / rt } else { f64::NAN },
+            c_rate,
+            rate(&t) / 1e6,
+            c_ratio,
+            ratio(ro, rate(&t)),
             o.miss_ratio,
+            c_miss,
             t.miss_ratio
         );
     }
@@ -215,4 +316,16 @@ fn check_peer(python: &str) -> Result<()> {
         );
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_cachesim_result_line() {
+        let out = "t.bin LRU cache size   100000,          9990000 req, miss ratio 0.3147, throughput 12.85 MQPS\n";
+        assert_eq!(parse_cachesim(out), Some((0.3147, 12.85)));
+        assert_eq!(parse_cachesim("no result"), None);
+    }
 }

@@ -13,7 +13,7 @@ pub struct BenchArgs {
 
 #[derive(Subcommand, Debug)]
 enum BenchWhat {
-    /// Simulator throughput against libCacheSim (PyPI), and LRU memory per object.
+    /// Simulator throughput against libCacheSim's C simulator and PyPI bindings, and LRU memory per object.
     Sim(SimBench),
     /// Curve methods: speed, error against the exact curve, bounded memory.
     Mrc(MrcBench),
@@ -80,6 +80,19 @@ struct SimBench {
     /// decide the ratio.
     #[arg(long, default_value_t = 3)]
     repeat: u32,
+    /// libCacheSim's C simulator `cachesim` (built by `shared/peers/build_cachesim.sh`);
+    /// default: `$CACHESIM`, else `~/.cache/lachesis-peers/cachesim` if it exists.
+    #[arg(long)]
+    cachesim: Option<PathBuf>,
+}
+
+/// Where `build_cachesim.sh` leaves `cachesim`, if it is there.
+fn default_cachesim() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("CACHESIM") {
+        return Some(PathBuf::from(p));
+    }
+    let p = PathBuf::from(std::env::var_os("HOME")?).join(".cache/lachesis-peers/cachesim");
+    p.is_file().then_some(p)
 }
 
 /// Runs `lachesis bench`.
@@ -96,6 +109,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             python: b.python,
             no_memory: b.no_memory,
             repeat: b.repeat,
+            cachesim: b.cachesim.or_else(default_cachesim),
         })?,
         BenchWhat::Alloc => bench::allocation::run(),
         BenchWhat::Nbd {

@@ -27,6 +27,11 @@ pub struct MrcArgs {
     /// Sampling rate for SHARDS fixed-rate and miniSim (miniSim defaults to 0.05).
     #[arg(long, allow_negative_numbers = true)]
     rate: Option<f64>,
+    /// Floor on fixed-rate SHARDS's sample: while a trace has fewer than this many keys per
+    /// `1/rate` distinct ones, it samples at the rate that keeps this many (0: the plain
+    /// fixed rate, whatever the sample's size).
+    #[arg(long, default_value_t = mrc::shards::MIN_SAMPLE)]
+    min_sample: usize,
     /// Most sampled keys for fixed-size SHARDS.
     #[arg(long, default_value_t = 8192)]
     smax: usize,
@@ -57,10 +62,16 @@ fn methods(a: &MrcArgs) -> anyhow::Result<Vec<Method>> {
         v.push(match m {
             "exact" => Method::Exact,
             "shards" => match a.rate {
-                Some(r) => Method::ShardsRate(r),
+                Some(rate) => Method::ShardsRate {
+                    rate,
+                    min_keys: a.min_sample,
+                },
                 None => Method::ShardsSize(a.smax),
             },
-            "shards-rate" => Method::ShardsRate(a.rate.unwrap_or(0.01)),
+            "shards-rate" => Method::ShardsRate {
+                rate: a.rate.unwrap_or(0.01),
+                min_keys: a.min_sample,
+            },
             "shards-size" => Method::ShardsSize(a.smax),
             "minisim" => {
                 for p in crate::policies::policy_specs(&a.policy)? {

@@ -67,7 +67,9 @@ enum TraceWhat {
         #[arg(short, long)]
         output: PathBuf,
     },
-    /// Generate a synthetic trace in oracleGeneral format.
+    /// Generate a synthetic trace in oracleGeneral format (the default) or as our
+    /// `lachesis` CSV (`--to lachesis`, which keeps writes and tenants; oracleGeneral
+    /// reads them back as reads of tenant 0, and says so on stderr).
     ///
     /// SPEC examples: `zipf:alpha=0.9,objects=1000000,requests=10000000,seed=42`,
     /// `mix(zipf:objects=50000@0.7;scan:requests=300000@0.3)`,
@@ -78,7 +80,11 @@ enum TraceWhat {
     Gen {
         /// The workload spec.
         spec: String,
-        /// Output file (oracleGeneral; `.zst` at the end compresses).
+        /// Output format: `oracle` (libCacheSim oracleGeneral) or `lachesis` (CSV
+        /// `time_us,tenant,volume,op,offset,len`).
+        #[arg(long, default_value = "oracle")]
+        to: String,
+        /// Output file (`.zst` at the end compresses).
         #[arg(short, long)]
         output: PathBuf,
     },
@@ -152,11 +158,7 @@ pub fn run(a: TraceArgs) -> anyhow::Result<()> {
             to,
             output,
         } => {
-            let lachesis = match to.to_ascii_lowercase().as_str() {
-                "oracle" | "oraclegeneral" => false,
-                "lachesis" => true,
-                other => anyhow::bail!("--to {other}: use oracle or lachesis"),
-            };
+            let lachesis = output_is_lachesis(&to)?;
             anyhow::ensure!(
                 !(lachesis && next_access),
                 "--next-access is an oracleGeneral field; drop it with --to lachesis"
@@ -212,22 +214,48 @@ pub fn run(a: TraceArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
-        TraceWhat::Gen { spec, output } => {
+        TraceWhat::Gen { spec, to, output } => {
+            let lachesis = output_is_lachesis(&to)?;
             let w = trace::synth::parse(&spec)?;
             let total = w.requests();
             let bar = crate::progress::bar(total, "gen");
-            let mut out = trace::oracle::OracleWriter::create(&output)?;
-            for r in w.iter() {
-                out.push(&r, -1)?;
-                if out.written() % BATCH == 0 {
-                    bar.inc(BATCH);
+            let mut dropped = Dropped::default();
+            let n = if lachesis {
+                let mut out = trace::formats::lachesis::LachesisWriter::create(&output)?;
+                for r in w.iter() {
+                    out.push(&r)?;
+                    if out.written() % BATCH == 0 {
+                        bar.inc(BATCH);
+                    }
                 }
-            }
+                out.finish()?
+            } else {
+                let mut out = trace::oracle::OracleWriter::create(&output)?;
+                for r in w.iter() {
+                    dropped.count(&r);
+                    out.push(&r, -1)?;
+                    if out.written() % BATCH == 0 {
+                        bar.inc(BATCH);
+                    }
+                }
+                out.finish()?
+            };
             bar.finish_and_clear();
-            let n = out.finish()?;
             println!("wrote {n} requests to {}", output.display());
+            if let Some(w) = dropped.warning(n) {
+                eprintln!("lachesis: warning: {w}");
+            }
             Ok(())
         }
+    }
+}
+
+/// Whether `--to` asks for our CSV (`lachesis`) rather than oracleGeneral (`oracle`).
+fn output_is_lachesis(to: &str) -> anyhow::Result<bool> {
+    match to.to_ascii_lowercase().as_str() {
+        "oracle" | "oraclegeneral" => Ok(false),
+        "lachesis" => Ok(true),
+        other => anyhow::bail!("--to {other}: use oracle or lachesis"),
     }
 }
 

@@ -124,6 +124,54 @@ fn gen_writes_the_exact_pattern() {
 }
 
 #[test]
+fn gen_to_lachesis_keeps_writes_and_tenants() {
+    let d = tempfile::tempdir().unwrap();
+    let spec = "tenants(loop:objects=4,requests=400,read=0.5,seed=3@1;scan:requests=100@1)";
+    let csv = d.path().join("g.csv");
+    let msg = ok(&[
+        "trace",
+        "gen",
+        spec,
+        "--to",
+        "lachesis",
+        "-o",
+        csv.to_str().unwrap(),
+    ]);
+    assert!(msg.contains("wrote 500 requests"), "{msg}");
+    let v = info_json(&[csv.to_str().unwrap()]);
+    assert_eq!(v["requests"], 500);
+    let writes = v["writes"].as_u64().unwrap();
+    assert!((150..250).contains(&writes), "{v}");
+    let text = std::fs::read_to_string(&csv).unwrap();
+    let tenants: std::collections::BTreeSet<&str> = text
+        .lines()
+        .filter_map(|l| l.split(',').nth(1))
+        .filter(|t| t.parse::<u32>().is_ok())
+        .collect();
+    assert_eq!(tenants.len(), 2, "{tenants:?}");
+
+    // The same spec to oracleGeneral says what it loses.
+    let bin = d.path().join("g.oracleGeneral.bin");
+    let o = common::lachesis(&["trace", "gen", spec, "-o", bin.to_str().unwrap()]);
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains(&format!("{writes} writes")) && err.contains("--to lachesis"),
+        "{err}"
+    );
+    let e = fails(&[
+        "trace",
+        "gen",
+        spec,
+        "--to",
+        "csv",
+        "-o",
+        bin.to_str().unwrap(),
+    ]);
+    assert!(e.contains("--to csv"), "{e}");
+}
+
+#[test]
 fn bad_input_is_one_line_naming_the_file() {
     let d = tempfile::tempdir().unwrap();
     let bad = d.path().join("bad.csv");

@@ -1,8 +1,10 @@
 //! MAE of fixed-rate SHARDS over several hash salts on one trace, in object mode or with
-//! `block` in 4 KiB-block mode: `salts <spec or trace file> <rate> <n> [block]`. Shows how
+//! `block` in 4 KiB-block mode: `salts <spec or trace file> <rate> <n> [block|object]
+//! [min_keys]` (`min_keys`: the floor on the sample, default `MIN_SAMPLE`; 0 for the
+//! plain fixed rate). Shows how
 //! much of a sampled curve's error is the luck of the sample: a small trace at a low rate
 //! has few sampled keys, and no implementation can do better than the spread this prints.
-use mrc::shards::ShardsFixedRate;
+use mrc::shards::{ShardsFixedRate, MIN_SAMPLE};
 
 fn main() {
     let a: Vec<String> = std::env::args().skip(1).collect();
@@ -13,6 +15,9 @@ fn main() {
     } else {
         trace::KeyMode::Object
     };
+    let min_keys: usize = a
+        .get(4)
+        .map_or(MIN_SAMPLE, |m| m.parse().expect("min_keys"));
     let keys: Vec<u64> = if std::path::Path::new(&a[0]).is_file() {
         let mut keys = Vec::new();
         for r in trace::open(std::path::Path::new(&a[0]), None).expect("trace") {
@@ -31,8 +36,9 @@ fn main() {
     let ec = e.histogram.curve(&sizes);
     let mut maes = Vec::new();
     for salt in 0..n {
-        let mut s = ShardsFixedRate::with_salt(
+        let mut s = ShardsFixedRate::with_options(
             rate,
+            min_keys,
             salt.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ mrc::shards::SALT,
         );
         keys.iter().for_each(|&k| s.access(k));
@@ -45,7 +51,7 @@ fn main() {
     let default_salt = maes[0];
     maes.sort_by(f64::total_cmp);
     println!(
-        "MAE over {n} salts: default {default_salt:.4} min {:.4} median {:.4} mean {:.4} max {:.4}",
+        "min_keys {min_keys}: MAE over {n} salts: default {default_salt:.4} min {:.4} median {:.4} mean {:.4} max {:.4}",
         maes[0],
         maes[maes.len() / 2],
         maes.iter().sum::<f64>() / n as f64,

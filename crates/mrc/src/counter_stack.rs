@@ -260,17 +260,23 @@ impl CounterStack {
     /// seen at `now` (the time [`CounterStack::add_hash`] returned for this access).
     pub fn track(&mut self, previous: Option<u64>, now: u64) {
         if let Some(previous) = previous {
-            let tally = if previous >= self.newest_tally.start {
-                &mut self.newest_tally
-            } else {
-                // Some older counter starts at or before `previous` (the first at 0).
-                let epoch = self.older_tallies.partition_point(|c| c.start <= previous);
-                &mut self.older_tallies[epoch - 1]
-            };
-            tally.tracked -= 1;
+            self.untrack(previous);
         }
         debug_assert!(now >= self.newest_tally.start);
         self.newest_tally.tracked += 1;
+    }
+
+    /// Notes that a tracked key last seen at `previous` is tracked no more (a sample that
+    /// dropped it).
+    pub fn untrack(&mut self, previous: u64) {
+        let tally = if previous >= self.newest_tally.start {
+            &mut self.newest_tally
+        } else {
+            // Some older counter starts at or before `previous` (the first at 0).
+            let epoch = self.older_tallies.partition_point(|c| c.start <= previous);
+            &mut self.older_tallies[epoch - 1]
+        };
+        tally.tracked -= 1;
     }
 
     /// Accesses recorded.

@@ -38,8 +38,14 @@ use trace::{KeyMode, Plain, Request, RequestStream, TraceError, BATCH};
 pub enum Method {
     /// Exact LRU stack distances.
     Exact,
-    /// SHARDS at a fixed rate.
-    ShardsRate(f64),
+    /// SHARDS at a fixed rate, holding at least `min_keys` sampled keys while a higher
+    /// rate can ([`shards::ShardsFixedRate::with_options`]; 0: the plain fixed rate).
+    ShardsRate {
+        /// Sampling rate in `(0, 1]`.
+        rate: f64,
+        /// Floor on the sample's keys ([`shards::MIN_SAMPLE`] by default).
+        min_keys: usize,
+    },
     /// SHARDS with at most this many sampled keys.
     ShardsSize(usize),
     /// Scaled-down simulation of a policy at a sampling rate.
@@ -52,11 +58,19 @@ pub enum Method {
 }
 
 impl Method {
+    /// Fixed-rate SHARDS at `rate` with the default floor of [`shards::MIN_SAMPLE`] keys.
+    pub fn shards_rate(rate: f64) -> Self {
+        Method::ShardsRate {
+            rate,
+            min_keys: shards::MIN_SAMPLE,
+        }
+    }
+
     /// Short name for reports: `exact`, `shards-rate`, `shards-size`, `minisim`.
     pub fn name(&self) -> &'static str {
         match self {
             Method::Exact => "exact",
-            Method::ShardsRate(_) => "shards-rate",
+            Method::ShardsRate { .. } => "shards-rate",
             Method::ShardsSize(_) => "shards-size",
             Method::MiniSim { .. } => "minisim",
         }
@@ -73,7 +87,9 @@ impl Method {
     /// Checks the parameters.
     pub fn validate(&self) -> Result<(), MrcError> {
         match self {
-            Method::ShardsRate(r) | Method::MiniSim { rate: r, .. } if !(*r > 0.0 && *r <= 1.0) => {
+            Method::ShardsRate { rate: r, .. } | Method::MiniSim { rate: r, .. }
+                if !(*r > 0.0 && *r <= 1.0) =>
+            {
                 Err(MrcError::BadParameter(format!(
                     "sampling rate {r} is not in (0, 1]"
                 )))
@@ -205,8 +221,8 @@ pub fn build_curve_stream<S: RequestStream>(
             (Some(s.histogram), None, m)
         }
         // Request weighting calls the unit-weight `access`, which counts with an integer.
-        Method::ShardsRate(r) => {
-            let mut s = shards::ShardsFixedRate::new(*r);
+        Method::ShardsRate { rate, min_keys } => {
+            let mut s = shards::ShardsFixedRate::with_options(*rate, *min_keys, shards::SALT);
             if weighting == Weighting::Requests {
                 feed(requests, mode, weighting, &mut fed, |k, _| s.access(k))?;
             } else {
