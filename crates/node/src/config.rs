@@ -96,6 +96,15 @@ pub struct NodeSection {
     /// (default 300; 0: never).
     #[serde(default = "default_idle_timeout")]
     pub idle_timeout_secs: f64,
+    /// Request and reply bytes in flight on the NBD server, node-wide, shared fairly
+    /// between connections (default 128 MiB; a connection holding nothing may also use a
+    /// reserve of a quarter of it).
+    #[serde(default = "default_in_flight_budget")]
+    pub in_flight_budget: ByteSize,
+    /// Worker threads of the NBD server beyond each connection's own, node-wide, shared
+    /// fairly between connections (default 256).
+    #[serde(default = "default_max_workers")]
+    pub max_workers: usize,
 }
 
 fn default_nbd() -> String {
@@ -118,6 +127,12 @@ fn default_max_connections() -> usize {
 }
 fn default_idle_timeout() -> f64 {
     300.0
+}
+fn default_in_flight_budget() -> ByteSize {
+    ByteSize(128 << 20)
+}
+fn default_max_workers() -> usize {
+    256
 }
 
 /// One `[[export]]`: a name, the tenant that owns it, and exactly one backend.
@@ -268,6 +283,9 @@ impl NodeConfig {
         }
         if self.node.max_connections == 0 {
             return Err("node.max_connections: must be at least 1".into());
+        }
+        if self.node.in_flight_budget.0 < 1 << 20 {
+            return Err("node.in_flight_budget: must be at least 1MiB".into());
         }
         let idle = self.node.idle_timeout_secs;
         if !idle.is_finite() || !(0.0..=1e9).contains(&idle) {

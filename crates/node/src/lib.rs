@@ -261,6 +261,8 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         max_connections: cfg.node.max_connections,
         idle_timeout: (cfg.node.idle_timeout_secs > 0.0)
             .then(|| std::time::Duration::from_secs_f64(cfg.node.idle_timeout_secs)),
+        in_flight_total: usize::try_from(cfg.node.in_flight_budget.0).unwrap_or(usize::MAX),
+        max_workers: cfg.node.max_workers,
         ..nbd::ServerConfig::default()
     };
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
