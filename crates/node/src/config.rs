@@ -222,6 +222,13 @@ pub struct CacheSpec {
     /// Keep an online hit-ratio curve (SHARDS) for this cache (default on).
     #[serde(default = "default_true")]
     pub profile: bool,
+    /// Most dirty data as a fraction of the cache, in (0, 1] (default 1); background
+    /// cleaning starts at half the limit, writers are throttled past three quarters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty_ratio: Option<f64>,
+    /// Most dirty bytes (default: the ratio alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty_bytes: Option<ByteSize>,
 }
 
 fn default_write_policy() -> String {

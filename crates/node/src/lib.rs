@@ -256,6 +256,9 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     auth::check_exposure(cfg, api_addr)?;
     let api_token = Arc::new(auth::ApiToken::load(cfg)?);
     let state = Arc::new(build(cfg).await?);
+    let recovery_file = cfg.path(Path::new(RECOVERY_FILE));
+    replay_recovery(&state, &recovery_file)?;
+    cache::CacheNode::spawn_cleaner(&state.cache, std::time::Duration::from_millis(100))?;
     let server = nbd::ServerConfig {
         busy_poll: std::time::Duration::from_micros(cfg.node.busy_poll_us),
         max_connections: cfg.node.max_connections,
@@ -285,17 +288,13 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         .await;
         let _ = api_stop_tx.send(());
         let _ = api.await;
-        // Write every dirty block back before the process may exit.
+        // Write every dirty block back before the process may exit; what cannot be
+        // written is kept in the recovery file and the node stops with an error.
         let flush_state = st.clone();
-        tokio::task::spawn_blocking(move || {
-            for e in flush_state.exports() {
-                if let Err(err) = flush_state.cache.flush(&e.name) {
-                    tracing::error!(export = %e.name, %err, "write-back at shutdown failed");
-                }
-            }
-        })
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let recovery = recovery_file.clone();
+        tokio::task::spawn_blocking(move || write_back_or_keep(&flush_state, &recovery))
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))??;
         served
     });
     tracing::info!(%nbd_addr, %api_addr, "node serving");
@@ -307,6 +306,71 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         stop: Some(stop_tx),
         task,
     })
+}
+
+/// Dirty blocks that could not be written back at the last stop, in the data directory
+/// (see [`cache::recovery`]); the next start replays them.
+pub const RECOVERY_FILE: &str = "recovery.bin";
+
+/// At shutdown: write every dirty block back, or keep those that cannot be written in
+/// `file` and fail, naming it (so the process exits non-zero and nothing is dropped).
+fn write_back_or_keep(state: &NodeState, file: &Path) -> std::io::Result<()> {
+    let mut failed = None;
+    for e in state.exports() {
+        if let Err(err) = state.cache.flush(&e.name) {
+            tracing::error!(export = %e.name, %err, "write-back at shutdown failed");
+            failed.get_or_insert(err);
+        }
+    }
+    let Some(err) = failed else {
+        return Ok(());
+    };
+    let blocks = state.cache.dirty_data();
+    cache::recovery::write(file, &blocks).map_err(|e| {
+        std::io::Error::other(format!(
+            "{} dirty block(s) could not be written back ({err}) nor kept in {}: {e}",
+            blocks.len(),
+            file.display()
+        ))
+    })?;
+    tracing::error!(blocks = blocks.len(), file = %file.display(), "dirty blocks kept for the next start");
+    Err(std::io::Error::other(format!(
+        "{} dirty block(s) could not be written back ({err}); kept in {}, replayed at the next start",
+        blocks.len(),
+        file.display()
+    )))
+}
+
+/// At start: write the blocks a previous stop kept in `file` through the caches and
+/// flush; the file is removed once they are on the backends (if not, they stay dirty in
+/// the caches and the file stays).
+fn replay_recovery(state: &NodeState, file: &Path) -> Result<(), NodeError> {
+    if !file.exists() {
+        return Ok(());
+    }
+    let blocks = cache::recovery::read(file).map_err(|e| NodeError::Config {
+        file: file.display().to_string(),
+        msg: e.to_string(),
+    })?;
+    let mut exports = std::collections::BTreeSet::new();
+    for b in &blocks {
+        state
+            .cache
+            .write(&b.export, "recovery", b.offset, &b.data, false)
+            .map_err(|e| NodeError::Config {
+                file: file.display().to_string(),
+                msg: format!("replaying a block of `{}` at {}: {e}", b.export, b.offset),
+            })?;
+        exports.insert(b.export.clone());
+    }
+    let flushed = exports.iter().all(|e| state.cache.flush(e).is_ok());
+    if flushed {
+        std::fs::remove_file(file)?;
+        tracing::info!(blocks = blocks.len(), file = %file.display(), "replayed the recovery file");
+    } else {
+        tracing::warn!(blocks = blocks.len(), file = %file.display(), "replayed the recovery file into the caches; the backends still refuse them, so the file stays");
+    }
+    Ok(())
 }
 
 /// Loads `path` (with `data_dir` overriding the file's) and starts the node.

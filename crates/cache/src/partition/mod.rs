@@ -10,6 +10,7 @@
 //! * `write`: the three write paths (write-back, write-through, write-around) and trim;
 //! * `write_back`: writing dirty blocks to the backend (after eviction, on FLUSH/FUA, on
 //!   demand);
+//! * `dirty`: dirty limits, background cleaning, throttling writers near the limit;
 //! * `control`: resize, policy switch, admission and write-policy changes, dropping
 //!   blocks a rule no longer routes here.
 //!
@@ -49,11 +50,13 @@
 //!   the request has released its own stripes (no lock-order cycles).
 
 mod control;
+mod dirty;
 mod read;
 mod store;
 mod write;
 mod write_back;
 
+pub use dirty::DirtyLimits;
 pub use read::Lent;
 
 use crate::error::{CacheError, Result};
@@ -140,6 +143,8 @@ impl Partition {
                     eviction: eviction.clone(),
                     observer: None,
                     lent_runs: Vec::new(),
+                    dirty_limits: DirtyLimits::default(),
+                    clean_debt: 0.0,
                 },
             }),
         })
