@@ -24,6 +24,9 @@
 //!   rule or a cache write dirty blocks back before they leave.
 //! * A partition holds at most its capacity in blocks once a call returns; the caches of a
 //!   node never sum to more than its size.
+//! * Dirty data stays within each cache's dirty limit (`partition::DirtyLimits`), evicted
+//!   blocks the backend refuses included: past it a write fails with the backend's error
+//!   instead of being acknowledged.
 //!
 //! How: see `partition` (one lock per partition, never held across I/O; fill, write-back
 //! and per-block lock tables) and `node` (routing table held for the duration of a

@@ -151,6 +151,11 @@ pub struct ExportConfig {
     /// With `file`: create the file sparse with this size if it is missing.
     #[serde(default)]
     pub size: Option<ByteSize>,
+    /// With `file`: create the image anew (sparse, `size` bytes) even if an earlier start
+    /// used a file there that is now missing (default false: that is an error naming the
+    /// file; see `IMAGES_FILE`).
+    #[serde(default)]
+    pub recreate_missing: bool,
     /// Upstream NBD exports (`host:port/name`); several are striped by `stripe_unit`.
     #[serde(default)]
     pub upstream: Vec<String>,

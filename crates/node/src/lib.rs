@@ -109,8 +109,30 @@ impl RunningNode {
     }
 }
 
-/// Opens `path`, creating it sparse with `size` bytes if it is missing.
-fn open_or_create(path: &Path, size: Option<u64>) -> Result<cache::FileBackend, String> {
+/// The data directory's list of image files this node has used (one path a line), so a
+/// missing image is never silently recreated after its first start.
+pub const IMAGES_FILE: &str = "images.list";
+
+/// Opens `path`, creating it sparse with `size` bytes if it is missing and no earlier start
+/// used it (listed in `images`), or if `recreate` says so; records it in `images`.
+fn open_or_create(
+    path: &Path,
+    size: Option<u64>,
+    images: &Path,
+    recreate: bool,
+) -> Result<cache::FileBackend, String> {
+    let name = path.display().to_string();
+    let listed = std::fs::read_to_string(images)
+        .map(|t| t.lines().any(|l| l == name))
+        .unwrap_or(false);
+    if !path.exists() && listed && !recreate {
+        return Err(format!(
+            "image {name} is missing, but an earlier start of this node used it (listed in \
+             {}): it was deleted or moved. Restore it, or set `recreate_missing = true` on \
+             the export to start over with an empty image",
+            images.display()
+        ));
+    }
     if !path.exists() {
         let size = size.ok_or_else(|| {
             format!(
@@ -133,6 +155,15 @@ fn open_or_create(path: &Path, size: Option<u64>) -> Result<cache::FileBackend, 
                 "file exists with another size; using its actual size");
         }
     }
+    if !listed {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(images)
+            .map_err(|e| format!("{}: {e}", images.display()))?;
+        writeln!(f, "{name}").map_err(|e| format!("{}: {e}", images.display()))?;
+    }
     Ok(b)
 }
 
@@ -146,7 +177,9 @@ async fn open_backend(
     };
     if let Some(file) = &e.file {
         let path = cfg.path(file);
-        let b = open_or_create(&path, e.size.map(|s| s.0)).map_err(field)?;
+        let images = cfg.path(Path::new(IMAGES_FILE));
+        let b = open_or_create(&path, e.size.map(|s| s.0), &images, e.recreate_missing)
+            .map_err(field)?;
         return Ok((Arc::new(b), format!("file:{}", path.display())));
     }
     let mut members: Vec<Arc<dyn cache::Backend>> = Vec::new();
@@ -188,7 +221,9 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
                 msg: format!("export `{}`.hot_tier: {msg}", e.name),
             };
             let path = cfg.path(&h.file);
-            let fast = open_or_create(&path, Some(h.size.0)).map_err(at)?;
+            let images = cfg.path(Path::new(IMAGES_FILE));
+            let fast =
+                open_or_create(&path, Some(h.size.0), &images, e.recreate_missing).map_err(at)?;
             let t = Arc::new(
                 HotTier::new(
                     backend,

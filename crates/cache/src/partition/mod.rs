@@ -21,10 +21,11 @@
 //! [`policy::BlockCache`] does the bookkeeping (directory key → [`Slot`](policy::Slot),
 //! the policy, the LRU history for switching by reconstruction). The data of slot `s`
 //! lives at `arena[s * block_size ..]` in one `Vec<u8>` that grows on demand up to
-//! capacity × block size, so a hit costs a lock, two hash probes per block (find the
-//! slot, count the hit) and one `memcpy`, with no allocation. Each
-//! slot has a dirty bit and a version (bumped on every change of its bytes). The partition
-//! never holds more blocks than its capacity once a call returns (`BlockCache`'s invariant).
+//! capacity × block size, so a hit costs a lock, one hash probe per block (the slot found
+//! is the one whose hit is counted, [`BlockCache::access_slot`]) and one `memcpy`, with no
+//! allocation. Each slot has a dirty bit and a version (bumped on every change of its
+//! bytes). The partition never holds more blocks than its capacity once a call returns
+//! (`BlockCache`'s invariant).
 //!
 //! ## Concurrency
 //! One mutex per partition guards the `BlockCache` and all metadata; it is never held
@@ -143,6 +144,7 @@ impl Partition {
                     eviction: eviction.clone(),
                     observer: None,
                     lent_runs: Vec::new(),
+                    lent_slots: Vec::new(),
                     dirty_limits: DirtyLimits::default(),
                     clean_debt: 0.0,
                 },
