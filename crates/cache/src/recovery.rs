@@ -1,6 +1,6 @@
 //! Recovery files: dirty blocks a node could not write back, kept on local disk so that
 //! nothing acknowledged is dropped silently when it stops ([`CacheNode::dirty_data`]
-//! collects them, [`write`] saves them, [`read`] loads them for the next start to replay
+//! collects them, [`write()`] saves them, [`read()`] loads them for the next start to replay
 //! through the cache).
 //!
 //! Format (all integers big-endian): the magic `LACHREC1`, then one record per block: the

@@ -5,6 +5,9 @@
 //! decides, for both transmission paths, what happens to each framed request); `command`
 //! executes one request against an [`Export`]; [`export`] defines what is served.
 //!
+//! * **Node-wide limits.** One budget of request and reply bytes in flight and one pool of
+//!   worker threads, shared fairly by every connection ([`Limits`], module `limits`;
+//!   [`serve_limited`] lets the caller keep them to read their gauge).
 //! * **Connection cap and idle connections.** A semaphore of `max_connections` permits,
 //!   one per connection, and a roster of live connections (`roster`, which explains the
 //!   policy): a negotiated connection that sends no request for `idle_timeout` is closed,
