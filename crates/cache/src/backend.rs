@@ -13,15 +13,30 @@
 //! checks).
 //!
 //! Implementations: [`FileBackend`] (a file or block device, positional I/O through
-//! `std::os::unix::fs::FileExt`; trim writes zeros because punching holes needs `libc`)
-//! and [`MemBackend`] (a byte vector for tests, which also counts the calls it gets).
+//! `std::os::unix::fs::FileExt`; trim punches holes with `fallocate(PUNCH_HOLE |
+//! KEEP_SIZE)`, so a sparse image stays sparse, falling back to writing zeros where the
+//! file system cannot punch) and [`MemBackend`] (a byte vector for tests, which also
+//! counts the calls it gets).
+//!
+//! **The image is the data.** A [`FileBackend`] remembers the device and inode of the
+//! file it opened. If the path is deleted or replaced under a running node (another file
+//! now has the name), every flush and every write (checked at most every
+//! [`IDENTITY_CHECK`]) fails with an error naming the file, instead of writing into an
+//! unlinked inode that nobody will ever read again.
 
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::RwLock;
+use std::sync::{Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+/// Writes to a [`FileBackend`] check that its path still names the file it opened at most
+/// this often (flushes always check).
+pub const IDENTITY_CHECK: Duration = Duration::from_millis(100);
 
 /// Blocking, positional storage behind a cache.
 pub trait Backend: Send + Sync {
@@ -51,14 +66,18 @@ fn check_range(offset: u64, len: usize, size: u64) -> io::Result<()> {
 pub struct FileBackend {
     file: File,
     size: u64,
+    path: PathBuf,
+    /// (device, inode) of the file opened.
+    identity: (u64, u64),
+    /// When the path was last found to name the file opened.
+    checked: Mutex<Instant>,
 }
 
 impl FileBackend {
     /// Opens `path` read-write; its current length is the size.
     pub fn open(path: impl AsRef<Path>) -> io::Result<Self> {
-        let file = File::options().read(true).write(true).open(path)?;
-        let size = file.metadata()?.len();
-        Ok(FileBackend { file, size })
+        let file = File::options().read(true).write(true).open(path.as_ref())?;
+        Self::with_file(file, path.as_ref())
     }
 
     /// Creates (or truncates) `path` with `size` bytes of zeros.
@@ -68,9 +87,67 @@ impl FileBackend {
             .write(true)
             .create(true)
             .truncate(true)
-            .open(path)?;
+            .open(path.as_ref())?;
         file.set_len(size)?;
-        Ok(FileBackend { file, size })
+        Self::with_file(file, path.as_ref())
+    }
+
+    fn with_file(file: File, path: &Path) -> io::Result<Self> {
+        let m = file.metadata()?;
+        Ok(FileBackend {
+            size: m.len(),
+            identity: (m.dev(), m.ino()),
+            path: path.to_path_buf(),
+            file,
+            checked: Mutex::new(Instant::now()),
+        })
+    }
+
+    /// Fails, naming the file, if its path no longer names the file opened (deleted, or
+    /// replaced by another file).
+    pub fn check_identity(&self) -> io::Result<()> {
+        let gone = |what: &str| {
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "image {} was {what} while in use; refusing to write to a file nobody can read",
+                    self.path.display()
+                ),
+            )
+        };
+        match std::fs::metadata(&self.path) {
+            Ok(m) if (m.dev(), m.ino()) == self.identity => {
+                *self.checked.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+                Ok(())
+            }
+            Ok(_) => Err(gone("replaced by another file")),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(gone("deleted")),
+            Err(e) => Err(io::Error::new(
+                e.kind(),
+                format!("image {}: {e}", self.path.display()),
+            )),
+        }
+    }
+
+    /// [`FileBackend::check_identity`] unless it passed within [`IDENTITY_CHECK`].
+    fn check_identity_lazily(&self) -> io::Result<()> {
+        let last = *self.checked.lock().unwrap_or_else(|e| e.into_inner());
+        if last.elapsed() < IDENTITY_CHECK {
+            return Ok(());
+        }
+        self.check_identity()
+    }
+
+    fn write_zeros(&self, offset: u64, len: usize) -> io::Result<()> {
+        const CHUNK: usize = 1 << 20;
+        let zeros = vec![0u8; CHUNK.min(len)];
+        let mut done = 0usize;
+        while done < len {
+            let n = CHUNK.min(len - done);
+            self.file.write_all_at(&zeros[..n], offset + done as u64)?;
+            done += n;
+        }
+        Ok(())
     }
 }
 
@@ -84,23 +161,33 @@ impl Backend for FileBackend {
     }
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         check_range(offset, data.len(), self.size)?;
+        self.check_identity_lazily()?;
         self.file.write_all_at(data, offset)
     }
     fn flush(&self) -> io::Result<()> {
+        self.check_identity()?;
         self.file.sync_data()
     }
     fn trim(&self, offset: u64, len: u64) -> io::Result<()> {
-        let len = usize::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
-        check_range(offset, len, self.size)?;
-        const CHUNK: usize = 1 << 20;
-        let zeros = vec![0u8; CHUNK.min(len)];
-        let mut done = 0usize;
-        while done < len {
-            let n = CHUNK.min(len - done);
-            self.file.write_all_at(&zeros[..n], offset + done as u64)?;
-            done += n;
+        let n = usize::try_from(len).map_err(|_| io::ErrorKind::InvalidInput)?;
+        check_range(offset, n, self.size)?;
+        self.check_identity_lazily()?;
+        if len == 0 {
+            return Ok(());
         }
-        Ok(())
+        use nix::fcntl::{fallocate, FallocateFlags};
+        let (Ok(o), Ok(l)) = (i64::try_from(offset), i64::try_from(len)) else {
+            return Err(io::ErrorKind::InvalidInput.into());
+        };
+        let punch = FallocateFlags::FALLOC_FL_PUNCH_HOLE | FallocateFlags::FALLOC_FL_KEEP_SIZE;
+        match fallocate(&self.file, punch, o, l) {
+            Ok(()) => Ok(()),
+            // A file system (or block device) that cannot punch holes: zeros instead.
+            Err(nix::errno::Errno::EOPNOTSUPP) | Err(nix::errno::Errno::ENODEV) => {
+                self.write_zeros(offset, n)
+            }
+            Err(e) => Err(e.into()),
+        }
     }
 }
 
@@ -193,6 +280,55 @@ mod tests {
         b.flush().unwrap();
         let reopened = FileBackend::open(dir.path().join("disk")).unwrap();
         assert_eq!(reopened.size(), 10_000);
+    }
+
+    fn allocated(path: &Path) -> u64 {
+        std::fs::metadata(path).unwrap().blocks() * 512
+    }
+
+    #[test]
+    fn trim_punches_holes() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("sparse");
+        let b = FileBackend::create(&p, 64 << 20).unwrap();
+        assert!(allocated(&p) < 1 << 20, "created sparse");
+        for i in 0..16u64 {
+            b.write_at(i << 20, &[9u8; 1 << 20]).unwrap();
+        }
+        b.flush().unwrap();
+        let full = allocated(&p);
+        assert!(full >= 16 << 20, "{full} bytes allocated");
+        b.trim(0, 64 << 20).unwrap();
+        b.flush().unwrap();
+        let after = allocated(&p);
+        println!("16 MiB written: {full} bytes allocated; after trimming all: {after}");
+        assert!(
+            after < 1 << 20,
+            "{after} bytes still allocated after the trim"
+        );
+        assert_eq!(std::fs::metadata(&p).unwrap().len(), 64 << 20, "size kept");
+        let mut buf = vec![1u8; 4096];
+        b.read_at(5 << 20, &mut buf).unwrap();
+        assert!(buf.iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn a_deleted_or_replaced_image_fails_loudly() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("img");
+        let b = FileBackend::create(&p, 1 << 20).unwrap();
+        b.write_at(0, b"data").unwrap();
+        b.flush().unwrap();
+        std::fs::remove_file(&p).unwrap();
+        let e = b.flush().unwrap_err().to_string();
+        assert!(e.contains("img was deleted"), "{e}");
+        std::thread::sleep(IDENTITY_CHECK);
+        let e = b.write_at(0, b"more").unwrap_err().to_string();
+        assert!(e.contains("was deleted"), "{e}");
+        // Another file under the same name is not the image either.
+        std::fs::write(&p, vec![0u8; 1 << 20]).unwrap();
+        let e = b.flush().unwrap_err().to_string();
+        assert!(e.contains("replaced by another file"), "{e}");
     }
 
     #[test]

@@ -81,6 +81,17 @@ pub enum CacheError {
     /// A configuration value is invalid.
     #[error("invalid configuration: {0}")]
     Invalid(String),
+    /// A cache cannot be removed because its dirty blocks cannot be written back; it stays,
+    /// with its data.
+    #[error("cache {cache} holds {blocks} dirty block(s) that cannot be written back ({reason}); it was not removed")]
+    DirtyUnwritable {
+        /// The cache.
+        cache: CacheId,
+        /// Its dirty blocks.
+        blocks: usize,
+        /// Why the write-back failed.
+        reason: String,
+    },
     /// The backend failed.
     #[error("backend I/O of export `{export}`: {source}")]
     Io {

@@ -6,8 +6,9 @@
 //! policy (any [`policy`] spec, switched online by SOPA's reconstruction), admission
 //! policy and [`WritePolicy`], in front of [`Backend`]s.
 //!
-//! Owns: partitions, rules, write policies, dirty tracking and write-back, online resize /
-//! policy switch / removal, per-cache and per-tenant counters. Does not own: the network
+//! Owns: partitions, rules, write policies, dirty tracking, dirty limits and write-back,
+//! online resize / policy switch / removal, per-cache and per-tenant counters, recovery
+//! files for dirty data that could not be written back. Does not own: the network
 //! (the `node` crate serves NBD and implements backends over upstream connections), sizes
 //! (the controller decides them).
 //!
@@ -23,6 +24,9 @@
 //!   rule or a cache write dirty blocks back before they leave.
 //! * A partition holds at most its capacity in blocks once a call returns; the caches of a
 //!   node never sum to more than its size.
+//! * Dirty data stays within each cache's dirty limit (`partition::DirtyLimits`), evicted
+//!   blocks the backend refuses included: past it a write fails with the backend's error
+//!   instead of being acknowledged.
 //!
 //! How: see `partition` (one lock per partition, never held across I/O; fill, write-back
 //! and per-block lock tables) and `node` (routing table held for the duration of a
@@ -33,6 +37,7 @@ pub mod error;
 pub mod ids;
 pub mod node;
 pub mod partition;
+pub mod recovery;
 pub mod rules;
 pub mod stats;
 pub mod striped;
@@ -43,7 +48,8 @@ pub use backend::{Backend, FileBackend, MemBackend};
 pub use error::{CacheError, Result};
 pub use ids::{CacheId, RuleId};
 pub use node::{CacheConfig, CacheNode};
-pub use partition::{Lent, Partition, Route};
+pub use partition::{DirtyLimits, Lent, Partition, Route};
+pub use recovery::DirtyBlock;
 pub use rules::{Op, Rule, Target};
 pub use stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};
 pub use striped::StripedBackend;

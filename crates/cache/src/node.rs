@@ -25,7 +25,7 @@
 use crate::backend::Backend;
 use crate::error::{CacheError, Result};
 use crate::ids::{CacheId, RuleId};
-use crate::partition::{Lent, Partition, Route};
+use crate::partition::{DirtyLimits, Lent, Partition, Route};
 use crate::rules::{Entry, Op, Rule, RuleTable, Target};
 use crate::stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};
 use crate::volume::{lock, Volume, VolumeTable, BLOCK_BITS};
@@ -46,6 +46,8 @@ pub struct CacheConfig {
     pub write_policy: Option<WritePolicy>,
     /// New admission policy.
     pub admission: Option<Box<dyn AdmissionPolicy>>,
+    /// New dirty limits (see `partition::DirtyLimits`).
+    pub dirty: Option<DirtyLimits>,
 }
 
 struct Export {
@@ -212,12 +214,19 @@ impl CacheNode {
     }
 
     /// Removes a cache and the rules that name it, writing its dirty blocks back first.
+    /// If they cannot be written the cache stays, with its data, and the error is
+    /// [`CacheError::DirtyUnwritable`].
     pub fn remove_cache(&self, id: CacheId) -> Result<()> {
         let _c = lock(&self.control);
         let part = self.partition(id)?;
-        part.write_back(None)?;
+        let unwritable = |e: CacheError| CacheError::DirtyUnwritable {
+            cache: id,
+            blocks: part.dirty_blocks(),
+            reason: e.to_string(),
+        };
+        part.write_back(None).map_err(unwritable)?;
         let mut r = self.write_routing();
-        part.write_back(None)?;
+        part.write_back(None).map_err(unwritable)?;
         for rule in r.rules.of_cache(id) {
             r.rules.remove(rule);
         }
@@ -244,8 +253,14 @@ impl CacheNode {
                 });
             }
         }
+        if let Some(d) = &config.dirty {
+            d.check()?;
+        }
         if let Some(wp) = config.write_policy {
             part.set_write_policy(wp)?;
+        }
+        if let Some(d) = config.dirty {
+            part.set_dirty_limits(d)?;
         }
         if let Some(spec) = &config.eviction {
             part.switch_policy(spec)?;
@@ -354,6 +369,62 @@ impl CacheNode {
     /// The sum of the caches' capacities in blocks.
     pub fn allocated_blocks(&self) -> usize {
         Self::allocated(&read_lock(&self.routing))
+    }
+
+    /// Every dirty block of every cache, for a recovery file ([`crate::recovery`]).
+    pub fn dirty_data(&self) -> Vec<crate::DirtyBlock> {
+        let parts: Vec<Arc<Partition>> = read_lock(&self.routing)
+            .caches
+            .values()
+            .map(|c| c.part.clone())
+            .collect();
+        let mut out = Vec::new();
+        for p in parts {
+            for (key, mut data) in p.dirty_data() {
+                let Some(vol) = self.volumes.of_key(key) else {
+                    continue;
+                };
+                let b = key & ((1u64 << BLOCK_BITS) - 1);
+                data.truncate(vol.block_len(b));
+                out.push(crate::DirtyBlock {
+                    export: vol.name().to_string(),
+                    offset: b * self.block_size as u64,
+                    data,
+                });
+            }
+        }
+        out
+    }
+
+    /// Background cleaning: every cache past its low dirty watermark writes dirty blocks
+    /// back, at most `budget` blocks each (see `partition::DirtyLimits`). Returns the
+    /// blocks written; failures are counted in each cache's `writeback_errors`.
+    pub fn clean(&self, budget: usize) -> u64 {
+        let parts: Vec<Arc<Partition>> = read_lock(&self.routing)
+            .caches
+            .values()
+            .map(|c| c.part.clone())
+            .collect();
+        parts.iter().map(|p| p.clean(budget).unwrap_or(0)).sum()
+    }
+
+    /// Run [`CacheNode::clean`] on a thread of its own every `every` (sooner while it
+    /// finds work) until the node is dropped.
+    pub fn spawn_cleaner(
+        node: &Arc<CacheNode>,
+        every: std::time::Duration,
+    ) -> std::io::Result<std::thread::JoinHandle<()>> {
+        let weak = Arc::downgrade(node);
+        std::thread::Builder::new()
+            .name("cache-clean".into())
+            .spawn(move || loop {
+                let Some(node) = weak.upgrade() else { return };
+                let written = node.clean(1024);
+                drop(node);
+                if written == 0 {
+                    std::thread::sleep(every);
+                }
+            })
     }
 
     fn export<'a>(r: &'a Routing, name: &str, offset: u64, len: u64) -> Result<&'a Export> {

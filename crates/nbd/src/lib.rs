@@ -10,7 +10,7 @@
 //! | [`handshake`] | fixed newstyle negotiation messages, pure parse/encode |
 //! | [`request`] | transmission request framing and validation, pure |
 //! | [`reply`] | simple reply framing, pure |
-//! | [`server`] | accept loop, negotiation I/O, connections (threaded with blocking sockets, or async), command execution, the [`server::Export`] trait |
+//! | [`server`] | accept loop, negotiation I/O, connections (threaded with blocking sockets, or async), node-wide limits (bytes in flight, worker threads), command execution, the [`server::Export`] trait |
 //! | [`client`] | the pipelined [`client::NbdClient`] |
 //! | [`mem`], [`file`](mod@file) | two exports: sparse memory and a positional-I/O file |
 //!
@@ -36,7 +36,7 @@ pub use client::{ClientError, NbdClient};
 pub use file::FileExport;
 pub use mem::MemExport;
 pub use server::{
-    serve, serve_with, Capabilities, Export, ExportMap, ExportProvider, Listener, ServerConfig,
-    INLINE_READ_MAX,
+    serve, serve_limited, serve_with, Capabilities, Export, ExportMap, ExportProvider, Limits,
+    LimitsGauge, Listener, ServerConfig, INLINE_READ_MAX,
 };
 pub use wire::{Errno, TransmissionFlags};

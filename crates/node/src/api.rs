@@ -59,7 +59,8 @@ impl IntoResponse for NodeError {
                 CacheError::Oversized { .. }
                 | CacheError::RuleOverlap { .. }
                 | CacheError::ExportExists(_)
-                | CacheError::ExportInUse { .. } => StatusCode::CONFLICT,
+                | CacheError::ExportInUse { .. }
+                | CacheError::DirtyUnwritable { .. } => StatusCode::CONFLICT,
                 CacheError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
                 _ => StatusCode::BAD_REQUEST,
             },

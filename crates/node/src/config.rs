@@ -113,6 +113,15 @@ pub struct NodeSection {
     /// `["arc", "lirs", "s3fifo"]`, the control crate's candidates).
     #[serde(default = "default_phantoms")]
     pub phantom_policies: Vec<String>,
+    /// Request and reply bytes in flight on the NBD server, node-wide, shared fairly
+    /// between connections (default 128 MiB; a connection holding nothing may also use a
+    /// reserve of a quarter of it).
+    #[serde(default = "default_in_flight_budget")]
+    pub in_flight_budget: ByteSize,
+    /// Worker threads of the NBD server beyond each connection's own, node-wide, shared
+    /// fairly between connections (default 256).
+    #[serde(default = "default_max_workers")]
+    pub max_workers: usize,
 }
 
 fn default_heartbeat() -> f64 {
@@ -146,6 +155,12 @@ fn default_max_connections() -> usize {
 fn default_idle_timeout() -> f64 {
     300.0
 }
+fn default_in_flight_budget() -> ByteSize {
+    ByteSize(128 << 20)
+}
+fn default_max_workers() -> usize {
+    256
+}
 
 /// One `[[export]]`: a name, the tenant that owns it, and exactly one backend.
 #[derive(Clone, Debug, Deserialize)]
@@ -163,6 +178,11 @@ pub struct ExportConfig {
     /// With `file`: create the file sparse with this size if it is missing.
     #[serde(default)]
     pub size: Option<ByteSize>,
+    /// With `file`: create the image anew (sparse, `size` bytes) even if an earlier start
+    /// used a file there that is now missing (default false: that is an error naming the
+    /// file; see `IMAGES_FILE`).
+    #[serde(default)]
+    pub recreate_missing: bool,
     /// Upstream NBD exports (`host:port/name`); several are striped by `stripe_unit`.
     #[serde(default)]
     pub upstream: Vec<String>,
@@ -234,6 +254,13 @@ pub struct CacheSpec {
     /// Keep an online hit-ratio curve (SHARDS) for this cache (default on).
     #[serde(default = "default_true")]
     pub profile: bool,
+    /// Most dirty data as a fraction of the cache, in (0, 1] (default 1); background
+    /// cleaning starts at half the limit, writers are throttled past three quarters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty_ratio: Option<f64>,
+    /// Most dirty bytes (default: the ratio alone).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty_bytes: Option<ByteSize>,
 }
 
 fn default_write_policy() -> String {
@@ -295,6 +322,9 @@ impl NodeConfig {
         }
         if self.node.max_connections == 0 {
             return Err("node.max_connections: must be at least 1".into());
+        }
+        if self.node.in_flight_budget.0 < 1 << 20 {
+            return Err("node.in_flight_budget: must be at least 1MiB".into());
         }
         let idle = self.node.idle_timeout_secs;
         if !idle.is_finite() || !(0.0..=1e9).contains(&idle) {

@@ -146,8 +146,30 @@ impl RunningNode {
     }
 }
 
-/// Opens `path`, creating it sparse with `size` bytes if it is missing.
-fn open_or_create(path: &Path, size: Option<u64>) -> Result<cache::FileBackend, String> {
+/// The data directory's list of image files this node has used (one path a line), so a
+/// missing image is never silently recreated after its first start.
+pub const IMAGES_FILE: &str = "images.list";
+
+/// Opens `path`, creating it sparse with `size` bytes if it is missing and no earlier start
+/// used it (listed in `images`), or if `recreate` says so; records it in `images`.
+fn open_or_create(
+    path: &Path,
+    size: Option<u64>,
+    images: &Path,
+    recreate: bool,
+) -> Result<cache::FileBackend, String> {
+    let name = path.display().to_string();
+    let listed = std::fs::read_to_string(images)
+        .map(|t| t.lines().any(|l| l == name))
+        .unwrap_or(false);
+    if !path.exists() && listed && !recreate {
+        return Err(format!(
+            "image {name} is missing, but an earlier start of this node used it (listed in \
+             {}): it was deleted or moved. Restore it, or set `recreate_missing = true` on \
+             the export to start over with an empty image",
+            images.display()
+        ));
+    }
     if !path.exists() {
         let size = size.ok_or_else(|| {
             format!(
@@ -170,6 +192,15 @@ fn open_or_create(path: &Path, size: Option<u64>) -> Result<cache::FileBackend, 
                 "file exists with another size; using its actual size");
         }
     }
+    if !listed {
+        use std::io::Write;
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(images)
+            .map_err(|e| format!("{}: {e}", images.display()))?;
+        writeln!(f, "{name}").map_err(|e| format!("{}: {e}", images.display()))?;
+    }
     Ok(b)
 }
 
@@ -183,7 +214,9 @@ async fn open_backend(
     };
     if let Some(file) = &e.file {
         let path = cfg.path(file);
-        let b = open_or_create(&path, e.size.map(|s| s.0)).map_err(field)?;
+        let images = cfg.path(Path::new(IMAGES_FILE));
+        let b = open_or_create(&path, e.size.map(|s| s.0), &images, e.recreate_missing)
+            .map_err(field)?;
         return Ok((Arc::new(b), format!("file:{}", path.display())));
     }
     let mut members: Vec<Arc<dyn cache::Backend>> = Vec::new();
@@ -227,7 +260,9 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
                 msg: format!("export `{}`.hot_tier: {msg}", e.name),
             };
             let path = cfg.path(&h.file);
-            let fast = open_or_create(&path, Some(h.size.0)).map_err(at)?;
+            let images = cfg.path(Path::new(IMAGES_FILE));
+            let fast =
+                open_or_create(&path, Some(h.size.0), &images, e.recreate_missing).map_err(at)?;
             let t = Arc::new(
                 HotTier::new(
                     backend,
@@ -289,11 +324,16 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         state.name = api_addr.to_string();
     }
     let state = Arc::new(state);
+    let recovery_file = cfg.path(Path::new(RECOVERY_FILE));
+    replay_recovery(&state, &recovery_file)?;
+    cache::CacheNode::spawn_cleaner(&state.cache, std::time::Duration::from_millis(100))?;
     let server = nbd::ServerConfig {
         busy_poll: std::time::Duration::from_micros(cfg.node.busy_poll_us),
         max_connections: cfg.node.max_connections,
         idle_timeout: (cfg.node.idle_timeout_secs > 0.0)
             .then(|| std::time::Duration::from_secs_f64(cfg.node.idle_timeout_secs)),
+        in_flight_total: usize::try_from(cfg.node.in_flight_budget.0).unwrap_or(usize::MAX),
+        max_workers: cfg.node.max_workers,
         ..nbd::ServerConfig::default()
     };
     let link = match &cfg.node.controller {
@@ -339,17 +379,13 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         if let Some(b) = beating {
             let _ = b.await;
         }
-        // Write every dirty block back before the process may exit.
+        // Write every dirty block back before the process may exit; what cannot be
+        // written is kept in the recovery file and the node stops with an error.
         let flush_state = st.clone();
-        tokio::task::spawn_blocking(move || {
-            for e in flush_state.exports() {
-                if let Err(err) = flush_state.cache.flush(&e.name) {
-                    tracing::error!(export = %e.name, %err, "write-back at shutdown failed");
-                }
-            }
-        })
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let recovery = recovery_file.clone();
+        tokio::task::spawn_blocking(move || write_back_or_keep(&flush_state, &recovery))
+            .await
+            .map_err(|e| std::io::Error::other(e.to_string()))??;
         served
     });
     tracing::info!(%nbd_addr, %api_addr, "node serving");
@@ -361,6 +397,71 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         stop: Some(stop_tx),
         task,
     })
+}
+
+/// Dirty blocks that could not be written back at the last stop, in the data directory
+/// (see [`cache::recovery`]); the next start replays them.
+pub const RECOVERY_FILE: &str = "recovery.bin";
+
+/// At shutdown: write every dirty block back, or keep those that cannot be written in
+/// `file` and fail, naming it (so the process exits non-zero and nothing is dropped).
+fn write_back_or_keep(state: &NodeState, file: &Path) -> std::io::Result<()> {
+    let mut failed = None;
+    for e in state.exports() {
+        if let Err(err) = state.cache.flush(&e.name) {
+            tracing::error!(export = %e.name, %err, "write-back at shutdown failed");
+            failed.get_or_insert(err);
+        }
+    }
+    let Some(err) = failed else {
+        return Ok(());
+    };
+    let blocks = state.cache.dirty_data();
+    cache::recovery::write(file, &blocks).map_err(|e| {
+        std::io::Error::other(format!(
+            "{} dirty block(s) could not be written back ({err}) nor kept in {}: {e}",
+            blocks.len(),
+            file.display()
+        ))
+    })?;
+    tracing::error!(blocks = blocks.len(), file = %file.display(), "dirty blocks kept for the next start");
+    Err(std::io::Error::other(format!(
+        "{} dirty block(s) could not be written back ({err}); kept in {}, replayed at the next start",
+        blocks.len(),
+        file.display()
+    )))
+}
+
+/// At start: write the blocks a previous stop kept in `file` through the caches and
+/// flush; the file is removed once they are on the backends (if not, they stay dirty in
+/// the caches and the file stays).
+fn replay_recovery(state: &NodeState, file: &Path) -> Result<(), NodeError> {
+    if !file.exists() {
+        return Ok(());
+    }
+    let blocks = cache::recovery::read(file).map_err(|e| NodeError::Config {
+        file: file.display().to_string(),
+        msg: e.to_string(),
+    })?;
+    let mut exports = std::collections::BTreeSet::new();
+    for b in &blocks {
+        state
+            .cache
+            .write(&b.export, "recovery", b.offset, &b.data, false)
+            .map_err(|e| NodeError::Config {
+                file: file.display().to_string(),
+                msg: format!("replaying a block of `{}` at {}: {e}", b.export, b.offset),
+            })?;
+        exports.insert(b.export.clone());
+    }
+    let flushed = exports.iter().all(|e| state.cache.flush(e).is_ok());
+    if flushed {
+        std::fs::remove_file(file)?;
+        tracing::info!(blocks = blocks.len(), file = %file.display(), "replayed the recovery file");
+    } else {
+        tracing::warn!(blocks = blocks.len(), file = %file.display(), "replayed the recovery file into the caches; the backends still refuse them, so the file stays");
+    }
+    Ok(())
 }
 
 /// Loads `path` (with `data_dir` overriding the file's) and starts the node.

@@ -250,14 +250,25 @@ impl NodeState {
         let id = self
             .cache
             .create_cache(&spec.name, blocks, &spec.eviction, wp)?;
-        if let Some(a) = admission {
-            self.cache.configure_cache(
+        let dirty = (spec.dirty_ratio.is_some() || spec.dirty_bytes.is_some()).then(|| {
+            cache::DirtyLimits {
+                ratio: spec.dirty_ratio.unwrap_or(1.0),
+                bytes: spec.dirty_bytes.map_or(0, |b| b.0),
+            }
+        });
+        if admission.is_some() || dirty.is_some() {
+            let configured = self.cache.configure_cache(
                 id,
                 CacheConfig {
-                    admission: Some(a),
+                    admission,
+                    dirty,
                     ..CacheConfig::default()
                 },
-            )?;
+            );
+            if let Err(e) = configured {
+                let _ = self.cache.remove_cache(id);
+                return Err(e.into());
+            }
         }
         if spec.profile {
             let p = Arc::new(Mutex::new(OnlineProfiler::new(
@@ -355,6 +366,7 @@ impl NodeState {
                 eviction: patch.eviction.clone(),
                 write_policy,
                 admission,
+                dirty: None,
             },
         )?;
         tracing::info!(id, ?patch, "cache configured");

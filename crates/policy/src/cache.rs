@@ -157,6 +157,14 @@ impl<P: EvictionPolicy> BlockCache<P> {
     }
 
     #[inline]
+    /// Counts a hit on a resident `slot` found by [`BlockCache::lookup`]: what
+    /// [`BlockCache::access`] does for a resident key, without probing the directory again.
+    pub fn access_slot(&mut self, slot: Slot) -> Access {
+        self.clock += 1;
+        let key = self.keys[slot as usize];
+        self.hit(slot, key)
+    }
+
     fn hit(&mut self, slot: Slot, key: Key) -> Access {
         if let Some(a) = self.admission.as_mut() {
             a.access(key, true);

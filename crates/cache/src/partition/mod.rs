@@ -10,6 +10,7 @@
 //! * `write`: the three write paths (write-back, write-through, write-around) and trim;
 //! * `write_back`: writing dirty blocks to the backend (after eviction, on FLUSH/FUA, on
 //!   demand);
+//! * `dirty`: dirty limits, background cleaning, throttling writers near the limit;
 //! * `control`: resize, policy switch, admission and write-policy changes, dropping
 //!   blocks a rule no longer routes here.
 //!
@@ -20,10 +21,11 @@
 //! [`policy::BlockCache`] does the bookkeeping (directory key → [`Slot`](policy::Slot),
 //! the policy, the LRU history for switching by reconstruction). The data of slot `s`
 //! lives at `arena[s * block_size ..]` in one `Vec<u8>` that grows on demand up to
-//! capacity × block size, so a hit costs a lock, two hash probes per block (find the
-//! slot, count the hit) and one `memcpy`, with no allocation. Each
-//! slot has a dirty bit and a version (bumped on every change of its bytes). The partition
-//! never holds more blocks than its capacity once a call returns (`BlockCache`'s invariant).
+//! capacity × block size, so a hit costs a lock, one hash probe per block (the slot found
+//! is the one whose hit is counted, [`BlockCache::access_slot`]) and one `memcpy`, with no
+//! allocation. Each slot has a dirty bit and a version (bumped on every change of its
+//! bytes). The partition never holds more blocks than its capacity once a call returns
+//! (`BlockCache`'s invariant).
 //!
 //! ## Concurrency
 //! One mutex per partition guards the `BlockCache` and all metadata; it is never held
@@ -49,11 +51,13 @@
 //!   the request has released its own stripes (no lock-order cycles).
 
 mod control;
+mod dirty;
 mod read;
 mod store;
 mod write;
 mod write_back;
 
+pub use dirty::DirtyLimits;
 pub use read::Lent;
 
 use crate::error::{CacheError, Result};
@@ -140,6 +144,9 @@ impl Partition {
                     eviction: eviction.clone(),
                     observer: None,
                     lent_runs: Vec::new(),
+                    lent_slots: Vec::new(),
+                    dirty_limits: DirtyLimits::default(),
+                    clean_debt: 0.0,
                 },
             }),
         })

@@ -63,8 +63,11 @@ impl Partition {
         // block.
         let runs = &mut st.lent_runs;
         runs.clear();
+        let slots = &mut st.lent_slots;
+        slots.clear();
         for b in first..=last {
             let slot = bc.lookup(vol.key(b))?;
+            slots.push(slot);
             let (in_off, dst) = seg(b, offset, len, bs);
             let src = slot as usize * self.bs + in_off;
             match runs.last_mut() {
@@ -72,13 +75,12 @@ impl Partition {
                 _ => runs.push(src..src + dst.len()),
             }
         }
-        // All resident: count the hits (the policy's access is the second probe).
-        for b in first..=last {
-            let key = vol.key(b);
+        // All resident: count the hits on the slots found, without probing again.
+        for (b, &slot) in (first..=last).zip(slots.iter()) {
             if let Some(o) = st.observer.as_mut() {
-                o.observe(key);
+                o.observe(vol.key(b));
             }
-            bc.access(key, |_, _| {});
+            bc.access_slot(slot);
         }
         let r = f(Lent {
             arena: &st.arena,
@@ -126,7 +128,7 @@ impl Partition {
                 }
                 if let Some(slot) = bc.lookup(key) {
                     if cached {
-                        bc.access(key, |_, _| {});
+                        bc.access_slot(slot);
                     }
                     let s = slot as usize * self.bs + in_off;
                     buf[dst.clone()].copy_from_slice(&st.arena[s..s + dst.len()]);

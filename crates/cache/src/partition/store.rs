@@ -50,6 +50,12 @@ pub(super) struct Store {
     pub(super) observer: Option<Box<dyn AccessObserver>>,
     /// The arena runs of the last lent read, kept so lending a hit allocates nothing.
     pub(super) lent_runs: Vec<Range<usize>>,
+    /// The slots of the last lent read's blocks (reused likewise).
+    pub(super) lent_slots: Vec<Slot>,
+    /// How much dirty data the partition may hold (`dirty`).
+    pub(super) dirty_limits: super::DirtyLimits,
+    /// Blocks writers owe to throttling, carried between writes (`dirty`).
+    pub(super) clean_debt: f64,
 }
 
 /// Bytes of an evicted dirty block waiting to be written back, with the sequence number

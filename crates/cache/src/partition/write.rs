@@ -130,6 +130,8 @@ impl Partition {
         let mut victims = Vec::new();
         let mut pending: Vec<(u64, u64)> = Vec::new();
         let mut evictions = 0;
+        // Within the dirty limits (may clean, or refuse with the backend's error).
+        self.throttle(vol, first..=last)?;
         {
             let mut g = lock(&self.inner);
             if g.st.write_policy != WritePolicy::WriteBack {

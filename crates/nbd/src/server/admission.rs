@@ -7,8 +7,8 @@
 //! once, on the reading thread or task: if the export has the data in memory it is
 //! answered there and then, with no hand-off and no budget. Anything else runs as a
 //! request of its own, holding its payload's share ([`Admission::Serve::kib`]) of the
-//! connection's [`IN_FLIGHT_KIB`] budget until its reply is written, so a client that
-//! never collects its replies costs bounded memory. An export's [`Export::read`] is
+//! node-wide budget (`limits`; at most [`IN_FLIGHT_KIB`] per connection) until its reply
+//! is written, so clients that never collect their replies cost bounded memory. An export's [`Export::read`] is
 //! therefore never given a small read its `read_now` could have answered, and need not
 //! look in memory again.
 
@@ -22,8 +22,8 @@ use crate::wire::{Command, Errno, TransmissionFlags};
 /// ([`Export::read_now_borrowed`]) instead.
 pub const INLINE_READ_MAX: u32 = 128 << 10;
 
-/// Budget of request and reply payload held by one connection's requests, in KiB
-/// (64 MiB: two maximum-size requests, or 16384 requests of 4 KiB).
+/// Most request and reply payload one connection's requests may hold, in KiB (64 MiB:
+/// two maximum-size requests, or 16384 requests of 4 KiB), within the node-wide budget.
 pub(crate) const IN_FLIGHT_KIB: u32 = 64 * 1024;
 
 /// What to do with a framed request.

@@ -12,9 +12,9 @@
 //!   right here, saving a task spawn and two cross-thread wake-ups per request. Only a
 //!   future that has to wait is spawned as its own task. Before it starts, a request
 //!   takes a slot of the per-connection `max_in_flight` semaphore and its payload's share
-//!   of a 64 MiB byte budget; when either runs out the reader stops reading (backpressure),
-//!   so a client that floods large reads and never collects the replies costs bounded
-//!   memory.
+//!   of the node-wide byte budget (`limits`, shared fairly between connections); when
+//!   either runs out the reader stops reading (backpressure), so clients that flood large
+//!   reads and never collect the replies cost bounded memory, together.
 //! * **Replies** go out in completion order, not request order, through one
 //!   [`ReplyWriter`]: a `BufWriter` behind an async mutex plus a count of replies waiting
 //!   for the lock. Whoever writes the last waiting reply flushes, so a burst of replies
@@ -39,12 +39,12 @@ use tokio::sync::{watch, Mutex, OwnedSemaphorePermit, Semaphore};
 
 use crate::reply::simple_reply_bytes;
 use crate::request::parse_request;
-use crate::server::admission::{admit, read_now, Admission, IN_FLIGHT_KIB};
+use crate::server::admission::{admit, read_now, Admission};
 use crate::server::command::execute;
 use crate::server::export::{Export, ExportProvider};
+use crate::server::limits::Share;
 use crate::server::negotiate::negotiate;
-use crate::server::roster::Activity;
-use crate::server::ServerConfig;
+use crate::server::{Phase, ServerConfig};
 use crate::wire::{Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
 
 /// The write half of a connection, shared by the reader and the request tasks.
@@ -130,9 +130,7 @@ pub(crate) async fn transmission<R, W>(
     w: W,
     mut buf: BytesMut,
     export: Arc<dyn Export>,
-    config: ServerConfig,
-    mut shutdown: watch::Receiver<bool>,
-    activity: Arc<Activity>,
+    phase: Phase,
 ) -> io::Result<()>
 where
     R: AsyncRead + Unpin + Send + 'static,
@@ -142,9 +140,15 @@ where
         w: Mutex::new(BufWriter::with_capacity(64 * 1024, w)),
         waiting: AtomicUsize::new(0),
     });
+    let Phase {
+        config,
+        stop: mut shutdown,
+        activity,
+        share,
+    } = phase;
+    let share = Arc::new(share);
     let max_in_flight = config.max_in_flight.clamp(1, Semaphore::MAX_PERMITS) as u32;
     let in_flight = Arc::new(Semaphore::new(max_in_flight as usize));
-    let in_flight_kib = Arc::new(Semaphore::new(IN_FLIGHT_KIB as usize));
     let size = export.size();
     let flags = export.capabilities().transmission_flags();
     // Whether the reader wrote replies it has not flushed yet.
@@ -191,7 +195,7 @@ where
                 // Admission: a request slot and its share of the byte budget, so a client
                 // that never reads its replies cannot make the server buffer without bound.
                 let admitted = tokio::select! {
-                    a = acquire(&in_flight, &in_flight_kib, kib) => a,
+                    a = acquire(&in_flight, &share, kib) => a,
                     _ = stopped(&mut shutdown) => {
                         let _ = writer.send(h.handle, Err(Errno::Shutdown), false).await;
                         break Ok(());
@@ -253,21 +257,29 @@ where
     result.and(closed)
 }
 
-/// Wait for a request slot and `kib` KiB of payload budget.
-async fn acquire(
-    slots: &Arc<Semaphore>,
-    bytes: &Arc<Semaphore>,
-    kib: u32,
-) -> (OwnedSemaphorePermit, OwnedSemaphorePermit) {
+/// Wait for a request slot and `kib` KiB of the node-wide payload budget; both are given
+/// back when the returned guard drops.
+async fn acquire(slots: &Arc<Semaphore>, share: &Arc<Share>, kib: u32) -> Admitted {
     let slot = slots.clone().acquire_owned().await;
-    let budget = bytes
-        .clone()
-        .acquire_many_owned(kib.min(IN_FLIGHT_KIB))
-        .await;
-    (
-        slot.expect("semaphore never closed"),
-        budget.expect("semaphore never closed"),
-    )
+    share.acquire_async(kib).await;
+    Admitted {
+        _slot: slot.expect("semaphore never closed"),
+        share: share.clone(),
+        kib,
+    }
+}
+
+/// A request's slot and budget, held until its reply is written.
+struct Admitted {
+    _slot: OwnedSemaphorePermit,
+    share: Arc<Share>,
+    kib: u32,
+}
+
+impl Drop for Admitted {
+    fn drop(&mut self) {
+        self.share.release(self.kib);
+    }
 }
 
 /// Completes once the server asks connections to stop.

@@ -5,6 +5,9 @@
 //! decides, for both transmission paths, what happens to each framed request); `command`
 //! executes one request against an [`Export`]; [`export`] defines what is served.
 //!
+//! * **Node-wide limits.** One budget of request and reply bytes in flight and one pool of
+//!   worker threads, shared fairly by every connection ([`Limits`], module `limits`;
+//!   [`serve_limited`] lets the caller keep them to read their gauge).
 //! * **Connection cap and idle connections.** A semaphore of `max_connections` permits,
 //!   one per connection, and a roster of live connections (`roster`, which explains the
 //!   policy): a negotiated connection that sends no request for `idle_timeout` is closed,
@@ -31,6 +34,7 @@ mod admission;
 mod command;
 mod connection;
 pub mod export;
+mod limits;
 mod negotiate;
 mod poll;
 mod roster;
@@ -50,6 +54,7 @@ use roster::{Activity, Closer, Roster, EVICT_GRACE};
 
 pub use admission::INLINE_READ_MAX;
 pub use export::{BoxFuture, Capabilities, Export, ExportMap, ExportProvider};
+pub use limits::{Limits, LimitsGauge};
 
 /// Limits of a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,6 +64,13 @@ pub struct ServerConfig {
     pub max_connections: usize,
     /// Most requests executing at once per connection (default 128).
     pub max_in_flight: usize,
+    /// Payload bytes of requests and replies in flight, node-wide, shared fairly between
+    /// connections (default 128 MiB; a connection holding nothing may also draw on a
+    /// reserve of a quarter of it; see `limits`).
+    pub in_flight_total: usize,
+    /// Worker threads of the threaded path beyond each connection's own reader, node-wide,
+    /// shared fairly between connections (default 256).
+    pub max_workers: usize,
     /// Longest a client may take to finish negotiation before it is disconnected, so a
     /// silent client cannot hold a connection slot forever (default 30 s).
     pub handshake_timeout: Duration,
@@ -80,6 +92,8 @@ impl Default for ServerConfig {
         ServerConfig {
             max_connections: 512,
             max_in_flight: 128,
+            in_flight_total: 128 << 20,
+            max_workers: 256,
             handshake_timeout: Duration::from_secs(30),
             threaded: true,
             busy_poll: Duration::from_micros(100),
@@ -126,6 +140,19 @@ pub async fn serve_with(
     config: ServerConfig,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
+    let limits = Limits::for_config(&config);
+    serve_limited(listener, exports, config, limits, shutdown).await
+}
+
+/// [`serve_with`] sharing node-wide `limits` (bytes in flight, worker threads) the caller
+/// keeps, so it can read their [`Limits::gauge`].
+pub async fn serve_limited(
+    listener: impl Into<Listener>,
+    exports: Arc<dyn ExportProvider>,
+    config: ServerConfig,
+    limits: Arc<Limits>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
     let listener = listener.into();
     let (stop_tx, stop_rx) = watch::channel(false);
     let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
@@ -166,9 +193,10 @@ pub async fn serve_with(
                     };
                     let exports = exports.clone();
                     let stop = stop_rx.clone();
+                    let limits = limits.clone();
                     conns.spawn(async move {
                         let activity = enlisted.activity.clone();
-                        let res = conn.run(exports, config, stop, activity).await;
+                        let res = conn.run(exports, config, stop, activity, limits).await;
                         drop(enlisted);
                         drop(permit);
                         res
@@ -225,14 +253,21 @@ impl Accepted {
         config: ServerConfig,
         stop: watch::Receiver<bool>,
         activity: Arc<Activity>,
+        limits: Arc<Limits>,
     ) -> io::Result<()> {
         let peer = self.peer();
+        let ends = Ends {
+            config,
+            stop,
+            activity,
+            limits,
+        };
         match self {
             Accepted::Tcp(s) => {
                 s.set_nodelay(true)?;
-                serve_stream(s, exports, peer, config, stop, activity).await
+                serve_stream(s, exports, peer, ends).await
             }
-            Accepted::Unix(s) => serve_stream(s, exports, peer, config, stop, activity).await,
+            Accepted::Unix(s) => serve_stream(s, exports, peer, ends).await,
         }
     }
 }
@@ -279,10 +314,14 @@ async fn serve_stream<S: Socket>(
     mut s: S,
     exports: Arc<dyn ExportProvider>,
     peer: String,
-    config: ServerConfig,
-    mut stop: watch::Receiver<bool>,
-    activity: Arc<Activity>,
+    ends: Ends,
 ) -> io::Result<()> {
+    let Ends {
+        config,
+        mut stop,
+        activity,
+        limits,
+    } = ends;
     let negotiated = {
         let (mut r, mut w) = tokio::io::split(&mut s);
         connection::negotiation(&mut r, &mut w, exports.as_ref(), &peer, &config, &mut stop).await?
@@ -291,15 +330,41 @@ async fn serve_stream<S: Socket>(
         return Ok(());
     };
     activity.negotiated();
+    let share = limits.join();
     let threaded = config.threaded
         && tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
+    let phase = Phase {
+        config,
+        stop,
+        activity,
+        share,
+    };
     if threaded {
-        threaded::serve(s.blocking()?, buf, export, config, stop, activity).await
+        threaded::serve(s.blocking()?, buf, export, phase).await
     } else {
         let (r, w) = s.halves();
-        connection::transmission(r, w, buf, export, config, stop, activity).await
+        connection::transmission(r, w, buf, export, phase).await
     }
+}
+
+/// What the transmission phase of a negotiated connection runs with, on either path.
+pub(crate) struct Phase {
+    pub(crate) config: ServerConfig,
+    /// Becomes true when the server stops.
+    pub(crate) stop: watch::Receiver<bool>,
+    /// When the last request arrived (for the roster).
+    pub(crate) activity: Arc<Activity>,
+    /// This connection's part of the node-wide limits.
+    pub(crate) share: limits::Share,
+}
+
+/// What a connection's transmission phase is given besides its socket and export.
+struct Ends {
+    config: ServerConfig,
+    stop: watch::Receiver<bool>,
+    activity: Arc<Activity>,
+    limits: Arc<Limits>,
 }
 
 async fn accept(listener: &Listener) -> io::Result<Accepted> {

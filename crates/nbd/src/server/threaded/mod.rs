@@ -35,9 +35,13 @@
 //! * Socket writes block when a client stops reading; they happen only on the
 //!   connection's own threads, never on a runtime worker, so a stalled client cannot
 //!   stall the runtime. Admission: before it starts, a request that is handed off takes
-//!   its payload's share of a 64 MiB budget, so a client that floods large requests and
-//!   never collects the replies costs bounded memory; threads, one per request in
-//!   progress, are bounded by `max_in_flight`.
+//!   its payload's share of the node-wide byte budget (`limits`: shared fairly between
+//!   connections), so clients that flood large requests and never collect the replies
+//!   cost bounded memory together. Threads: one per request in progress, at most
+//!   `max_in_flight` per connection; every thread beyond a connection's first holds a
+//!   worker of the node-wide pool (`limits`), and a thread that finishes its request
+//!   while another already waits to lead gives its worker back and exits, so a quiet
+//!   connection keeps at most two threads.
 //!
 //! **Ending.** On `NBD_CMD_DISC`, end of stream or a fatal protocol error the leader marks
 //! the connection ended and writes its batch; each thread exits when it next looks for
@@ -48,15 +52,14 @@
 //! reading its replies: after `DRAIN_LIMIT` the socket is cut both ways.
 //!
 //! **Layout.** This module holds the connection's shared state, its threads' life cycle
-//! and [`serve`]; `socket` the blocking socket and its reads; `budget` the payload budget;
-//! `leader` the read side and the requests answered at once; `follower` the handed-off
+//! and [`serve`]; `socket` the blocking socket and its reads (the node-wide budget and
+//! workers are `limits`'s); `leader` the read side and the requests answered at once; `follower` the handed-off
 //! requests; `replies` reply combining and the leader's batch; `zero_copy` large hits
 //! sent from the export's memory.
 //!
 //! Written by hand: the pieces (blocking sockets, mutexes, a condition variable) are
 //! standard; what is particular is the leader hand-off and the drain discipline.
 
-mod budget;
 mod follower;
 mod leader;
 mod replies;
@@ -65,18 +68,17 @@ mod zero_copy;
 
 use std::io;
 use std::net::Shutdown;
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 
 use bytes::BytesMut;
 use tokio::runtime::Handle;
-use tokio::sync::watch;
 
 use crate::server::export::Export;
+use crate::server::limits::Share;
 use crate::server::poll::BusyPoll;
 use crate::server::roster::Activity;
-use crate::server::ServerConfig;
+use crate::server::Phase;
 
-use budget::Budget;
 use leader::ReadSide;
 use replies::{ReplyBatch, ReplyOut, ReplyQueue};
 pub(crate) use socket::BlockingStream;
@@ -88,10 +90,14 @@ pub(crate) async fn serve(
     stream: BlockingStream,
     buf: BytesMut,
     export: Arc<dyn Export>,
-    config: ServerConfig,
-    mut shutdown: watch::Receiver<bool>,
-    activity: Arc<Activity>,
+    phase: Phase,
 ) -> io::Result<()> {
+    let Phase {
+        config,
+        stop: mut shutdown,
+        activity,
+        share,
+    } = phase;
     let waker = stream.try_clone()?;
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
     let conn = Arc::new(Connection {
@@ -114,10 +120,7 @@ pub(crate) async fn serve(
             ended: false,
             result: Ok(()),
         }),
-        budget: Budget {
-            used_kib: Mutex::new(0),
-            freed: Condvar::new(),
-        },
+        budget: share,
         threads: Mutex::new(Threads {
             alive: 0,
             idle: 0,
@@ -171,7 +174,8 @@ struct Connection {
     handle: Handle,
     out: ReplyOut,
     leader: Mutex<ReadSide>,
-    budget: Budget,
+    /// This connection's part of the node-wide limits: payload budget and workers.
+    budget: Share,
     threads: Mutex<Threads>,
     max_threads: usize,
 }
@@ -181,10 +185,15 @@ impl Connection {
         lock(&self.threads)
     }
 
-    /// Start one more thread (counted idle until it takes work).
-    fn start_thread(self: &Arc<Self>) -> io::Result<()> {
+    /// Start one more thread (counted idle until it takes work). Every thread but the
+    /// connection's first holds a worker of the node-wide pool: `Ok(false)` when the pool
+    /// or this connection's share of it is used up.
+    fn start_thread(self: &Arc<Self>) -> io::Result<bool> {
         {
             let mut t = self.threads();
+            if t.alive > 0 && !self.budget.try_worker() {
+                return Ok(false);
+            }
             t.alive += 1;
             t.idle += 1;
         }
@@ -196,9 +205,12 @@ impl Connection {
             let mut t = self.threads();
             t.alive -= 1;
             t.idle -= 1;
+            if t.alive > 0 {
+                self.budget.release_worker();
+            }
             return Err(e);
         }
-        Ok(())
+        Ok(true)
     }
 
     /// Lead or follow until the connection ends; the last thread out closes it.
@@ -222,10 +234,19 @@ impl Connection {
             };
             let Some(job) = job else { break };
             self.run_job(job, &mut reply);
-            self.threads().idle += 1;
+            let mut t = self.threads();
+            if t.idle > 0 {
+                // Another thread already waits to lead: this one's worker goes back to
+                // the pool, so a quiet connection keeps two threads at most.
+                break;
+            }
+            t.idle += 1;
         }
         let last = {
             let mut t = self.threads();
+            if t.alive > 1 {
+                self.budget.release_worker();
+            }
             t.alive -= 1;
             (t.alive == 0).then(|| t.done.take()).flatten()
         };
@@ -240,9 +261,10 @@ impl Connection {
             let t = self.threads();
             t.idle == 0 && t.alive < self.max_threads
         };
+        // Without a new thread (the pool is used up, or the system refused one) the
+        // request still runs on this one, and reading resumes once it is done.
         if need {
             if let Err(e) = self.start_thread() {
-                // The request still runs; reading resumes when a thread is free.
                 tracing::warn!(error = %e, "could not start a connection thread");
             }
         }

@@ -4,10 +4,10 @@
 use std::io::{self, IoSlice, Write};
 use std::sync::Mutex;
 
-use super::budget::Budget;
 use super::lock;
 use super::socket::BlockingStream;
 use crate::reply::simple_reply_bytes;
+use crate::server::limits::Share;
 use crate::wire::Errno;
 
 /// The write side of a connection, shared by all its threads.
@@ -45,7 +45,7 @@ impl ReplyOut {
         &self,
         parts: &mut [IoSlice<'_>],
         kib: u32,
-        budget: &Budget,
+        budget: &Share,
     ) -> io::Result<()> {
         // A large reply gains nothing from sharing a system call and would cost a copy
         // into the queue (a 1 MiB read's data twice): it waits for the socket instead.
