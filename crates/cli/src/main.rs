@@ -7,6 +7,7 @@ mod mrc_cmd;
 mod plot;
 mod policies;
 mod progress;
+mod report_cmd;
 mod serve_cmd;
 mod sim_cmd;
 mod sim_run_cmd;
@@ -42,6 +43,8 @@ enum Command {
     Serve(serve_cmd::ServeArgs),
     /// Talk to a running node's API (caches, rules, stats, curves, proportions).
     Ctl(ctl_cmd::CtlArgs),
+    /// One self-contained HTML page from `sim run --out` folders: setup, plots, claims.
+    Report(report_cmd::ReportArgs),
 }
 
 fn main() {
@@ -61,6 +64,7 @@ fn main() {
         Command::Bench(a) => bench_cmd::run(a),
         Command::Serve(a) => serve_cmd::run(a),
         Command::Ctl(a) => ctl_cmd::run(a),
+        Command::Report(a) => report_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("lachesis: {e:#}");
