@@ -71,12 +71,12 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
         body.push_str(&s.1);
     }
     toc.push_str("</ul>");
-    let _ = write!(
+    let _ = writeln!(
         html,
         "<h1>Lachesis: the papers' experiments</h1>\
          <p>{} experiment(s); {holds} of {total} claims hold in these runs. Each claim's \
          <em>ours</em> column is the rule with the numbers this run measured; a claim that \
-         does not hold says why below it.</p>{toc}{body}</body></html>\n",
+         does not hold says why below it.</p>{toc}{body}</body></html>",
         runs.len()
     );
     std::fs::write(&a.out, html).with_context(|| format!("writing {}", a.out.display()))?;

@@ -353,7 +353,7 @@ enum EvalErr {
     Bad(String),
 }
 
-fn lookup<'v>(ctx: &'v Context, path: &[String]) -> Result<f64, EvalErr> {
+fn lookup(ctx: &Context, path: &[String]) -> Result<f64, EvalErr> {
     let schemes = ctx.summary.get("schemes");
     let (mut v, rest): (&Value, &[String]) = match schemes.and_then(|s| s.get(&path[0])) {
         Some(s) => (s, &path[1..]),
@@ -487,7 +487,7 @@ fn eval_cond(ctx: &Context, c: &Cond) -> Result<(bool, String), EvalErr> {
                         }
                     };
                     let s = format!("{} {op} {} ({t})", fmt_num(x), fmt_num(y));
-                    if worst.as_ref().is_none_or(|w| margin < w.0) {
+                    if worst.as_ref().map_or(true, |w| margin < w.0) {
                         worst = Some((margin, s));
                     }
                 }

@@ -1204,7 +1204,7 @@ fn read_below(
     let boosted = server
         .tier
         .as_ref()
-        .is_some_and(|t| t.volumes.as_ref().is_none_or(|v| v[tenant]));
+        .is_some_and(|t| t.volumes.as_ref().map_or(true, |v| v[tenant]));
     let (true, Some(tier)) = (boosted, server.tier.as_mut()) else {
         return disk_runs(server, spec, tenant, blocks, n, bs, at, false);
     };
