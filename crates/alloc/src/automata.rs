@@ -5,16 +5,19 @@
 //!
 //! Feedback: each application's deviance from target `dft = (observed − target) / target`
 //! (0 on target; a best-effort application always reports 0, see [`dft`]); the error of an
-//! interval is `Σ dft²`. The environment's answer is *reward* when the error is within
-//! `tolerance` or below the running reference (an exponential average of recent errors,
-//! weight 0.2), *penalty* otherwise, so actions better than the recent average gain
-//! probability. Updates for the chosen action `i` of `r`:
+//! interval is `e(k) = Σ dft²`. The environment's answer is *graded* (an S-model
+//! environment), not a binary reward: `f(k) = e(k) / (e(k) + τ)` in `[0, 1)`, 0 when every
+//! target is met exactly and approaching 1 as the error grows, with `τ` the error at which
+//! the answer is half penalty (the automaton's `tolerance`). Updates for the chosen action
+//! `i` of `r`, with reward rate `α` and penalty rate `β`:
 //! ```text
-//! reward:  p_i += α (1 − p_i),            p_j *= (1 − α)
-//! penalty: p_i *= (1 − β),                p_j = β / (r − 1) + (1 − β) p_j
+//! p_i += α (1 − f) (1 − p_i) − β f p_i
+//! p_j += −α (1 − f) p_j + β f (1 / (r − 1) − p_j)      for j ≠ i
 //! ```
-//! With `β` well below `α` (L_R-εP) the probabilities concentrate on the action that meets
-//! the targets. Coordination ([`Coordinator`]): only the token holder explores (samples
+//! which keeps `Σ p = 1`; `f = 0` is the full L_R-P reward, `f = 1` the full penalty. An
+//! action close to the targets is rewarded nearly fully, one far from them is penalised,
+//! and one in between is graded, so the probabilities concentrate on the actions that
+//! come closest to the targets. Coordination ([`Coordinator`]): only the token holder explores (samples
 //! its action from its probabilities and learns); the others play their most probable
 //! action; the token moves on after `turn` intervals, so one controller's learning does
 //! not see another's exploration as noise. Randomness comes from the caller's
@@ -45,13 +48,13 @@ pub struct Automaton {
     alpha: f64,
     beta: f64,
     tolerance: f64,
-    reference: Option<f64>,
     current: usize,
 }
 
 impl Automaton {
     /// An automaton over `actions` (each a proportion vector), uniform to start, with
-    /// reward rate `alpha` and penalty rate `beta` in `(0, 1)` and an error `tolerance`.
+    /// reward rate `alpha` and penalty rate `beta` in `(0, 1)` and `tolerance` `τ` of the
+    /// graded feedback (the error answered with half penalty; above 0).
     pub fn new(
         actions: Vec<Vec<f64>>,
         alpha: f64,
@@ -74,8 +77,7 @@ impl Automaton {
             p: vec![1.0 / r as f64; r],
             alpha,
             beta,
-            tolerance,
-            reference: None,
+            tolerance: tolerance.max(f64::MIN_POSITIVE),
             current: 0,
         })
     }
@@ -129,32 +131,37 @@ impl Automaton {
         &self.p
     }
 
-    /// Learns from the error the current action produced; returns whether it was rewarded.
+    /// The graded answer `f(k)` to an error: `e / (e + τ)`.
+    pub fn feedback(&self, err: f64) -> f64 {
+        let e = if err.is_finite() {
+            err.max(0.0)
+        } else {
+            f64::MAX
+        };
+        e / (e + self.tolerance)
+    }
+
+    /// Learns from the error the current action produced; returns whether the answer was
+    /// more reward than penalty (`f < 1/2`).
     pub fn learn(&mut self, err: f64) -> bool {
-        let reward = err <= self.tolerance || self.reference.is_some_and(|r| err < r);
-        self.reference = Some(self.reference.map_or(err, |r| 0.8 * r + 0.2 * err));
+        let f = self.feedback(err);
         let (i, r) = (self.current, self.p.len());
         if r == 1 {
-            return reward;
+            return f < 0.5;
         }
-        if reward {
-            for (j, q) in self.p.iter_mut().enumerate() {
-                *q = if j == i {
-                    *q + self.alpha * (1.0 - *q)
-                } else {
-                    *q * (1.0 - self.alpha)
-                };
-            }
-        } else {
-            for (j, q) in self.p.iter_mut().enumerate() {
-                *q = if j == i {
-                    *q * (1.0 - self.beta)
-                } else {
-                    self.beta / (r - 1) as f64 + (1.0 - self.beta) * *q
-                };
-            }
+        let (a, b) = (self.alpha * (1.0 - f), self.beta * f);
+        let share = 1.0 / (r - 1) as f64;
+        for (j, q) in self.p.iter_mut().enumerate() {
+            *q = if j == i {
+                *q + a * (1.0 - *q) - b * *q
+            } else {
+                *q - a * *q + b * (share - *q)
+            };
         }
-        reward
+        // Guard against rounding drift.
+        let sum: f64 = self.p.iter().sum();
+        self.p.iter_mut().for_each(|q| *q /= sum);
+        f < 0.5
     }
 }
 
@@ -218,6 +225,23 @@ mod tests {
         assert_eq!(dft(30.0, 40.0, false), -0.25);
         assert_eq!(dft(30.0, 40.0, true), 0.0);
         assert!((error(&[-0.25, 0.5]) - 0.3125).abs() < 1e-12);
+    }
+
+    #[test]
+    fn the_feedback_is_graded_and_keeps_probabilities_summing_to_one() {
+        let mut a = Automaton::new(Automaton::two_way_actions(4), 0.2, 0.1, 0.1).unwrap();
+        assert_eq!(a.feedback(0.0), 0.0);
+        assert!((a.feedback(0.1) - 0.5).abs() < 1e-12);
+        assert!(a.feedback(10.0) > 0.99);
+        a.exploit();
+        let before = a.probabilities()[0];
+        // A small error is mostly reward, a large one mostly penalty.
+        assert!(a.learn(0.01));
+        let after_small = a.probabilities()[0];
+        assert!(after_small > before);
+        assert!(!a.learn(5.0));
+        assert!(a.probabilities()[0] < after_small);
+        assert!((a.probabilities().iter().sum::<f64>() - 1.0).abs() < 1e-12);
     }
 
     #[test]

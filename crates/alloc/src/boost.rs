@@ -2,9 +2,10 @@
 //!
 //! The rule lives once, in `policy::admission::adaptive` (the fast tier's admission policy
 //! runs it every period); the controller uses the same pure function to plan or replay a
-//! tier's threshold from observed hits and migrations: raise the threshold when hits per
-//! migration fall below JUSTIFY, raise JUSTIFY after a raise that paid, otherwise lower
-//! both towards their minimums.
+//! tier's threshold from observed hits and migrations: raise the threshold when a period's
+//! placements did not pay (fewer hits than migrations); on a paying period, lower it only
+//! when the number of migrations changed by more than JUSTIFY, then raise JUSTIFY; else
+//! hold it.
 
 pub use policy::admission::adaptive::{step, LastMove, PeriodObservation, ThresholdState};
 
@@ -16,14 +17,9 @@ mod tests {
     fn a_period_of_poor_migrations_raises_the_threshold() {
         let s = ThresholdState {
             threshold: 2,
-            justify: 1.0,
-            min_threshold: 1,
             max_threshold: 8,
-            min_justify: 0.5,
-            max_justify: 4.0,
-            justify_step: 0.5,
             last: LastMove::None,
-            last_ratio: 0.0,
+            ..ThresholdState::default()
         };
         let n = step(
             s,

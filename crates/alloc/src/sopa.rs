@@ -17,10 +17,12 @@
 //! The decision process ([`Decider`]): one *round* per window; a decision is made when two
 //! consecutive rounds pick the same candidate; after a decision, [`Decider::observe`]
 //! watches the live hit ratio and starts a new decision when it falls more than
-//! `retrigger_drop` below the decided candidate's replayed hit ratio. Pruning: every
-//! decision counts as one *use* of the winner; once `usage_limit` decisions have been made,
-//! the candidate with the lowest usage ratio (uses / decisions; ties drop the later one) is
-//! dropped, the counts restart, and at least one candidate always remains.
+//! `retrigger_drop` below the decided candidate's replayed hit ratio. Pruning: each call
+//! of [`Decider::round`] or [`Decider::observe`] is one period of time, counted to the
+//! candidate that was running during it (the last decided one); once `usage_limit`
+//! decisions have been made, the candidate with the lowest usage ratio — the share of
+//! the counted time it was active (ties drop the later one) — is dropped, never the one
+//! running; the counts restart, and at least one candidate always remains.
 
 use crate::AllocError;
 use policy::admission::AdmissionPolicy;
@@ -162,7 +164,8 @@ pub struct Decider {
     pub retrigger_drop: f64,
     /// Decisions after which the least-used candidate is dropped.
     pub usage_limit: u64,
-    uses: Vec<u64>,
+    active_time: Vec<u64>,
+    running: Option<usize>,
     decisions: u64,
     last_pick: Option<usize>,
     decided: Option<(usize, f64)>,
@@ -190,7 +193,8 @@ impl Decider {
             costs,
             retrigger_drop: 0.1,
             usage_limit: 10,
-            uses: vec![0; n],
+            active_time: vec![0; n],
+            running: None,
             decisions: 0,
             last_pick: None,
             decided: None,
@@ -212,8 +216,26 @@ impl Decider {
         self.decided.is_none()
     }
 
+    /// The usage ratio of each candidate: the share of the counted periods it was running.
+    pub fn usage_ratios(&self) -> Vec<f64> {
+        let total: u64 = self.active_time.iter().sum();
+        self.active_time
+            .iter()
+            .map(|&t| {
+                if total == 0 {
+                    0.0
+                } else {
+                    t as f64 / total as f64
+                }
+            })
+            .collect()
+    }
+
     /// Runs one round on `window`.
     pub fn round(&mut self, window: &[u64]) -> Result<Round, AllocError> {
+        if let Some(r) = self.running {
+            self.active_time[r] += 1;
+        }
         let replays = self
             .candidates
             .iter()
@@ -229,7 +251,7 @@ impl Decider {
         if self.last_pick == Some(pick) {
             self.decided = Some((pick, replays[pick].hit_ratio()));
             decided = Some(self.candidates[pick].spec.clone());
-            self.uses[pick] += 1;
+            self.running = Some(pick);
             self.decisions += 1;
             self.last_pick = None;
             self.prune();
@@ -245,6 +267,9 @@ impl Decider {
 
     /// Reports the live hit ratio; returns true if it restarted the decision.
     pub fn observe(&mut self, hit_ratio: f64) -> bool {
+        if let Some(r) = self.running {
+            self.active_time[r] += 1;
+        }
         match self.decided {
             Some((_, h)) if hit_ratio < h - self.retrigger_drop => {
                 self.decided = None;
@@ -259,20 +284,19 @@ impl Decider {
         if self.decisions < self.usage_limit || self.candidates.len() <= 1 {
             return;
         }
-        let mut worst = 0;
-        for i in 1..self.uses.len() {
-            if self.uses[i] <= self.uses[worst] {
-                worst = i;
-            }
-        }
+        let Some(worst) = (0..self.active_time.len())
+            .filter(|&i| Some(i) != self.running)
+            .min_by_key(|&i| (self.active_time[i], std::cmp::Reverse(i)))
+        else {
+            return;
+        };
+        let shift = |d: usize| if d > worst { d - 1 } else { d };
         if let Some((d, h)) = self.decided {
-            if d == worst {
-                return; // never drop the policy in use; try again next decision
-            }
-            self.decided = Some((if d > worst { d - 1 } else { d }, h));
+            self.decided = Some((shift(d), h));
         }
+        self.running = self.running.map(shift);
         self.candidates.remove(worst);
-        self.uses = vec![0; self.candidates.len()];
+        self.active_time = vec![0; self.candidates.len()];
         self.decisions = 0;
     }
 }

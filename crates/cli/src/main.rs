@@ -8,6 +8,7 @@ mod plot;
 mod policies;
 mod progress;
 mod replay_cmd;
+mod report_cmd;
 mod serve_cmd;
 mod sim_cmd;
 mod sim_run_cmd;
@@ -45,6 +46,8 @@ enum Command {
     Ctl(ctl_cmd::CtlArgs),
     /// Replay a trace as NBD reads and writes at its own pace or a given rate.
     Replay(replay_cmd::ReplayArgs),
+    /// One self-contained HTML page from `sim run --out` folders: setup, plots, claims.
+    Report(report_cmd::ReportArgs),
 }
 
 fn main() {
@@ -65,6 +68,7 @@ fn main() {
         Command::Serve(a) => serve_cmd::run(a),
         Command::Ctl(a) => ctl_cmd::run(a),
         Command::Replay(a) => replay_cmd::run(a),
+        Command::Report(a) => report_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("lachesis: {e:#}");

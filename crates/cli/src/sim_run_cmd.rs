@@ -48,6 +48,10 @@ pub struct RunArgs {
     /// Worker threads (default: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Run each scenario's quick form: its duration, starts, idle windows, phases and
+    /// request limits scaled by its `sim.quick` (default 0.25).
+    #[arg(long)]
+    quick: bool,
 }
 
 /// Runs `lachesis sim`.
@@ -59,6 +63,7 @@ pub fn run(c: SimCommand) -> anyhow::Result<()> {
 }
 
 fn run_scenarios(a: RunArgs) -> anyhow::Result<()> {
+    let started = std::time::Instant::now();
     let many = a.scenarios.len() > 1;
     let builtin = vec![PathBuf::from("(built-in) examples/hierarchy.toml")];
     let paths = if a.scenarios.is_empty() {
@@ -75,6 +80,10 @@ fn run_scenarios(a: RunArgs) -> anyhow::Result<()> {
         if let Some(seed) = a.seed {
             sc.reseed(seed);
         }
+        if a.quick {
+            sc.quick();
+        }
+        let one = std::time::Instant::now();
         let opts = sim::RunOptions {
             schemes: a
                 .scheme
@@ -120,6 +129,14 @@ fn run_scenarios(a: RunArgs) -> anyhow::Result<()> {
                 dir.clone()
             };
             sim::report::write_dir(&dir, &out)?;
+            if !a.scenarios.is_empty() {
+                // The scenario beside its results, for `lachesis report`.
+                std::fs::copy(path, dir.join("scenario.toml")).with_context(|| {
+                    format!("copying {} into {}", path.display(), dir.display())
+                })?;
+            } else {
+                std::fs::write(dir.join("scenario.toml"), sim::scenario::BUILTIN)?;
+            }
             if !a.json {
                 eprintln!(
                     "wrote {}/{{intervals.csv,summary.json,*.png}}",
@@ -131,9 +148,39 @@ fn run_scenarios(a: RunArgs) -> anyhow::Result<()> {
             println!("{}", serde_json::to_string_pretty(&out.summary)?);
         } else {
             print_tables(&out);
+            print_claims(&out.summary.claims);
+            println!(
+                "scenario {} took {:.1} s of wall-clock time{}\n",
+                sc.name,
+                one.elapsed().as_secs_f64(),
+                if a.quick { " (quick form)" } else { "" }
+            );
         }
     }
+    if !a.json && paths.len() > 1 {
+        println!(
+            "{} scenarios took {:.1} s of wall-clock time",
+            paths.len(),
+            started.elapsed().as_secs_f64()
+        );
+    }
     Ok(())
+}
+
+fn print_claims(claims: &[sim::claims::Claim]) {
+    if claims.is_empty() {
+        return;
+    }
+    println!("claims:");
+    for c in claims {
+        println!(
+            "  [{}] {}\n        paper: {}\n        ours:  {}",
+            if c.holds { "holds" } else { "FAILS" },
+            c.name,
+            c.paper,
+            c.ours
+        );
+    }
 }
 
 fn console_is_terminal() -> bool {

@@ -137,11 +137,12 @@ impl BandwidthState {
         }
         let mut controllers = Vec::new();
         for (level, node, members) in resources {
-            if members.len() < 2 {
+            if members.len() < 2 || (cfg.servers_only && level != "server") {
                 continue;
             }
             let actions = compositions(members.len(), cfg.units);
-            let Ok(a) = Automaton::new(actions.clone(), cfg.alpha, cfg.beta, 1e-4) else {
+            // Graded feedback: an error of 0.05 (one tenant 22 % off) is half penalty.
+            let Ok(a) = Automaton::new(actions.clone(), cfg.alpha, cfg.beta, 0.05) else {
                 continue;
             };
             controllers.push(a);

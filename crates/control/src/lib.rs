@@ -39,7 +39,7 @@ pub use observe::{
     LevelCount, Observations, ObservedService, PolicyCurve, TenantObservation, TierObservation,
 };
 pub use plan::{BoostPlan, Layout, Partition, Plan, Reason, ResourceShares, Shortfall, TenantPlan};
-pub use scheme::{Allocation, Scheme, SCHEME_NAMES};
+pub use scheme::{Allocation, Automata, PolicyChoice, Scheme, SCHEME_NAMES};
 pub use topology::{Class, Levels, Node, ServiceTimes, Slo, Tenant, Topology};
 
 /// Errors of the enforcement step; each names what was wrong.

@@ -117,6 +117,10 @@ pub struct Automata {
     pub beta: f64,
     /// Intervals a controller keeps the token.
     pub turn: u32,
+    /// Learn only at the storage servers (a single level of learners); hosts keep the
+    /// FIFO scheduler. `false`: every resource with two or more tenants.
+    #[serde(default)]
+    pub servers_only: bool,
 }
 
 impl Default for Automata {
@@ -127,6 +131,7 @@ impl Default for Automata {
             alpha: 0.1,
             beta: 0.01,
             turn: 3,
+            servers_only: false,
         }
     }
 }

@@ -106,9 +106,12 @@ fn adaptive_respects_its_rate_limit() {
     let (hu, iu) = run(5000, "adaptive:period=10000", &keys);
     assert_eq!((hu, iu), PINNED_ADAPTIVE_UNLIMITED);
     // The (threshold, JUSTIFY) trajectory, one entry per completed period of the unlimited
-    // run: the rule probes in a cycle of three periods — lowered to (1, 0.5), placements
-    // do not pay (hits/migrations < 0.5) so the threshold rises to 2, the ratio improves so
-    // JUSTIFY rises to 1, the next period still pays so both are lowered again.
+    // run: threshold 1 does not pay on this trace (fewer hits than placements), so it is
+    // raised to 2; at 2 the rule holds until the number of migrations moves by more than
+    // JUSTIFY from the first paying period's, and each lowering raises JUSTIFY. Against
+    // the fixed threshold 2 (20,067 hits for 35,910 placements) it gets more hits for
+    // fewer placements; the previous rule cycled every three periods (23,732 hits for
+    // 38,413 placements).
     let mut a = Adaptive::from_params(&Params::parse("adaptive", "period=10000").unwrap()).unwrap();
     let mut c = BlockCache::new(5000, build("lru").unwrap());
     for &k in &keys {
@@ -121,20 +124,20 @@ fn adaptive_respects_its_rate_limit() {
     assert_eq!(
         t,
         [
-            (1, 0.5),
             (2, 0.5),
-            (2, 1.0),
-            (1, 0.5),
+            (1, 0.75),
             (2, 0.5),
-            (2, 1.0),
-            (1, 0.5),
             (2, 0.5),
-            (2, 1.0),
-            (1, 0.5),
+            (1, 0.75),
+            (1, 0.75),
+            (2, 0.5),
+            (2, 0.5),
+            (1, 0.75),
+            (2, 0.5),
             (2, 0.5)
         ]
     );
 }
 
-const PINNED_ADAPTIVE: (u64, u64) = (20689, 4995);
-const PINNED_ADAPTIVE_UNLIMITED: (u64, u64) = (23732, 38413);
+const PINNED_ADAPTIVE: (u64, u64) = (19205, 4212);
+const PINNED_ADAPTIVE_UNLIMITED: (u64, u64) = (23243, 31709);

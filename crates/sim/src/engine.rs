@@ -127,6 +127,8 @@ struct Tier {
     chunk_blocks: u64,
     hits: u64,
     migrations: u64,
+    /// Per tenant, whether its blocks may be placed (SANCACHE boosts selected volumes).
+    volumes: Option<Vec<bool>>,
 }
 
 struct Host {
@@ -242,6 +244,10 @@ impl<'a> Engine<'a> {
                         chunk_blocks: t.chunk_blocks,
                         hits: 0,
                         migrations: 0,
+                        volumes: t
+                            .volumes
+                            .as_ref()
+                            .map(|v| (0..sc.tenants.len()).map(|i| v.contains(&i)).collect()),
                     })
                 }
             };
@@ -357,6 +363,25 @@ impl<'a> Engine<'a> {
             net_latency,
         };
         e.build_partitions(&plan)?;
+        if let Some(w) = &sc.shares {
+            // A variant's static proportions, at every storage server's disk.
+            for (s, server) in e.servers.iter_mut().enumerate() {
+                let members: Vec<usize> = (0..sc.tenants.len())
+                    .filter(|&i| sc.tenants[i].servers.contains(&s))
+                    .collect();
+                let total: f64 = members.iter().map(|&i| w[i]).sum();
+                if members.len() >= 2 && total > 0.0 {
+                    let shares = members.iter().map(|&i| w[i] / total).collect();
+                    server.disk.set_scheduler(
+                        Scheduler::Quanta {
+                            quantum: sc.quantum,
+                            shares,
+                        },
+                        0.0,
+                    );
+                }
+            }
+        }
         Ok(e)
     }
 
@@ -544,7 +569,15 @@ impl<'a> Engine<'a> {
                 }
             }
             match sc.tenants[i].pacing {
-                Pacing::Depth(_) => heap.push(Reverse((done.max(t).to_bits(), i as u32, slot))),
+                Pacing::Depth(_) => {
+                    let mut next = done.max(t);
+                    if let Some((a, b)) = sc.tenants[i].idle {
+                        if next >= a && next < b {
+                            next = b + (next - a).min(sc.interval);
+                        }
+                    }
+                    heap.push(Reverse((next.to_bits(), i as u32, slot)))
+                }
                 _ => {
                     if let Some(next) = self.next_arrival(i)? {
                         heap.push(Reverse((next.to_bits(), i as u32, 0)));
@@ -707,6 +740,9 @@ impl<'a> Engine<'a> {
                     .l2
                     .first()
                     .map_or(String::new(), |p| p.reason.to_string()),
+                deviance: None,
+                migrations: c.migrations,
+                disk_blocks: c.disk_blocks,
             });
         }
     }
@@ -780,6 +816,11 @@ impl<'a> Engine<'a> {
                 (t.start + ts.saturating_sub(first) as f64 / 1e6 / speed).max(rt.last_arrival)
             }
             Pacing::Depth(_) => rt.last_arrival,
+        };
+        let at = match (t.idle, t.pacing) {
+            (Some((a, b)), Pacing::Timestamps { .. }) if at >= a => at + (b - a),
+            (Some((a, b)), _) if at >= a && at < b => b + (at - a),
+            _ => at,
         };
         rt.last_arrival = at;
         Ok(Some(at))
@@ -972,8 +1013,21 @@ impl<'a> Engine<'a> {
                 let t_ram = server.ram.serve(0, at_server, 0, hit_bytes.max(bs), false);
                 let mut t_data = t_ram;
                 if !disk_blocks.is_empty() {
+                    let before = server
+                        .tier
+                        .as_ref()
+                        .map_or((0, 0), |t| (t.hits, t.migrations));
                     t_data =
                         t_data.max(read_below(server, spec, i, &disk_blocks, n, bs, at_server));
+                    let after = server
+                        .tier
+                        .as_ref()
+                        .map_or((0, 0), |t| (t.hits, t.migrations));
+                    let rt = self.tenants[i].as_mut().expect("active");
+                    let tier_hits = after.0 - before.0;
+                    rt.counters.tier_hits += tier_hits;
+                    rt.counters.migrations += after.1 - before.1;
+                    rt.counters.disk_blocks += disk_blocks.len() as u64 - tier_hits;
                     served = Served::Disk;
                 } else {
                     served = served.max_with(Served::Level2);
@@ -1147,7 +1201,11 @@ fn read_below(
     bs: u64,
     at: f64,
 ) -> f64 {
-    let Some(tier) = server.tier.as_mut() else {
+    let boosted = server
+        .tier
+        .as_ref()
+        .is_some_and(|t| t.volumes.as_ref().map_or(true, |v| v[tenant]));
+    let (true, Some(tier)) = (boosted, server.tier.as_mut()) else {
         return disk_runs(server, spec, tenant, blocks, n, bs, at, false);
     };
     let mut from_disk = Vec::new();

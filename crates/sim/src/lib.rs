@@ -10,12 +10,14 @@
 //! * [`engine`] — one scheme's run;
 //! * [`run`](mod@run) — every scheme of a scenario in parallel, SLOs judged after the fact,
 //!   the summary;
-//! * [`report`] — `intervals.csv`, `summary.json` and PNG plots.
+//! * [`report`] — `intervals.csv`, `summary.json` and PNG plots;
+//! * [`claims`] — the scenario's claims (rules over the results), checked after a run.
 //!
 //! Owns: simulated time and devices. Does not own: decisions (`control`), eviction
 //! (`policy`), curves (`mrc`). Deterministic for a seed: every random choice comes from a
 //! generator seeded by the scenario, and schemes do not share state.
 
+pub mod claims;
 pub mod device;
 pub mod engine;
 pub mod queue;
@@ -24,7 +26,7 @@ pub mod run;
 pub mod scenario;
 pub mod stats;
 
-pub use run::{run, RunOptions, RunOutput, SchemeSummary, Summary, TenantSummary};
+pub use run::{check_claims, run, RunOptions, RunOutput, SchemeSummary, Summary, TenantSummary};
 pub use scenario::Scenario;
 
 /// Errors of the simulator; each names the file, key, tenant or scheme.

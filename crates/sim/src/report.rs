@@ -5,7 +5,10 @@
 //! * `allocation.png` — each tenant's level-1 and level-2 blocks over time under the most
 //!   controlled scheme of the run (`lachesis`, else the last one asked for);
 //! * `tenant_latency.png` — each tenant's mean latency and SLO target over time under that
-//!   scheme.
+//!   scheme;
+//! * `deviance.png` — per scheme, the sum of the tenants' squared deviances from target
+//!   per interval (when some tenant has an SLO);
+//! * `migrations.png` — per scheme, hot-tier placements per interval (when there are any).
 
 use crate::run::RunOutput;
 use crate::stats::IntervalRow;
@@ -110,14 +113,14 @@ pub fn write_dir(dir: &Path, out: &RunOutput) -> Result<(), SimError> {
 /// The rows as CSV with a header.
 pub fn intervals_csv(rows: &[IntervalRow]) -> String {
     let mut s = String::from(
-        "scheme,interval,time_s,tenant,requests,iops,mean_latency_ms,p99_latency_ms,l1_hit_ratio,l2_hit_ratio,l1_size,l2_size,target_ms,slo_met,eviction,l1_reason,l2_reason\n",
+        "scheme,interval,time_s,tenant,requests,iops,mean_latency_ms,p99_latency_ms,l1_hit_ratio,l2_hit_ratio,l1_size,l2_size,target_ms,slo_met,eviction,l1_reason,l2_reason,deviance,migrations,disk_blocks\n",
     );
     let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.6}"));
     let q = |v: &str| format!("\"{}\"", v.replace('"', "'"));
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{:.3},{},{},{:.3},{:.6},{:.6},{:.6},{:.6},{},{},{},{},{},{},{}",
+            "{},{},{:.3},{},{},{:.3},{:.6},{:.6},{:.6},{:.6},{},{},{},{},{},{},{},{},{},{}",
             r.scheme,
             r.interval,
             r.time_s,
@@ -135,6 +138,9 @@ pub fn intervals_csv(rows: &[IntervalRow]) -> String {
             r.eviction,
             q(&r.l1_reason),
             q(&r.l2_reason),
+            opt(r.deviance),
+            r.migrations,
+            r.disk_blocks,
         );
     }
     s
@@ -259,5 +265,46 @@ fn plots(dir: &Path, out: &RunOutput) -> Result<(), SimError> {
         "mean latency (ms)",
         &lat,
     )?;
+    // Σ dft² per scheme over time (tenants with an SLO), and hot-tier placements.
+    let mut dev: BTreeMap<(usize, u64), (f64, f64)> = BTreeMap::new();
+    let mut mig: BTreeMap<(usize, u64), (f64, f64)> = BTreeMap::new();
+    for r in &out.rows {
+        let k = out.order.iter().position(|s| *s == r.scheme).unwrap_or(0);
+        if let Some(d) = r.deviance {
+            let e = dev.entry((k, r.interval)).or_insert((r.time_s, 0.0));
+            e.1 += d * d;
+        }
+        let e = mig.entry((k, r.interval)).or_insert((r.time_s, 0.0));
+        e.1 += r.migrations as f64;
+    }
+    let by_scheme = |m: &BTreeMap<(usize, u64), (f64, f64)>| -> Vec<Series> {
+        out.order
+            .iter()
+            .enumerate()
+            .map(|(k, name)| Series {
+                label: name.clone(),
+                points: m.range((k, 0)..(k + 1, 0)).map(|(_, v)| *v).collect(),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect()
+    };
+    if !dev.is_empty() {
+        line_chart(
+            &dir.join("deviance.png"),
+            "Deviance from targets: sum of squared dft per interval",
+            "simulated seconds",
+            "sum of dft^2",
+            &by_scheme(&dev),
+        )?;
+    }
+    if mig.values().any(|v| v.1 > 0.0) {
+        line_chart(
+            &dir.join("migrations.png"),
+            "Hot-tier placements (chunks) per interval",
+            "simulated seconds",
+            "migrations",
+            &by_scheme(&mig),
+        )?;
+    }
     Ok(())
 }

@@ -51,6 +51,26 @@ pub struct TenantSummary {
     pub p99_latency_ms: f64,
     /// Share of its intervals that met its SLO (`null` without one).
     pub slo_met_share: Option<f64>,
+    /// Requests per second over the counted period.
+    pub iops: f64,
+    /// Block hits at either level per level-1 lookup.
+    pub hit_ratio: f64,
+    /// Blocks read from a hot tier.
+    pub tier_hits: u64,
+    /// Chunks placed in a hot tier.
+    pub migrations: u64,
+    /// Blocks requests read from a disk.
+    pub disk_blocks: u64,
+    /// Smallest, largest and last allocation (level-1 plus level-2 blocks) over the
+    /// counted intervals.
+    pub alloc_min: u64,
+    /// See `alloc_min`.
+    pub alloc_max: u64,
+    /// See `alloc_min`.
+    pub alloc_last: u64,
+    /// Mean deviance from target over the last quarter of the run (`null` without an
+    /// SLO; see [`deviance`]).
+    pub deviance_final: Option<f64>,
 }
 
 /// One scheme's results.
@@ -83,6 +103,28 @@ pub struct SchemeSummary {
     pub requests_per_cpu_second: f64,
     /// Intervals whose plan reported an SLO it could not meet.
     pub infeasible_intervals: u64,
+    /// Requests per second over the counted period (all tenants).
+    pub iops: f64,
+    /// Block hits at either level per level-1 lookup (all tenants).
+    pub hit_ratio: f64,
+    /// Blocks read from hot tiers.
+    pub tier_hits: u64,
+    /// Chunks placed in hot tiers (counted period).
+    pub migrations: u64,
+    /// Bytes those placements copied.
+    pub migrated_bytes: u64,
+    /// Blocks requests read from disks.
+    pub disk_blocks: u64,
+    /// Σ dft² over the tenants with an SLO, averaged over the last quarter of the
+    /// intervals (the coordinated learners' error; 0 when every target is met exactly).
+    pub error_final: f64,
+    /// Share of (tenant, interval) pairs in the last quarter within 5 % of the target or
+    /// better (1 without SLOs).
+    pub targets_met_final: f64,
+    /// Eviction-policy switches over the run (all tenants).
+    pub policy_switches: u64,
+    /// Hit ratio (either level) per phase of `sim.phases` (counted intervals).
+    pub phase_hit_ratio: Vec<f64>,
     /// Per tenant.
     pub tenants: BTreeMap<String, TenantSummary>,
 }
@@ -96,8 +138,31 @@ pub struct Summary {
     pub requests: u64,
     /// Simulated seconds.
     pub seconds: f64,
+    /// Whether this is the quick form of the scenario.
+    pub quick: bool,
     /// Per scheme.
     pub schemes: BTreeMap<String, SchemeSummary>,
+    /// The scenario's claims checked against this run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<crate::claims::Claim>,
+}
+
+/// Deviance from target of one tenant's interval, signed so that below 0 is short of the
+/// target: `(observed − target) / target` for IOPS and bandwidth, `(target − observed) /
+/// target` for latency (`fair_ms`: the fair scheme's latency, for degradation SLOs).
+pub fn deviance(slo: &Slo, c: &Counters, secs: f64, fair_ms: Option<f64>) -> Option<f64> {
+    if c.requests == 0 && !matches!(slo, Slo::Iops(_) | Slo::Mbps(_)) {
+        return None;
+    }
+    Some(match *slo {
+        Slo::LatencyMs(t) => (t - c.mean_ms()) / t,
+        Slo::Degradation(x) => {
+            let t = (1.0 + x) * fair_ms.filter(|f| *f > 0.0)?;
+            (t - c.mean_ms()) / t
+        }
+        Slo::Iops(v) => (c.requests as f64 / secs - v) / v,
+        Slo::Mbps(m) => (c.bytes as f64 / secs / 1e6 - m) / m,
+    })
 }
 
 /// Everything a run produced.
@@ -128,12 +193,13 @@ pub fn run(
     progress: &(dyn Fn(usize, &str, f64) + Sync),
 ) -> Result<RunOutput, SimError> {
     let mut order: Vec<String> = opts.schemes.clone().unwrap_or_else(|| sc.schemes.clone());
-    for n in &order {
-        Scheme::named(n).map_err(|e| SimError::Plan(e.to_string()))?;
-    }
     if !order.iter().any(|s| s == "fair") {
         order.push("fair".into());
     }
+    let resolved: Vec<(Scenario, Scheme)> = order
+        .iter()
+        .map(|n| sc.resolve(n))
+        .collect::<Result<_, _>>()?;
     // Jobs: (scheme index, alone tenant).
     let mut jobs: Vec<(usize, Option<usize>)> = Vec::new();
     for (k, name) in order.iter().enumerate() {
@@ -166,9 +232,8 @@ pub fn run(
                 };
                 let start = Instant::now();
                 let cpu_start = thread_cpu_seconds();
-                let r = Scheme::named(&order[k])
-                    .map_err(|e| SimError::Plan(e.to_string()))
-                    .and_then(|s| Engine::new(sc, s, only))
+                let (vsc, scheme) = &resolved[k];
+                let r = Engine::new(vsc, scheme.clone(), only)
                     .and_then(|e| e.run(&mut |f| progress(j, &label, f)))
                     .map(|r| {
                         let cpu = thread_cpu_seconds() - cpu_start;
@@ -259,6 +324,19 @@ pub fn run(
         })
     };
     let counted_secs = (n_iv - warm) as f64 * sc.interval;
+    let fair_run_intervals = runs[fair_k].intervals.clone();
+    let fair_of = |iv: usize, i: usize| -> Option<f64> {
+        fair_run_intervals
+            .get(iv)
+            .and_then(|v| v.get(i))
+            .filter(|c| c.requests > 0)
+            .map(|c| c.mean_ms())
+    };
+    let chunk_bytes = sc
+        .servers
+        .iter()
+        .find_map(|s| s.hot_tier.as_ref().map(|t| t.chunk_blocks * sc.block_size))
+        .unwrap_or(0);
     let mut schemes = BTreeMap::new();
     let mut all_rows = Vec::new();
     for (k, name) in order.iter().enumerate() {
@@ -280,6 +358,23 @@ pub fn run(
                     violations += 1;
                 }
             }
+            let sizes: Vec<u64> = r
+                .rows
+                .iter()
+                .filter(|row| row.tenant == t.name && row.interval as usize >= warm)
+                .map(|row| row.l1_size + row.l2_size)
+                .collect();
+            let last_q = r.intervals.len().saturating_sub(1).max(1) * 3 / 4;
+            let devs: Vec<f64> = match t.slo {
+                None => Vec::new(),
+                Some(slo) => (last_q..r.intervals.len().saturating_sub(1).max(last_q + 1))
+                    .filter_map(|iv| {
+                        let c = r.intervals.get(iv)?.get(i)?;
+                        let f = fair_of(iv, i);
+                        deviance(&slo, c, sc.interval, f)
+                    })
+                    .collect(),
+            };
             tenants.insert(
                 t.name.clone(),
                 TenantSummary {
@@ -290,8 +385,59 @@ pub fn run(
                     mean_latency_ms: c.mean_ms(),
                     p99_latency_ms: c.p99_ms(),
                     slo_met_share: None,
+                    iops: c.requests as f64 / counted_secs.max(1e-9),
+                    hit_ratio: both_levels(&c),
+                    tier_hits: c.tier_hits,
+                    migrations: c.migrations,
+                    disk_blocks: c.disk_blocks,
+                    alloc_min: sizes.iter().copied().min().unwrap_or(0),
+                    alloc_max: sizes.iter().copied().max().unwrap_or(0),
+                    alloc_last: sizes.last().copied().unwrap_or(0),
+                    deviance_final: (!devs.is_empty())
+                        .then(|| devs.iter().sum::<f64>() / devs.len() as f64),
                 },
             );
+        }
+        // The learners' error and targets met, over the last quarter of full intervals.
+        let full = r.intervals.len().saturating_sub(1).max(1);
+        let (mut err_sum, mut err_n, mut met, mut judged) = (0.0, 0usize, 0usize, 0usize);
+        for iv in (full * 3 / 4)..full {
+            let mut e = 0.0;
+            for (i, t) in sc.tenants.iter().enumerate() {
+                let Some(slo) = t.slo else { continue };
+                let Some(c) = r.intervals.get(iv).and_then(|v| v.get(i)) else {
+                    continue;
+                };
+                if let Some(d) = deviance(&slo, c, sc.interval, fair_of(iv, i)) {
+                    e += d * d;
+                    judged += 1;
+                    met += (d >= -0.05) as usize;
+                }
+            }
+            err_sum += e;
+            err_n += 1;
+        }
+        let mut switches = 0u64;
+        for t in &sc.tenants {
+            let mut last: Option<&str> = None;
+            for row in r.rows.iter().filter(|row| row.tenant == t.name) {
+                if last.is_some_and(|l| l != row.eviction) {
+                    switches += 1;
+                }
+                last = Some(&row.eviction);
+            }
+        }
+        let phase_of = |iv: usize| -> usize {
+            let start = iv as f64 * sc.interval;
+            sc.phases.iter().filter(|&&p| p <= start + 1e-9).count()
+        };
+        let mut phase = vec![Counters::default(); sc.phases.len() + 1];
+        if !sc.phases.is_empty() {
+            for (iv, row) in r.intervals.iter().enumerate().skip(warm) {
+                for c in row {
+                    phase[phase_of(iv)].merge(c);
+                }
+            }
         }
         schemes.insert(
             name.clone(),
@@ -313,6 +459,28 @@ pub fn run(
                 cpu_seconds: r.cpu,
                 requests_per_cpu_second: r.requests as f64 / r.cpu.max(1e-9),
                 infeasible_intervals: r.infeasible,
+                iops: total.requests as f64 / counted_secs.max(1e-9),
+                hit_ratio: both_levels(&total),
+                tier_hits: total.tier_hits,
+                migrations: total.migrations,
+                migrated_bytes: total.migrations * chunk_bytes,
+                disk_blocks: total.disk_blocks,
+                error_final: if err_n == 0 {
+                    0.0
+                } else {
+                    err_sum / err_n as f64
+                },
+                targets_met_final: if judged == 0 {
+                    1.0
+                } else {
+                    met as f64 / judged as f64
+                },
+                policy_switches: switches,
+                phase_hit_ratio: if sc.phases.is_empty() {
+                    Vec::new()
+                } else {
+                    phase.iter().map(both_levels).collect()
+                },
                 tenants,
             },
         );
@@ -357,6 +525,13 @@ pub fn run(
                     .cloned()
                     .unwrap_or_default();
                 row.slo_met = meets(&slo, c, &f, sc.interval);
+                let len = if iv + 1 == r.intervals.len() {
+                    // The last interval may be partial.
+                    (row.time_s - iv as f64 * sc.interval).max(1e-9)
+                } else {
+                    sc.interval
+                };
+                row.deviance = deviance(&slo, c, len, (f.requests > 0).then(|| f.mean_ms()));
                 if let (Slo::Degradation(x), true) = (slo, f.requests > 0) {
                     row.target_ms = Some((1.0 + x) * f.mean_ms());
                 }
@@ -365,16 +540,46 @@ pub fn run(
         all_rows.append(&mut r.rows);
     }
     let fair = &runs[fair_k];
-    Ok(RunOutput {
+    let mut out = RunOutput {
         summary: Summary {
             scenario: sc.name.clone(),
             requests: fair.requests,
             seconds: fair.seconds,
+            quick: sc.is_quick,
             schemes,
+            claims: Vec::new(),
         },
         rows: all_rows,
         order,
-    })
+    };
+    check_claims(sc, &mut out)?;
+    Ok(out)
+}
+
+/// Block hits at either level per level-1 lookup.
+fn both_levels(c: &Counters) -> f64 {
+    if c.l1_lookups == 0 {
+        0.0
+    } else {
+        (c.l1_hits + c.l2_hits) as f64 / c.l1_lookups as f64
+    }
+}
+
+/// Checks the scenario's claims against the run's summary and stores them in it; an
+/// error names the scenario file's claim and rule.
+pub fn check_claims(sc: &Scenario, out: &mut RunOutput) -> Result<(), SimError> {
+    if sc.claims.is_empty() {
+        return Ok(());
+    }
+    let value = serde_json::to_value(&out.summary).map_err(|e| SimError::Plan(e.to_string()))?;
+    let tenants: Vec<String> = sc.tenants.iter().map(|t| t.name.clone()).collect();
+    out.summary.claims =
+        crate::claims::check(&sc.claims, &value, &tenants).map_err(|e| SimError::Scenario {
+            file: format!("{}.toml", sc.name),
+            key: "claim".into(),
+            reason: e.to_string(),
+        })?;
+    Ok(())
 }
 
 /// CPU time the calling thread has used, in seconds.

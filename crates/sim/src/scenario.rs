@@ -107,6 +107,33 @@ struct File {
     server: Vec<ServerSection>,
     #[serde(default)]
     tenant: Vec<TenantSection>,
+    #[serde(default)]
+    variant: Vec<VariantSection>,
+    #[serde(default)]
+    claim: Vec<crate::claims::ClaimSpec>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VariantSection {
+    name: String,
+    base: String,
+    #[serde(default)]
+    eviction: Option<String>,
+    #[serde(default)]
+    hot_admission: Option<String>,
+    #[serde(default)]
+    hot_tier: Option<bool>,
+    #[serde(default)]
+    policy_choice: Option<bool>,
+    #[serde(default)]
+    automata: Option<String>,
+    #[serde(default)]
+    shares: Option<std::collections::BTreeMap<String, f64>>,
+    #[serde(default)]
+    boost: Option<bool>,
+    #[serde(default)]
+    inclusive: Option<bool>,
 }
 
 fn default_block() -> Bytes {
@@ -168,6 +195,10 @@ struct SimSection {
     candidates: Option<Vec<String>>,
     #[serde(default = "default_quantum")]
     quantum: Seconds,
+    #[serde(default)]
+    phases: Vec<Seconds>,
+    #[serde(default)]
+    quick: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -194,6 +225,8 @@ struct HotTierSection {
     admission: String,
     #[serde(default)]
     device: Option<DiskField>,
+    #[serde(default)]
+    volumes: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -237,6 +270,8 @@ struct TenantSection {
     requests: Option<u64>,
     #[serde(default)]
     start: Option<Seconds>,
+    #[serde(default)]
+    idle: Option<(Seconds, Seconds)>,
 }
 
 /// Where a tenant's requests come from.
@@ -278,6 +313,8 @@ pub struct HotTier {
     pub admission: String,
     /// Its device.
     pub device: DeviceSpec,
+    /// Tenants whose data may be boosted (all when `None`).
+    pub volumes: Option<Vec<usize>>,
 }
 
 /// A level-1 host.
@@ -325,6 +362,38 @@ pub struct TenantSpec {
     pub requests: Option<u64>,
     /// Simulated time of its first request (seconds).
     pub start: f64,
+    /// A window `[from, to)` (seconds) in which it issues nothing: requests due inside it
+    /// are held to its end (an idle phase; Moirai's idle tenants).
+    pub idle: Option<(f64, f64)>,
+}
+
+/// A named variant of a scheme, defined in the scenario (`[[variant]]`): the base scheme
+/// with some of the scenario's or the scheme's settings changed, so one experiment can run
+/// "LRU alone", "MFU threshold 8" or "uncoordinated learners" beside the named schemes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Variant {
+    /// Its name (used in `schemes` and in the results).
+    pub name: String,
+    /// The scheme it starts from (`control::Scheme::named`).
+    pub base: String,
+    /// Eviction policy at both levels (the scenario's `eviction`).
+    pub eviction: Option<String>,
+    /// Admission of every hot tier.
+    pub hot_admission: Option<String>,
+    /// `false`: the hot tiers are removed.
+    pub hot_tier: Option<bool>,
+    /// Turn SOPA's policy choice on or off.
+    pub policy_choice: Option<bool>,
+    /// Bandwidth learners: `coordinated`, `uncoordinated`, `server` (a single learner at
+    /// the storage servers) or `off`.
+    pub automata: Option<String>,
+    /// Static bandwidth proportions per tenant (by tenant index; each resource divides
+    /// between its tenants in these ratios).
+    pub shares: Option<Vec<f64>>,
+    /// Turn hot-tier threshold tuning on or off.
+    pub boost: Option<bool>,
+    /// Inclusive (`true`) or exclusive levels.
+    pub inclusive: Option<bool>,
 }
 
 /// A resolved, checked scenario.
@@ -369,6 +438,19 @@ pub struct Scenario {
     pub servers: Vec<ServerSpec>,
     /// Tenants.
     pub tenants: Vec<TenantSpec>,
+    /// Scheme variants (`[[variant]]`).
+    pub variants: Vec<Variant>,
+    /// Claims checked against the run (`[[claim]]`, see [`crate::claims`]).
+    pub claims: Vec<crate::claims::ClaimSpec>,
+    /// Phase boundaries (seconds): hit ratios are also reported per phase.
+    pub phases: Vec<f64>,
+    /// Scale of the quick form ([`Scenario::quick`]): times and request counts times this.
+    pub quick: f64,
+    /// Static bandwidth proportions per tenant, applied at every storage server's disk
+    /// (set by a variant's `shares`).
+    pub shares: Option<Vec<f64>>,
+    /// Whether [`Scenario::quick`] was applied.
+    pub is_quick: bool,
 }
 
 /// The built-in scenario (`examples/hierarchy.toml`): four tenants on two hosts and two
@@ -429,6 +511,9 @@ impl Scenario {
         let schemes = match &s.schemes {
             Some(v) => {
                 for n in v {
+                    if f.variant.iter().any(|x| &x.name == n) {
+                        continue;
+                    }
                     control::Scheme::named(n)
                         .map_err(|e| err("sim.schemes".into(), e.to_string()))?;
                 }
@@ -520,6 +605,7 @@ impl Scenario {
                         chunk_blocks,
                         admission: t.admission.clone(),
                         device: disk(&t.device, key("hot_tier.device"), DeviceSpec::ssd())?,
+                        volumes: None,
                     })
                 }
             };
@@ -649,10 +735,108 @@ impl Scenario {
                 pacing,
                 requests: t.requests,
                 start: t.start.map_or(0.0, |s| s.0),
+                idle: match t.idle {
+                    None => None,
+                    Some((a, b)) if a.0 >= 0.0 && b.0 > a.0 => Some((a.0, b.0)),
+                    Some(_) => {
+                        return Err(err(
+                            key("idle"),
+                            "give [from, to] with 0 <= from < to".into(),
+                        ))
+                    }
+                },
             });
         }
         if tenants.is_empty() {
             return Err(err("tenant".into(), "no [[tenant]]".into()));
+        }
+        let tenant_index = |n: &str, key: String| {
+            tenants
+                .iter()
+                .position(|t: &TenantSpec| t.name == n)
+                .ok_or_else(|| err(key, format!("`{n}` is not a [[tenant]]")))
+        };
+        for (sv, spec) in f.server.iter().zip(servers.iter_mut()) {
+            if let (Some(v), Some(t)) = (
+                sv.hot_tier.as_ref().and_then(|h| h.volumes.as_ref()),
+                spec.hot_tier.as_mut(),
+            ) {
+                let mut ix = Vec::new();
+                for n in v {
+                    ix.push(tenant_index(
+                        n,
+                        format!("server \"{}\".hot_tier.volumes", sv.name),
+                    )?);
+                }
+                t.volumes = Some(ix);
+            }
+        }
+        let mut variants = Vec::new();
+        for v in &f.variant {
+            let key = |k: &str| format!("variant \"{}\".{k}", v.name);
+            if control::Scheme::named(&v.name).is_ok()
+                || variants.iter().any(|x: &Variant| x.name == v.name)
+            {
+                return Err(err(
+                    key("name"),
+                    "is a scheme's name or appears twice".into(),
+                ));
+            }
+            control::Scheme::named(&v.base).map_err(|e| err(key("base"), e.to_string()))?;
+            if let Some(e) = &v.eviction {
+                policy::build(e).map_err(|x| err(key("eviction"), x.to_string()))?;
+            }
+            if let Some(a) = &v.hot_admission {
+                policy::admission::build_admission(a)
+                    .map_err(|x| err(key("hot_admission"), x.to_string()))?;
+            }
+            if let Some(a) = &v.automata {
+                if !matches!(
+                    a.as_str(),
+                    "coordinated" | "uncoordinated" | "server" | "off"
+                ) {
+                    return Err(err(
+                        key("automata"),
+                        format!("`{a}`: coordinated, uncoordinated, server or off"),
+                    ));
+                }
+            }
+            let shares = match &v.shares {
+                None => None,
+                Some(m) => {
+                    let mut w = vec![1.0; tenants.len()];
+                    for (n, &x) in m {
+                        if !(x.is_finite() && x > 0.0) {
+                            return Err(err(key("shares"), format!("`{n}`: {x} must be above 0")));
+                        }
+                        w[tenant_index(n, key("shares"))?] = x;
+                    }
+                    Some(w)
+                }
+            };
+            variants.push(Variant {
+                name: v.name.clone(),
+                base: v.base.clone(),
+                eviction: v.eviction.clone(),
+                hot_admission: v.hot_admission.clone(),
+                hot_tier: v.hot_tier,
+                policy_choice: v.policy_choice,
+                automata: v.automata.clone(),
+                shares,
+                boost: v.boost,
+                inclusive: v.inclusive,
+            });
+        }
+        for c in &f.claim {
+            crate::claims::Rule::parse(&c.rule)
+                .map_err(|e| err(format!("claim \"{}\".rule", c.name), e.to_string()))?;
+        }
+        let quick = s.quick.unwrap_or(0.25);
+        if !(quick > 0.0 && quick <= 1.0) {
+            return Err(err(
+                "sim.quick".into(),
+                format!("{quick} must be in (0, 1]"),
+            ));
         }
         let sc = Scenario {
             name: path
@@ -676,6 +860,12 @@ impl Scenario {
             hosts,
             servers,
             tenants,
+            variants,
+            claims: f.claim.clone(),
+            phases: s.phases.iter().map(|p| p.0).collect(),
+            quick,
+            shares: None,
+            is_quick: false,
         };
         sc.topology(&sc.tenants.iter().map(|_| None).collect::<Vec<_>>())
             .validate()
@@ -688,6 +878,75 @@ impl Scenario {
     pub fn reseed(&mut self, seed: u64) {
         self.seed = seed;
         self.reseeded = true;
+    }
+
+    /// The quick form: the duration, every tenant's start, idle window and request limit,
+    /// and the phase boundaries scaled by `quick` (the same experiment, shorter).
+    pub fn quick(&mut self) {
+        let q = self.quick;
+        self.is_quick = true;
+        self.duration = self.duration.map(|d| d * q);
+        for t in &mut self.tenants {
+            t.start *= q;
+            t.idle = t.idle.map(|(a, b)| (a * q, b * q));
+            t.requests = t.requests.map(|r| ((r as f64 * q).ceil() as u64).max(1));
+        }
+        for p in &mut self.phases {
+            *p *= q;
+        }
+    }
+
+    /// The scenario and scheme a scheme or variant name runs: a variant changes a copy of
+    /// the scenario (eviction, hot tiers, static shares) and of its base scheme.
+    pub fn resolve(&self, name: &str) -> Result<(Scenario, control::Scheme), SimError> {
+        let plan = |e: control::ControlError| SimError::Plan(e.to_string());
+        let Some(v) = self.variants.iter().find(|v| v.name == name) else {
+            return Ok((self.clone(), control::Scheme::named(name).map_err(plan)?));
+        };
+        let mut sc = self.clone();
+        let mut scheme = control::Scheme::named(&v.base).map_err(plan)?;
+        scheme.name = v.name.clone();
+        if let Some(e) = &v.eviction {
+            sc.eviction = e.clone();
+            if let Some(pc) = scheme.policy_choice.as_mut() {
+                if !pc.candidates.contains(e) {
+                    pc.candidates.insert(0, e.clone());
+                }
+            }
+        }
+        for s in &mut sc.servers {
+            if v.hot_tier == Some(false) {
+                s.hot_tier = None;
+            }
+            if let (Some(a), Some(t)) = (&v.hot_admission, s.hot_tier.as_mut()) {
+                t.admission = a.clone();
+            }
+        }
+        match v.policy_choice {
+            Some(true) if scheme.policy_choice.is_none() => {
+                scheme.policy_choice = Some(control::PolicyChoice::default())
+            }
+            Some(false) => scheme.policy_choice = None,
+            _ => {}
+        }
+        if let Some(a) = &v.automata {
+            scheme.automata = match a.as_str() {
+                "off" => None,
+                mode => Some(control::Automata {
+                    coordinated: mode != "uncoordinated",
+                    servers_only: mode == "server",
+                    ..control::Automata::default()
+                }),
+            };
+        }
+        if let Some(b) = v.boost {
+            scheme.boost = b;
+        }
+        sc.shares = v.shares.clone();
+        if let Some(i) = v.inclusive {
+            sc.inclusive = i;
+        }
+        Ok((sc, scheme))
     }
 
     /// The controller's view of this scenario; `depth` per tenant for closed loops.

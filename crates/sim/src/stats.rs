@@ -41,6 +41,12 @@ pub struct Counters {
     pub by_kind: [(u64, f64); 3],
     /// Latencies.
     pub hist: Histogram<u64>,
+    /// Blocks read from a hot tier.
+    pub tier_hits: u64,
+    /// Chunks placed in a hot tier (migrations).
+    pub migrations: u64,
+    /// Blocks read from a disk by requests (not background work).
+    pub disk_blocks: u64,
 }
 
 impl Default for Counters {
@@ -55,6 +61,9 @@ impl Default for Counters {
             latency_sum: 0.0,
             by_kind: [(0, 0.0); 3],
             hist: histogram(),
+            tier_hits: 0,
+            migrations: 0,
+            disk_blocks: 0,
         }
     }
 }
@@ -99,6 +108,9 @@ impl Counters {
             self.by_kind[k].1 += o.by_kind[k].1;
         }
         let _ = self.hist.add(&o.hist);
+        self.tier_hits += o.tier_hits;
+        self.migrations += o.migrations;
+        self.disk_blocks += o.disk_blocks;
     }
 
     /// Level-1 hit ratio.
@@ -166,4 +178,10 @@ pub struct IntervalRow {
     pub l1_reason: String,
     /// Why the level-2 size.
     pub l2_reason: String,
+    /// Deviance from its SLO target (below 0: short; see `run::deviance`).
+    pub deviance: Option<f64>,
+    /// Hot-tier placements (chunks) its reads caused.
+    pub migrations: u64,
+    /// Blocks its requests read from a disk.
+    pub disk_blocks: u64,
 }

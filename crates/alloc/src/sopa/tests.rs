@@ -95,8 +95,13 @@ fn least_used_candidate_is_dropped_past_the_limit() {
         assert!(d.round(&w).unwrap().decided.is_some());
         d.observe(0.0); // force a new decision
     }
+    // MRU ran for every counted period; LRU and FIFO never did: the later of the two goes.
     let names: Vec<&str> = d.candidates().iter().map(|c| c.spec.as_str()).collect();
     assert_eq!(names, vec!["lru", "mru"]);
+    assert_eq!(d.usage_ratios(), vec![0.0, 1.0]);
+    d.observe(1.0);
+    d.observe(1.0);
+    assert_eq!(d.usage_ratios(), vec![0.0, 1.0]);
     assert!(matches!(
         Decider::new(vec![Candidate::policy("nope")], 4, Costs::default()),
         Err(AllocError::Policy(_))

@@ -1,44 +1,48 @@
 //! SANCACHE's adaptive threshold: MRFU placement whose threshold follows the measured
 //! benefit of placements (SANCACHE Figure 6), with a migration rate limit.
 //!
-//! Counting is [`super::mrfu`]'s (cooling every `period` accesses, sequential filter). Every
-//! `period` accesses — period `k` is accesses `(k-1)*period + 1 ..= k*period` — the rule
-//! compares the period's benefit/cost ratio, hits on placed blocks per migration
-//! (placement), with `JUSTIFY`. Every block resident in the partition was placed by this
-//! policy, so "hits on placed blocks" is the partition's hits during the period (on blocks
-//! placed in this period or earlier). The rule is the pure function [`step`], public so
-//! `alloc` (the fast tier's controller) can reuse it:
+//! Counting is [`super::mrfu`]'s (sequential filter), with the paper's cooling: every
+//! `period` accesses each candidate's count is *reduced by* `cool-by` (default 1), so a
+//! block that stops being touched loses its count at a steady pace (`cool-by=0` cools by
+//! multiplying with `decay` instead, as MRFU does). Every `period` accesses — period `k`
+//! is accesses `(k-1)*period + 1 ..= k*period` — the rule looks at the period's hits on
+//! placed blocks and its migrations (placements). Every block resident in the partition
+//! was placed by this policy, so "hits on placed blocks" is the partition's hits during
+//! the period. The rule is the pure function [`step`], public so `alloc` (the fast tier's
+//! controller) can reuse it:
 //!
 //! ```text
 //! fn step(s, o) -> s':
-//!     r = o.hits / o.migrations                 (no value when o.migrations = 0)
-//!     if o.migrations > 0 and r < s.justify:    // 1. placements did not pay
+//!     if o.migrations > 0 and o.hits < o.migrations:   // 1. placements did not pay
 //!         s'.threshold = min(s.threshold + 1, s.max_threshold)
-//!         s'.last = RaisedThreshold
-//!     elif o.migrations > 0 and s.last = RaisedThreshold and r > s.last_ratio:
-//!         // 2. being pickier paid: demand more of the next placements
-//!         s'.justify = min(s.justify + s.justify_step, s.max_justify)
-//!         s'.last = RaisedJustify
-//!     else:                                     // 3. r >= JUSTIFY, or no migration
-//!         s'.threshold = max(s.threshold - 1, s.min_threshold)
 //!         s'.justify = max(s.justify - s.justify_step, s.min_justify)
-//!         s'.last = LoweredBoth
-//!     s'.last_ratio = r if o.migrations > 0 else s.last_ratio
+//!         s'.last = RaisedThreshold; s'.reference = None
+//!     elif s.reference is None:                        // 2. first paying period at this
+//!         s'.last = Held; s'.reference = o.migrations  //    threshold: hold, remember
+//!     elif |o.migrations - ref| / max(ref, 1) > s.justify:   // 3. paying, and the
+//!         s'.threshold = max(s.threshold - 1, s.min_threshold) // migrations changed
+//!         s'.justify = min(s.justify + s.justify_step, s.max_justify) // enough to act
+//!         s'.last = LoweredThreshold; s'.reference = None
+//!     else:                                            // 4. paying, little change:
+//!         s'.last = Held                               //    hold the threshold
 //! ```
 //!
-//! So a ratio exactly at JUSTIFY counts as paying; a period without migrations (nothing
-//! reached the threshold, or an idle period) lowers both, letting more blocks in; and after
-//! a raise of JUSTIFY the next paying period lowers both again, so the rule keeps probing
-//! downwards rather than settling on a threshold that may have become too strict.
+//! So a paying period (at least one hit per placement, or no placement at all) lowers the
+//! threshold only when the number of migrations moved by more than `JUSTIFY` (a relative
+//! change) from what it was when the threshold was last set, and each such move raises
+//! `JUSTIFY`, so the next one needs a larger change: the threshold settles instead of
+//! oscillating (the previous rule lowered and raised in a cycle of three periods and made
+//! about 4x the placements of a fixed threshold for the same hits). A period whose
+//! placements did not pay raises the threshold at once and relaxes `JUSTIFY`.
 //!
 //! Rate limit: at most `max_migrations` placements per period; further misses that reach
 //! the threshold are bypassed and keep their counts (they can be placed next period, if
 //! cooling leaves them enough).
 //!
 //! Where it shines: workloads whose reuse changes over time — the threshold rises during
-//! scans and churn and falls when placements pay. Where it fails: the signal lags by a
-//! period, and with few migrations per period the ratio is noisy, so short periods make
-//! the threshold wander.
+//! scans and churn and holds where placements pay. Where it fails: the signal lags by a
+//! period; a threshold raised during a burst of churn comes down only when the number of
+//! migrations changes by more than `JUSTIFY`.
 
 use super::mrfu::MrfuCounter;
 use super::AdmissionPolicy;
@@ -53,12 +57,12 @@ use std::collections::VecDeque;
 pub enum LastMove {
     /// Nothing yet.
     None,
-    /// Raised the threshold.
+    /// Raised the threshold (placements did not pay).
     RaisedThreshold,
-    /// Raised JUSTIFY.
-    RaisedJustify,
-    /// Lowered both.
-    LoweredBoth,
+    /// Lowered the threshold and raised JUSTIFY (paying, migrations changed enough).
+    LoweredThreshold,
+    /// Held the threshold (paying, migrations changed too little).
+    Held,
 }
 
 /// The adaptive rule's state.
@@ -66,7 +70,8 @@ pub enum LastMove {
 pub struct ThresholdState {
     /// Accesses a block needs before placement.
     pub threshold: u32,
-    /// Hits per migration a period must show.
+    /// Relative change in migrations a paying period must show before the threshold is
+    /// lowered.
     pub justify: f64,
     /// Lowest threshold.
     pub min_threshold: u32,
@@ -80,24 +85,25 @@ pub struct ThresholdState {
     pub justify_step: f64,
     /// The previous step's move.
     pub last: LastMove,
-    /// The previous period's ratio (hits per migration).
-    pub last_ratio: f64,
+    /// Migrations in the first paying period at the current threshold (`None` until
+    /// that period has been seen).
+    pub reference: Option<u64>,
 }
 
 impl Default for ThresholdState {
-    /// The defaults of `adaptive`: threshold 2 in `[1, 16]`, JUSTIFY 1 in `[0.5, 8]` by
-    /// steps of 0.5.
+    /// The defaults of `adaptive`: threshold 2 in `[1, 16]`, JUSTIFY 0.5 in `[0.25, 8]` by
+    /// steps of 0.25.
     fn default() -> Self {
         ThresholdState {
             threshold: 2,
-            justify: 1.0,
+            justify: 0.5,
             min_threshold: 1,
             max_threshold: 16,
-            min_justify: 0.5,
+            min_justify: 0.25,
             max_justify: 8.0,
-            justify_step: 0.5,
+            justify_step: 0.25,
             last: LastMove::None,
-            last_ratio: 0.0,
+            reference: None,
         }
     }
 }
@@ -115,27 +121,27 @@ pub struct PeriodObservation {
 /// observation (rules in the module doc). Pure.
 pub fn step(s: ThresholdState, o: PeriodObservation) -> ThresholdState {
     let mut n = s;
-    let ratio = if o.migrations == 0 {
-        f64::INFINITY
-    } else {
-        o.hits as f64 / o.migrations as f64
-    };
-    if o.migrations > 0 && ratio < s.justify {
+    if o.migrations > 0 && o.hits < o.migrations {
         n.threshold = s.threshold.saturating_add(1).min(s.max_threshold);
-        n.last = LastMove::RaisedThreshold;
-    } else if o.migrations > 0 && s.last == LastMove::RaisedThreshold && ratio > s.last_ratio {
-        n.justify = (s.justify + s.justify_step).min(s.max_justify);
-        n.last = LastMove::RaisedJustify;
-    } else {
-        n.threshold = s.threshold.saturating_sub(1).max(s.min_threshold);
         n.justify = (s.justify - s.justify_step).max(s.min_justify);
-        n.last = LastMove::LoweredBoth;
+        n.last = LastMove::RaisedThreshold;
+        n.reference = None;
+        return n;
     }
-    n.last_ratio = if ratio.is_finite() {
-        ratio
-    } else {
-        s.last_ratio
+    let Some(r) = s.reference else {
+        n.last = LastMove::Held;
+        n.reference = Some(o.migrations);
+        return n;
     };
+    let change = (o.migrations as f64 - r as f64).abs() / (r.max(1) as f64);
+    if change > s.justify && s.threshold > s.min_threshold {
+        n.threshold = s.threshold - 1;
+        n.justify = (s.justify + s.justify_step).min(s.max_justify);
+        n.last = LastMove::LoweredThreshold;
+        n.reference = None;
+    } else {
+        n.last = LastMove::Held;
+    }
     n
 }
 
@@ -154,9 +160,10 @@ pub struct Adaptive {
 
 impl Adaptive {
     /// Builds from `threshold` (start, default 2), `min-threshold` (1), `max-threshold`
-    /// (16), `justify` (start, 1.0), `min-justify` (0.5), `max-justify` (8), `justify-step`
-    /// (0.5), `period` (65536 accesses), `max-migrations` per period (default unlimited),
-    /// `decay` (0.5), `candidates` (65536), `sequential` (1).
+    /// (16), `justify` (start, 0.5), `min-justify` (0.25), `max-justify` (8),
+    /// `justify-step` (0.25), `period` (65536 accesses), `max-migrations` per period
+    /// (default unlimited), `cool-by` (1; 0: multiply by `decay`), `decay` (0.5),
+    /// `candidates` (65536), `sequential` (1).
     pub fn from_params(p: &Params) -> Result<Self, PolicyError> {
         let min_threshold = p.usize_in("min-threshold", 1, 1, 1 << 20)? as u32;
         let max_threshold =
@@ -167,12 +174,13 @@ impl Adaptive {
             min_threshold as usize,
             max_threshold as usize,
         )? as u32;
-        let min_justify = p.f64_in("min-justify", 0.5, 0.0, 1e9)?;
+        let min_justify = p.f64_in("min-justify", 0.25, 0.0, 1e9)?;
         let max_justify = p.f64_in("max-justify", 8.0, min_justify, 1e9)?;
-        let justify = p.f64_in("justify", 1.0, min_justify, max_justify)?;
-        let justify_step = p.f64_in("justify-step", 0.5, 0.0, 1e9)?;
+        let justify = p.f64_in("justify", 0.5, min_justify, max_justify)?;
+        let justify_step = p.f64_in("justify-step", 0.25, 0.0, 1e9)?;
         let period = p.usize_in("period", 65536, 1, usize::MAX)? as u64;
         let max_migrations = p.usize_in("max-migrations", usize::MAX, 0, usize::MAX)? as u64;
+        let cool_by = p.usize_in("cool-by", 1, 0, 1 << 20)? as u32;
         let decay = p.f64_in("decay", 0.5, 0.0, 1.0)?;
         let cands = p.usize_in("candidates", 65536, 1, 1 << 30)?;
         let seq = p.usize_in("sequential", 1, 0, 1)? == 1;
@@ -187,9 +195,13 @@ impl Adaptive {
                 max_justify,
                 justify_step,
                 last: LastMove::None,
-                last_ratio: 0.0,
+                reference: None,
             },
-            counter: MrfuCounter::new(cands, period, decay, seq),
+            counter: if cool_by > 0 {
+                MrfuCounter::subtracting(cands, period, cool_by, seq)
+            } else {
+                MrfuCounter::new(cands, period, decay, seq)
+            },
             period,
             max_migrations,
             seen: 0,
@@ -262,14 +274,14 @@ mod tests {
     fn start() -> ThresholdState {
         ThresholdState {
             threshold: 2,
-            justify: 1.0,
+            justify: 0.5,
             min_threshold: 1,
             max_threshold: 4,
-            min_justify: 0.5,
-            max_justify: 2.0,
-            justify_step: 0.5,
+            min_justify: 0.25,
+            max_justify: 1.0,
+            justify_step: 0.25,
             last: LastMove::None,
-            last_ratio: 0.0,
+            reference: None,
         }
     }
 
@@ -277,33 +289,52 @@ mod tests {
     fn scripted_trajectory() {
         let obs = |hits, migrations| PeriodObservation { hits, migrations };
         let mut s = start();
-        // Poor ratio (0.5 < 1): raise the threshold.
+        // 5 hits for 10 placements did not pay: raise the threshold, relax JUSTIFY.
         s = step(s, obs(5, 10));
         assert_eq!(
             (s.threshold, s.justify, s.last),
-            (3, 1.0, LastMove::RaisedThreshold)
+            (3, 0.25, LastMove::RaisedThreshold)
         );
-        // Better ratio (3 >= 1) after a raise that improved it: raise JUSTIFY.
-        s = step(s, obs(30, 10));
+        // First paying period at threshold 3: hold, remember 4 migrations.
+        s = step(s, obs(30, 4));
+        assert_eq!((s.threshold, s.reference), (3, Some(4)));
+        // 4 -> 5 migrations (change 0.25, not above 0.25): hold.
+        s = step(s, obs(30, 5));
+        assert_eq!((s.threshold, s.justify, s.last), (3, 0.25, LastMove::Held));
+        // 4 -> 10 (change 1.5 > 0.25): act, JUSTIFY up to 0.5.
+        s = step(s, obs(40, 10));
         assert_eq!(
             (s.threshold, s.justify, s.last),
-            (3, 1.5, LastMove::RaisedJustify)
+            (2, 0.5, LastMove::LoweredThreshold)
         );
-        // Still good, nothing just raised: lower both.
-        s = step(s, obs(30, 10));
-        assert_eq!(
-            (s.threshold, s.justify, s.last),
-            (2, 1.0, LastMove::LoweredBoth)
-        );
-        // No migrations at all: lower both to the minimums.
-        s = step(s, obs(0, 0));
-        s = step(s, obs(0, 0));
-        assert_eq!((s.threshold, s.justify), (1, 0.5));
+        // A steady paying workload then holds.
+        for _ in 0..5 {
+            s = step(s, obs(40, 10));
+        }
+        assert_eq!((s.threshold, s.justify, s.last), (2, 0.5, LastMove::Held));
         // Bounded above.
         for _ in 0..10 {
             s = step(s, obs(0, 10));
         }
-        assert_eq!(s.threshold, 4);
+        assert_eq!((s.threshold, s.justify), (4, 0.25));
+    }
+
+    #[test]
+    fn a_steady_paying_workload_does_not_oscillate() {
+        // The old rule lowered and raised in turn over three periods; this one holds.
+        let mut s = ThresholdState::default();
+        let mut moves = Vec::new();
+        for _ in 0..30 {
+            s = step(
+                s,
+                PeriodObservation {
+                    hits: 300,
+                    migrations: 100,
+                },
+            );
+            moves.push(s.threshold);
+        }
+        assert!(moves[2..].windows(2).all(|w| w[0] == w[1]), "{moves:?}");
     }
 
     #[test]
@@ -311,8 +342,8 @@ mod tests {
         let mut a = Adaptive::from_params(
             &Params::parse(
                 "adaptive",
-                "threshold=2,max-threshold=4,justify=1,min-justify=0.5,max-justify=2,\
-                 justify-step=0.5,period=10,sequential=0",
+                "threshold=2,max-threshold=4,justify=0.5,min-justify=0.25,max-justify=1,\
+                 justify-step=0.25,period=10,sequential=0,cool-by=0,decay=1",
             )
             .unwrap(),
         )
@@ -336,19 +367,11 @@ mod tests {
         for _ in 0..7 {
             a.access(2, true);
         }
-        // Period 3: block 3 placed on its 3rd miss, no hits: 0 / 1.
-        for _ in 0..3 {
-            placed.push(a.access(3, false));
-        }
-        filler(&mut a, 7);
-        // Period 4: only hits: 10 / 0.
+        // Period 3: only hits: 10 / 0 (migrations 1 -> 0: change 1 > 0.25).
         for _ in 0..10 {
-            a.access(3, true);
+            a.access(2, true);
         }
-        assert_eq!(
-            placed,
-            [false, true, false, false, true, false, false, true]
-        );
+        assert_eq!(placed, [false, true, false, false, true]);
         let trajectory: Vec<(u32, f64, LastMove)> = a
             .history()
             .map(|s| (s.threshold, s.justify, s.last))
@@ -356,21 +379,42 @@ mod tests {
         assert_eq!(
             trajectory,
             vec![
-                (3, 1.0, LastMove::RaisedThreshold), // 0 < 1
-                (3, 1.5, LastMove::RaisedJustify),   // 7 >= 1, after a raise, 7 > 0
-                (4, 1.5, LastMove::RaisedThreshold), // 0 < 1.5
-                (3, 1.0, LastMove::LoweredBoth),     // no migration
+                (3, 0.25, LastMove::RaisedThreshold), // 0 < 1
+                (3, 0.25, LastMove::Held),            // 7 >= 1: remember 1 migration
+                (2, 0.5, LastMove::LoweredThreshold), // 1 -> 0 migrations: change 1
             ]
         );
     }
 
     #[test]
+    fn cooling_subtracts_every_period() {
+        // Threshold 3, cool-by 1 every 4 accesses: a block touched every other period
+        // never reaches 3; touched twice per period it does.
+        let mut a =
+            build_admission("adaptive:threshold=3,min-threshold=3,period=4,sequential=0,cool-by=1")
+                .unwrap();
+        let mut placed = false;
+        for k in 0..40u64 {
+            let key = if k % 8 == 0 { 7 } else { 1000 + 3 * k };
+            placed |= key == 7 && a.access(key, false);
+            if key != 7 {
+                a.access(key, false);
+            }
+        }
+        assert!(!placed);
+        let mut b =
+            build_admission("adaptive:threshold=3,min-threshold=3,period=4,sequential=0,cool-by=1")
+                .unwrap();
+        let got: Vec<bool> = (0..6).map(|_| b.access(9, false)).collect();
+        assert!(got.contains(&true), "{got:?}");
+    }
+
+    #[test]
     fn rate_limit_caps_placements_per_period() {
-        // Threshold 1 held there (JUSTIFY 0 is always met), at most 5 placements per
-        // period of 100 accesses: of 300 distinct misses, the first 5 of each period are
-        // placed.
+        // Threshold 1 held there, at most 5 placements per period of 100 accesses: of 300
+        // distinct misses, the first 5 of each period are placed.
         let mut a = build_admission(
-            "adaptive:threshold=1,justify=0,min-justify=0,max-migrations=5,period=100,sequential=0",
+            "adaptive:threshold=1,max-threshold=1,max-migrations=5,period=100,sequential=0",
         )
         .unwrap();
         let placed: Vec<u64> = (0..300u64).filter(|&i| a.access(i * 3, false)).collect();
@@ -379,8 +423,7 @@ mod tests {
             [0, 1, 2, 3, 4, 100, 101, 102, 103, 104, 200, 201, 202, 203, 204]
         );
         // Unlimited, every miss is placed.
-        let mut b =
-            build_admission("adaptive:threshold=1,justify=0,min-justify=0,period=100").unwrap();
+        let mut b = build_admission("adaptive:threshold=1,max-threshold=1,period=100").unwrap();
         assert_eq!((0..300u64).filter(|&i| b.access(i * 3, false)).count(), 300);
     }
 }

@@ -125,7 +125,7 @@ mod tests {
             name("mrfu:threshold=3,period=100,decay=0.25"),
             "mrfu(threshold=3,period=100,decay=0.25)"
         );
-        assert_eq!(name("adaptive"), "adaptive(threshold=2,justify=1)");
+        assert_eq!(name("adaptive"), "adaptive(threshold=2,justify=0.5)");
         for n in ADMISSION_NAMES {
             assert!(build_admission(n).is_ok(), "{n}");
         }

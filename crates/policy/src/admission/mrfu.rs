@@ -48,6 +48,18 @@ impl MrfuCounter {
         }
     }
 
+    /// A counter whose counts drop by `by` every `period` accesses (SANCACHE's cooling by
+    /// subtraction) over at most `capacity` candidates.
+    pub fn subtracting(capacity: usize, period: u64, by: u32, filter_sequential: bool) -> Self {
+        MrfuCounter {
+            candidates: Candidates::with_subtraction(capacity, by),
+            period: period.max(1),
+            seen: 0,
+            last_key: None,
+            filter_sequential,
+        }
+    }
+
     /// Counts one access; returns the key's count after it (unchanged for a sequential
     /// continuation; 0 for a resident key, which is not counted).
     pub fn record(&mut self, key: Key, resident: bool) -> u32 {

@@ -40,9 +40,14 @@ struct Entry {
 }
 
 /// `e`'s count multiplied by `decay` once per epoch from `e.epoch` to `now`, rounded down.
+/// A negative `decay` `-d` subtracts `d` per epoch instead (cooling by subtraction).
 #[inline]
 fn cooled(e: Entry, now: u32, decay: f64) -> u32 {
     let k = now.wrapping_sub(e.epoch);
+    if decay < 0.0 {
+        let by = (-decay) as u64 * k as u64;
+        return (e.count as u64).saturating_sub(by) as u32;
+    }
     if k == 0 || e.count == 0 || decay == 1.0 {
         e.count
     } else if decay == 0.5 {
@@ -87,6 +92,14 @@ impl Candidates {
             epoch: 0,
             sweeps: 0,
         }
+    }
+
+    /// A table of at most `capacity` candidates whose counts drop by `by` (saturating at
+    /// 0) at every [`Candidates::cool`].
+    pub fn with_subtraction(capacity: usize, by: u32) -> Self {
+        let mut c = Self::with_decay(capacity, 0.5);
+        c.decay = -(by.max(1) as f64);
+        c
     }
 
     /// `e`'s count cooled up to the current epoch.
