@@ -477,6 +477,18 @@ impl CacheNode {
 
     /// Reads `buf.len()` bytes of `export` at `offset` for `client`.
     pub fn read(&self, export: &str, client: &str, offset: u64, buf: &mut [u8]) -> Result<()> {
+        self.read_outcome(export, client, offset, buf).map(|_| ())
+    }
+
+    /// Reads like [`CacheNode::read`] and says how many blocks were found in memory and
+    /// how many were not (the node splits its latency by it).
+    pub fn read_outcome(
+        &self,
+        export: &str,
+        client: &str,
+        offset: u64,
+        buf: &mut [u8],
+    ) -> Result<OpOutcome> {
         let r = read_lock(&self.routing);
         let ex = Self::export(&r, export, offset, buf.len() as u64)?;
         let vol = &*ex.vol;
@@ -508,7 +520,7 @@ impl CacheNode {
             },
         )?;
         Self::record(ex, client, false, buf.len() as u64, out);
-        Ok(())
+        Ok(out)
     }
 
     /// Writes `data` to `export` at `offset` for `client`; with `fua` it returns only once

@@ -8,13 +8,14 @@
 //! | GET | `/healthz` | `{"status":"ok"}` while the node serves |
 //! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends |
-//! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile"}` |
+//! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
 //! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission"}` / remove |
 //! | GET | `/v1/caches/{id or name}/curve?window=true&points=N` | online hit-ratio curve |
 //! | GET, POST | `/v1/rules` | list / create `{"export","cache","client","op","range"}` |
 //! | DELETE | `/v1/rules/{id}` | remove |
 //! | GET | `/v1/tenants` | per (export, client) counters and latency percentiles |
 //! | GET, PUT | `/v1/proportions` | bandwidth weights `{"tenant": weight, ...}` |
+//! | GET | `/v1/observations` | per-tenant counters, latency and curves for a controller (see [`crate::observe`]) |
 //!
 //! Every request but `/`, `/metrics` and `/healthz` needs `Authorization: Bearer TOKEN`
 //! (see [`crate::auth`]); without it the answer is 401.
@@ -96,6 +97,7 @@ pub fn router(state: Arc<NodeState>, token: Arc<ApiToken>) -> Router {
         .route("/v1/rules/{id}", axum::routing::delete(remove_rule))
         .route("/v1/tenants", get(tenants))
         .route("/v1/proportions", get(get_proportions).put(set_proportions))
+        .route("/v1/observations", get(observations))
         .fallback(|| async {
             NodeError::NotFound("no such endpoint; see GET / for the API".into())
         })
@@ -152,8 +154,13 @@ async fn list_caches(State(s): St) -> impl IntoResponse {
 
 async fn create_cache(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
     let spec: CacheSpec = body(&b)?;
-    let id = s.create_cache(&spec)?;
-    Ok((StatusCode::CREATED, Json(s.cache(id)?)))
+    let (id, created) = s.ensure_cache(&spec)?;
+    let status = if created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    Ok((status, Json(s.cache(id)?)))
 }
 
 async fn get_cache(State(s): St, Path(key): Path<String>) -> Result<impl IntoResponse, NodeError> {
@@ -227,6 +234,10 @@ async fn remove_rule(State(s): St, Path(id): Path<String>) -> Result<impl IntoRe
         .map_err(|_| NodeError::Invalid(format!("rule id `{id}` is not a number")))?;
     blocking(move || s.remove_rule(id)).await?;
     Ok(Json(json!({ "removed": id })))
+}
+
+async fn observations(State(s): St) -> impl IntoResponse {
+    Json(crate::observe::observations(&s))
 }
 
 async fn tenants(State(s): St) -> impl IntoResponse {

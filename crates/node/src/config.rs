@@ -96,6 +96,33 @@ pub struct NodeSection {
     /// (default 300; 0: never).
     #[serde(default = "default_idle_timeout")]
     pub idle_timeout_secs: f64,
+    /// The node's name for a controller (default: its API address).
+    #[serde(default)]
+    pub name: Option<String>,
+    /// A controller to register with and send heartbeats to (`http://HOST:PORT`); none:
+    /// the node is programmed by hand only.
+    #[serde(default)]
+    pub controller: Option<String>,
+    /// A file holding the bearer token the controller expects (relative to `data_dir`).
+    #[serde(default)]
+    pub controller_token_file: Option<PathBuf>,
+    /// Seconds between heartbeats to the controller (default 2).
+    #[serde(default = "default_heartbeat")]
+    pub heartbeat_secs: f64,
+    /// Candidate eviction policies profiled by phantom caches besides LRU (default
+    /// `["arc", "lirs", "s3fifo"]`, the control crate's candidates).
+    #[serde(default = "default_phantoms")]
+    pub phantom_policies: Vec<String>,
+}
+
+fn default_heartbeat() -> f64 {
+    2.0
+}
+fn default_phantoms() -> Vec<String> {
+    crate::observe::DEFAULT_PHANTOM_POLICIES
+        .iter()
+        .map(|p| p.to_string())
+        .collect()
 }
 
 fn default_nbd() -> String {
@@ -274,6 +301,25 @@ impl NodeConfig {
             return Err(format!(
                 "node.idle_timeout_secs: {idle} must be a number of seconds from 0 (never) to 1e9"
             ));
+        }
+        let hb = self.node.heartbeat_secs;
+        if !hb.is_finite() || !(0.05..=3600.0).contains(&hb) {
+            return Err(format!(
+                "node.heartbeat_secs: {hb} must be a number of seconds from 0.05 to 3600"
+            ));
+        }
+        if let Some(c) = &self.node.controller {
+            if !(c.starts_with("http://") || c.starts_with("https://")) {
+                return Err(format!(
+                    "node.controller: `{c}` must be a URL such as http://HOST:PORT"
+                ));
+            }
+        }
+        if self.node.name.as_deref() == Some("") {
+            return Err("node.name: must not be empty".into());
+        }
+        for (i, p) in self.node.phantom_policies.iter().enumerate() {
+            policy::build(p).map_err(|e| format!("node.phantom_policies[{i}]: {e}"))?;
         }
         let mut names = std::collections::HashSet::new();
         for (i, e) in self.exports.iter().enumerate() {

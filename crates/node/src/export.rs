@@ -15,9 +15,12 @@
 //! copying it first. Only what those decline reaches [`Export::read`], which goes
 //! straight to the cache's ordinary read.
 //! Latency is timed around the whole request; bandwidth shares are waited for before it
-//! starts.
+//! starts. Every read and write also feeds its blocks to the tenant's profiler and its
+//! latency to the tenant's observer (`observe`), a read as a hit when every block was in
+//! memory (served by `read_now`, or found by the cache's read) and as a miss otherwise.
 
 use crate::latency::Latency;
+use crate::observe::{Service, TenantObserver};
 use crate::state::NodeState;
 use bytes::Bytes;
 use cache::CacheError;
@@ -68,6 +71,8 @@ impl ExportProvider for NodeExports {
         let client = client_of(peer);
         Some(Arc::new(CacheExport {
             latency: self.0.latency(&name, &client),
+            observer: self.0.observer(&info.tenant),
+            key_base: self.0.key_base(&name),
             tenant: info.tenant.clone().into(),
             size: info.size,
             read_only: info.read_only,
@@ -91,13 +96,40 @@ pub struct CacheExport {
     size: u64,
     read_only: bool,
     latency: Arc<Latency>,
+    observer: Arc<TenantObserver>,
+    key_base: u64,
 }
 
 impl CacheExport {
+    /// Feeds the blocks of `[offset, offset + len)` to the tenant's profiler.
+    fn profile(&self, offset: u64, len: u64) {
+        if len == 0 {
+            return;
+        }
+        let bs = self.state.cache.block_size() as u64;
+        let base = self.key_base;
+        self.observer
+            .access((offset / bs..=(offset + len - 1) / bs).map(|b| base | b));
+    }
+
+    /// Runs `f` as one request, timed into the latency histograms (`write`: the write
+    /// one) after waiting for `bytes` of the tenant's bandwidth share.
     async fn run<T: Send + 'static>(
         &self,
         write: bool,
         bytes: u64,
+        f: impl FnOnce(&cache::CacheNode, &str, &str) -> Result<T, CacheError> + Send + 'static,
+    ) -> io::Result<T> {
+        self.run_as(write, bytes, |_| Service::Other, f).await
+    }
+
+    /// [`CacheExport::run`], with `kind` telling from the answer how the request was
+    /// served (for the tenant's hit/miss latency split).
+    async fn run_as<T: Send + 'static>(
+        &self,
+        write: bool,
+        bytes: u64,
+        kind: impl FnOnce(&T) -> Service,
         f: impl FnOnce(&cache::CacheNode, &str, &str) -> Result<T, CacheError> + Send + 'static,
     ) -> io::Result<T> {
         let start = Instant::now();
@@ -117,7 +149,13 @@ impl CacheExport {
                 .map_err(|e| io::Error::other(format!("cache task failed: {e}")))?
                 .map_err(io_error)
         };
-        self.latency.record(write, start.elapsed());
+        let took = start.elapsed();
+        self.latency.record(write, took);
+        let service = match &out {
+            Ok(v) => kind(v),
+            Err(_) => Service::Other,
+        };
+        self.observer.latency(service, took);
         out
     }
 
@@ -140,7 +178,10 @@ impl CacheExport {
             .with_resident(&self.export, &self.client, offset, len, f)
         {
             Ok(Some(())) => {
-                self.latency.record(false, start.elapsed());
+                let took = start.elapsed();
+                self.latency.record(false, took);
+                self.observer.latency(Service::Hit, took);
+                self.profile(offset, len as u64);
                 Some(Ok(()))
             }
             Ok(None) => None,
@@ -164,11 +205,21 @@ impl Export for CacheExport {
     fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Bytes>> {
         // The connection offered a small read to `read_now` first: it is not all in
         // memory (or bandwidth shares are set), so it is not checked again here.
-        Box::pin(self.run(false, len as u64, move |node, export, client| {
-            let mut buf = vec![0u8; len as usize];
-            node.read(export, client, offset, &mut buf)?;
-            Ok(Bytes::from(buf))
-        }))
+        self.profile(offset, len as u64);
+        Box::pin(async move {
+            self.run_as(
+                false,
+                len as u64,
+                |(_, hit)| if *hit { Service::Hit } else { Service::Miss },
+                move |node, export, client| {
+                    let mut buf = vec![0u8; len as usize];
+                    let o = node.read_outcome(export, client, offset, &mut buf)?;
+                    Ok((Bytes::from(buf), o.misses == 0))
+                },
+            )
+            .await
+            .map(|(data, _)| data)
+        })
     }
 
     fn read_now(&self, offset: u64, buf: &mut [u8]) -> Option<io::Result<()>> {
@@ -194,6 +245,7 @@ impl Export for CacheExport {
     }
 
     fn write(&self, offset: u64, data: Bytes, fua: bool) -> BoxFuture<'_, io::Result<()>> {
+        self.profile(offset, data.len() as u64);
         Box::pin(
             self.run(true, data.len() as u64, move |node, export, client| {
                 node.write(export, client, offset, &data, fua)

@@ -14,6 +14,7 @@
 //! | [`api`], [`page`], [`metrics`] | HTTP: JSON verbs, operator's page, Prometheus |
 //! | [`auth`] | the API's bearer token: where it comes from, who may skip it |
 //! | [`latency`], [`share`] | per-tenant latency histograms, bandwidth proportions |
+//! | [`observe`] | per-tenant profilers (LRU and phantom curves) and latency for a controller |
 //! | [`bandwidth`] | the bandwidth scheduler: per-tenant proportional shares (time quanta) |
 //! | [`hot_tier`] | SANCACHE's hot-chunk tier: a fast file in front of a slow backend |
 //! | [`units`] | byte sizes with units |
@@ -29,6 +30,7 @@ pub mod export;
 pub mod hot_tier;
 pub mod latency;
 pub mod metrics;
+pub mod observe;
 pub mod page;
 pub mod share;
 pub mod state;
@@ -179,6 +181,8 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
     let bs = cfg.node.block_size.0 as usize;
     let blocks = (cfg.node.cache_size.0 / bs as u64) as usize;
     let mut state = NodeState::new(blocks, bs, cfg.node.level, cfg.node.bandwidth.0)?;
+    state.phantom_policies = cfg.node.phantom_policies.clone();
+    state.name = cfg.node.name.clone().unwrap_or_default();
     for e in &cfg.exports {
         let (mut backend, mut desc) = open_backend(cfg, e).await?;
         let mut tier = None;
@@ -255,7 +259,11 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     let api_addr = api_listener.local_addr()?;
     auth::check_exposure(cfg, api_addr)?;
     let api_token = Arc::new(auth::ApiToken::load(cfg)?);
-    let state = Arc::new(build(cfg).await?);
+    let mut state = build(cfg).await?;
+    if state.name.is_empty() {
+        state.name = api_addr.to_string();
+    }
+    let state = Arc::new(state);
     let server = nbd::ServerConfig {
         busy_poll: std::time::Duration::from_micros(cfg.node.busy_poll_us),
         max_connections: cfg.node.max_connections,

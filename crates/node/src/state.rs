@@ -8,6 +8,7 @@
 use crate::config::{CacheSpec, RuleSpec};
 use crate::hot_tier::HotTier;
 use crate::latency::Latency;
+use crate::observe::TenantObserver;
 use crate::NodeError;
 use cache::{
     AccessObserver, CacheConfig, CacheId, CacheNode, CacheStats, Rule, RuleId, WritePolicy,
@@ -129,6 +130,27 @@ pub struct NodeState {
     latency: Mutex<BTreeMap<(String, String), Arc<Latency>>>,
     /// Bandwidth shares between tenants (unlimited when the node sets no bandwidth).
     pub bandwidth: crate::share::Share,
+    /// The node's name (`[node] name`, else its API address).
+    pub name: String,
+    /// A random id chosen at start: a controller sees a restart by its change.
+    pub epoch: String,
+    /// Candidate policies profiled by phantom caches besides LRU.
+    pub phantom_policies: Vec<String>,
+    export_index: BTreeMap<String, u64>,
+    observers: Mutex<BTreeMap<String, Arc<TenantObserver>>>,
+}
+
+/// Bits of a profiled block key left for the block number (the export's index above).
+const KEY_BLOCK_BITS: u32 = 44;
+
+/// A random id for this start of the process.
+fn new_epoch() -> String {
+    use std::hash::BuildHasher;
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let h = std::collections::hash_map::RandomState::new().hash_one((nanos, std::process::id()));
+    format!("{h:016x}")
 }
 
 impl NodeState {
@@ -148,6 +170,14 @@ impl NodeState {
             profilers: Mutex::default(),
             latency: Mutex::default(),
             bandwidth: crate::share::Share::new(bandwidth),
+            name: String::new(),
+            epoch: new_epoch(),
+            phantom_policies: crate::observe::DEFAULT_PHANTOM_POLICIES
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
+            export_index: BTreeMap::new(),
+            observers: Mutex::default(),
         })
     }
 
@@ -162,6 +192,8 @@ impl NodeState {
         if let Some(t) = hot_tier {
             self.hot_tiers.insert(info.name.clone(), t);
         }
+        let index = self.export_index.len() as u64;
+        self.export_index.insert(info.name.clone(), index);
         self.exports.insert(info.name.clone(), info);
         Ok(())
     }
@@ -238,6 +270,62 @@ impl NodeState {
         }
         tracing::info!(id, name = %spec.name, blocks, eviction = %spec.eviction, "cache created");
         Ok(id)
+    }
+
+    /// Creates a cache, or finds the one called `spec.name` if it has the same settings
+    /// (capacity in blocks, eviction, write and admission policy): `(id, true)` when
+    /// created, `(id, false)` when it was there. A cache of that name with other settings
+    /// is a conflict naming what differs (change it with `configure_cache`).
+    pub fn ensure_cache(&self, spec: &CacheSpec) -> Result<(CacheId, bool), NodeError> {
+        let Some(id) = self.cache_id(&spec.name) else {
+            return self.create_cache(spec).map(|id| (id, true));
+        };
+        let stats = self.cache.get_cache_stats(id)?;
+        let mut differ = Vec::new();
+        let blocks = self.blocks(spec.size.0, "size")?;
+        if blocks != stats.capacity {
+            differ.push(format!("size ({} blocks, asked {blocks})", stats.capacity));
+        }
+        if spec.eviction.name() != stats.eviction {
+            differ.push(format!(
+                "eviction (`{}`, asked `{}`)",
+                stats.eviction,
+                spec.eviction.name()
+            ));
+        }
+        let wp: WritePolicy = spec
+            .write_policy
+            .parse()
+            .map_err(|e| NodeError::Invalid(format!("write_policy: {e}")))?;
+        if wp.name() != stats.write_policy {
+            differ.push(format!(
+                "write_policy (`{}`, asked `{}`)",
+                stats.write_policy,
+                wp.name()
+            ));
+        }
+        let admission = match &spec.admission {
+            Some(a) => policy::admission::build_admission(a)
+                .map_err(|e| NodeError::Invalid(format!("admission: {e}")))?
+                .name(),
+            None => "demand".to_string(),
+        };
+        if admission != stats.admission {
+            differ.push(format!(
+                "admission (`{}`, asked `{admission}`)",
+                stats.admission
+            ));
+        }
+        if differ.is_empty() {
+            Ok((id, false))
+        } else {
+            Err(NodeError::Conflict(format!(
+                "a cache called `{}` exists with another {}; change it with PATCH /v1/caches/{}",
+                spec.name,
+                differ.join(", "),
+                spec.name
+            )))
+        }
     }
 
     /// Changes a cache online (`configureCache`).
@@ -427,5 +515,81 @@ impl NodeState {
                 }
             })
             .collect()
+    }
+
+    /// The base of an export's profiled block keys (block `b` is `base | b`), unique on
+    /// the node.
+    pub fn key_base(&self, export: &str) -> u64 {
+        self.export_index.get(export).copied().unwrap_or(0) << KEY_BLOCK_BITS
+    }
+
+    /// The tenants owning the exports, by name.
+    pub fn tenant_names(&self) -> Vec<String> {
+        let mut t: Vec<String> = self.exports.values().map(|e| e.tenant.clone()).collect();
+        t.sort();
+        t.dedup();
+        t
+    }
+
+    /// The profiler and latency of `tenant` (made on first use; its range is the tenant's
+    /// exports, capped at four times the node's cache).
+    pub fn observer(&self, tenant: &str) -> Arc<TenantObserver> {
+        let mut m = lock(&self.observers);
+        if let Some(o) = m.get(tenant) {
+            return o.clone();
+        }
+        let bs = self.cache.block_size() as u64;
+        let blocks: u64 = self
+            .exports
+            .values()
+            .filter(|e| e.tenant == tenant)
+            .map(|e| e.size.div_ceil(bs))
+            .sum();
+        let range = blocks.min(self.cache.total_blocks() as u64 * 4);
+        let o = TenantObserver::new(range, &self.phantom_policies).unwrap_or_else(|e| {
+            tracing::warn!(tenant, error = %e, "phantom caches not built; profiling LRU only");
+            TenantObserver::new(range, &[]).expect("no phantom policies")
+        });
+        let o = Arc::new(o);
+        m.insert(tenant.to_string(), o.clone());
+        o
+    }
+
+    /// A tenant's counters summed over its exports and clients.
+    pub fn tenant_counters(&self, tenant: &str) -> cache::TenantSnapshot {
+        let keys: Vec<(String, String)> = lock(&self.latency).keys().cloned().collect();
+        let mut sum = cache::TenantSnapshot::default();
+        for (export, client) in keys {
+            if self.exports.get(&export).is_none_or(|e| e.tenant != tenant) {
+                continue;
+            }
+            let c = self
+                .cache
+                .tenant_stats(&export, &client)
+                .unwrap_or_default();
+            sum.reads += c.reads;
+            sum.writes += c.writes;
+            sum.read_bytes += c.read_bytes;
+            sum.write_bytes += c.write_bytes;
+            sum.hits += c.hits;
+            sum.misses += c.misses;
+            sum.evictions += c.evictions;
+            sum.writebacks += c.writebacks;
+        }
+        sum
+    }
+
+    /// The cache the rules of `tenant`'s exports route to (the lowest rule id's).
+    pub fn cache_of_tenant(&self, tenant: &str) -> Option<CacheId> {
+        self.cache
+            .rules()
+            .into_iter()
+            .filter(|(_, r, _)| {
+                self.exports
+                    .get(&r.export)
+                    .is_some_and(|e| e.tenant == tenant)
+            })
+            .min_by_key(|(id, _, _)| *id)
+            .map(|(_, _, c)| c)
     }
 }

@@ -1,0 +1,415 @@
+//! What the node observed of each tenant, for a controller: the `GET /v1/observations`
+//! answer.
+//!
+//! Each tenant (the owner of one or more exports) has one [`TenantObserver`], fed by the
+//! NBD face (`export`) with every request the tenant sends, whatever cache (or none) its
+//! rules route it to:
+//!
+//! * a profiler of its block stream with bounded memory: fixed-size SHARDS
+//!   ([`PROFILER_SMAX`] sampled keys, windows of [`PROFILER_WINDOW`] accesses) for the LRU
+//!   curve, and phantom caches (scaled-down simulation, `mrc::profiler::PhantomCaches`) of
+//!   every other candidate policy at [`PHANTOM_FRACTIONS`] of the tenant's profiled range,
+//!   sampled so that the smallest phantom holds about [`PHANTOM_MIN_KEYS`] keys;
+//! * its request latency (one HdrHistogram for percentiles, exact sums for means), split
+//!   into reads served wholly from this node's memory (`hit`) and reads that went below it
+//!   (`miss`).
+//!
+//! The profiled range of a tenant is its exports' blocks, capped at four times the node's
+//! cache (and at least 64 blocks): curves cover sizes `0..=range`.
+//!
+//! Every counter is cumulative since the node started; the LRU curve is the windowed one
+//! (the last one to two windows), the phantoms' curves cover everything since start. The
+//! controller takes differences between polls and recognises a restart by the `epoch`.
+
+use crate::state::NodeState;
+use hdrhistogram::Histogram;
+use mrc::profiler::{OnlineProfiler, PhantomCaches};
+use serde::Serialize;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+/// Sampled keys of each tenant's SHARDS profiler (bounded memory, about 100 KiB).
+pub const PROFILER_SMAX: usize = 8192;
+/// Accesses per window of the tenant's LRU curve (the curve covers the last one to two).
+pub const PROFILER_WINDOW: u64 = 200_000;
+/// The phantom caches' sizes as fractions of the profiled range.
+pub const PHANTOM_FRACTIONS: [f64; 8] = [0.0625, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0];
+/// Keys the smallest phantom holds (sets the sampling rate).
+pub const PHANTOM_MIN_KEYS: f64 = 128.0;
+/// Points of the LRU curve (besides size 0).
+pub const LRU_POINTS: u64 = 32;
+/// The candidate policies profiled besides LRU by default (the `control` crate's default
+/// candidates).
+pub const DEFAULT_PHANTOM_POLICIES: [&str; 3] = ["arc", "lirs", "s3fifo"];
+/// Largest latency recorded exactly (larger values are clamped): one minute.
+const MAX_MICROS: u64 = 60_000_000;
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+struct Profile {
+    lru: OnlineProfiler,
+    phantoms: Vec<(String, PhantomCaches)>,
+}
+
+/// Count and total latency of a class of requests.
+#[derive(Default)]
+struct Sum {
+    count: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl Sum {
+    fn add(&self, took: Duration) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.nanos
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+    fn snapshot(&self) -> Served {
+        Served {
+            count: self.count.load(Ordering::Relaxed),
+            sum_ms: self.nanos.load(Ordering::Relaxed) as f64 / 1e6,
+        }
+    }
+}
+
+/// One tenant's profiler and latency.
+pub struct TenantObserver {
+    range_blocks: u64,
+    profile: Mutex<Profile>,
+    histogram: Mutex<Histogram<u64>>,
+    all: Sum,
+    hit: Sum,
+    miss: Sum,
+}
+
+/// How a request was served, for the latency split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Service {
+    /// A read whose every block was in this node's memory.
+    Hit,
+    /// A read with at least one block from below this node.
+    Miss,
+    /// Not a read (writes, flushes, trims): counted in the latency, not in the split.
+    Other,
+}
+
+impl TenantObserver {
+    /// An observer profiling `range_blocks` blocks, with phantoms of `policies` (each a
+    /// `policy` crate spec; `lru` is skipped, SHARDS gives it). An unknown policy is an
+    /// error naming it.
+    pub fn new(range_blocks: u64, policies: &[String]) -> Result<Self, String> {
+        let range_blocks = range_blocks.max(64);
+        let sizes: Vec<u64> = PHANTOM_FRACTIONS
+            .iter()
+            .map(|f| ((range_blocks as f64 * f).round() as u64).max(1))
+            .collect();
+        let rate = (PHANTOM_MIN_KEYS / sizes[0] as f64).clamp(0.001, 1.0);
+        let mut phantoms = Vec::new();
+        for p in policies {
+            if p == "lru" || phantoms.iter().any(|(n, _)| n == p) {
+                continue;
+            }
+            let ph =
+                PhantomCaches::new(p, rate, &sizes).map_err(|e| format!("policy `{p}`: {e}"))?;
+            phantoms.push((p.clone(), ph));
+        }
+        Ok(TenantObserver {
+            range_blocks,
+            profile: Mutex::new(Profile {
+                lru: OnlineProfiler::new(PROFILER_SMAX, PROFILER_WINDOW),
+                phantoms,
+            }),
+            histogram: Mutex::new(
+                Histogram::new_with_bounds(1, MAX_MICROS, 3).expect("valid bounds"),
+            ),
+            all: Sum::default(),
+            hit: Sum::default(),
+            miss: Sum::default(),
+        })
+    }
+
+    /// Records an access to each of `keys` (block keys unique on the node).
+    pub fn access(&self, keys: impl Iterator<Item = u64>) {
+        let mut p = lock(&self.profile);
+        for k in keys {
+            p.lru.record(k);
+            for (_, ph) in p.phantoms.iter_mut() {
+                ph.record(k);
+            }
+        }
+    }
+
+    /// Records one request's latency.
+    pub fn latency(&self, service: Service, took: Duration) {
+        let us = (took.as_micros() as u64).clamp(1, MAX_MICROS);
+        lock(&self.histogram).saturating_record(us);
+        self.all.add(took);
+        match service {
+            Service::Hit => self.hit.add(took),
+            Service::Miss => self.miss.add(took),
+            Service::Other => {}
+        }
+    }
+
+    /// The blocks the curves cover.
+    pub fn range_blocks(&self) -> u64 {
+        self.range_blocks
+    }
+
+    /// Block accesses profiled so far.
+    pub fn accesses(&self) -> u64 {
+        lock(&self.profile).lru.accesses()
+    }
+
+    /// The curves, sizes in bytes (`block_size` each block): LRU first, then each phantom
+    /// policy; empty before the first access.
+    pub fn curves(&self, block_size: u64) -> Vec<PolicyPoints> {
+        let p = lock(&self.profile);
+        if p.lru.accesses() == 0 {
+            return Vec::new();
+        }
+        let sizes: Vec<u64> = (1..=LRU_POINTS)
+            .map(|i| self.range_blocks * i / LRU_POINTS)
+            .collect();
+        let mut out = vec![PolicyPoints {
+            policy: "lru".into(),
+            points: bytes_of(p.lru.windowed_curve(&sizes).points(), block_size),
+        }];
+        for (name, ph) in &p.phantoms {
+            out.push(PolicyPoints {
+                policy: name.clone(),
+                points: bytes_of(ph.curve().points(), block_size),
+            });
+        }
+        out
+    }
+
+    /// The latency now.
+    pub fn latency_view(&self) -> (LatencyView, ServedView) {
+        let h = lock(&self.histogram);
+        let all = self.all.snapshot();
+        let q = |x: f64| {
+            if h.is_empty() {
+                0.0
+            } else {
+                h.value_at_quantile(x) as f64 / 1e3
+            }
+        };
+        (
+            LatencyView {
+                count: all.count,
+                sum_ms: all.sum_ms,
+                p50_ms: q(0.5),
+                p99_ms: q(0.99),
+            },
+            ServedView {
+                hit: self.hit.snapshot(),
+                miss: self.miss.snapshot(),
+            },
+        )
+    }
+}
+
+fn bytes_of(points: &[mrc::CurvePoint], block_size: u64) -> Vec<(u64, f64)> {
+    let mut v: Vec<(u64, f64)> = points
+        .iter()
+        .map(|p| (p.cache_size * block_size, p.miss_ratio.clamp(0.0, 1.0)))
+        .collect();
+    if v.first().is_none_or(|p| p.0 > 0) {
+        v.insert(0, (0, 1.0));
+    }
+    v
+}
+
+/// One policy's curve: `[size_bytes, miss_ratio]` pairs, sizes ascending from 0.
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct PolicyPoints {
+    /// Canonical policy name.
+    pub policy: String,
+    /// `[size_bytes, miss_ratio]`.
+    pub points: Vec<(u64, f64)>,
+}
+
+/// Latency of every request of a tenant.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct LatencyView {
+    /// Requests timed.
+    pub count: u64,
+    /// Their total latency.
+    pub sum_ms: f64,
+    /// Median.
+    pub p50_ms: f64,
+    /// 99th percentile.
+    pub p99_ms: f64,
+}
+
+/// Count and total latency of one class of reads.
+#[derive(Clone, Copy, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct Served {
+    /// Reads.
+    pub count: u64,
+    /// Their total latency.
+    pub sum_ms: f64,
+}
+
+/// Reads served from this node's memory against reads that went below it.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
+pub struct ServedView {
+    /// Every block in memory here.
+    pub hit: Served,
+    /// At least one block from below.
+    pub miss: Served,
+}
+
+/// One tenant in `GET /v1/observations`.
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct TenantObservations {
+    /// The tenant.
+    pub tenant: String,
+    /// The cache its exports' rules route to (the first, if several); `None` if none.
+    pub cache: Option<String>,
+    /// That cache's capacity in bytes (0 without a cache).
+    pub size: u64,
+    /// Its eviction policy.
+    pub eviction: Option<String>,
+    /// Its admission policy.
+    pub admission: Option<String>,
+    /// Requests (reads and writes).
+    pub requests: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Blocks looked up at this node.
+    pub lookups: u64,
+    /// Blocks found in memory.
+    pub hits: u64,
+    /// Latency of every request.
+    pub latency: LatencyView,
+    /// Reads served here against below.
+    pub served: ServedView,
+    /// Curves per candidate policy, LRU first; empty without data.
+    pub curves: Vec<PolicyPoints>,
+}
+
+/// The whole answer of `GET /v1/observations`.
+#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
+pub struct NodeObservations {
+    /// The node's name.
+    pub node: String,
+    /// Its level.
+    pub level: u8,
+    /// Cache block size in bytes.
+    pub block_size: u64,
+    /// Memory for all caches, bytes.
+    pub cache_size: u64,
+    /// Milliseconds since start.
+    pub uptime_ms: u64,
+    /// Chosen at start; changes on restart.
+    pub epoch: String,
+    /// Per tenant, by name.
+    pub tenants: Vec<TenantObservations>,
+}
+
+/// Everything the node observed, cumulative since it started.
+pub fn observations(s: &NodeState) -> NodeObservations {
+    let bs = s.cache.block_size() as u64;
+    let tenants = s
+        .tenant_names()
+        .into_iter()
+        .map(|t| tenant(s, &t, bs))
+        .collect();
+    NodeObservations {
+        node: s.name.clone(),
+        level: s.level,
+        block_size: bs,
+        cache_size: s.cache.total_blocks() as u64 * bs,
+        uptime_ms: s.started.elapsed().as_millis() as u64,
+        epoch: s.epoch.clone(),
+        tenants,
+    }
+}
+
+fn tenant(s: &NodeState, name: &str, bs: u64) -> TenantObservations {
+    let counters = s.tenant_counters(name);
+    let obs = s.observer(name);
+    let (latency, served) = obs.latency_view();
+    let cache = s.cache_of_tenant(name).and_then(|id| s.cache(id).ok());
+    TenantObservations {
+        tenant: name.to_string(),
+        size: cache.as_ref().map_or(0, |c| c.size_bytes),
+        eviction: cache.as_ref().map(|c| c.stats.eviction.clone()),
+        admission: cache.as_ref().map(|c| c.stats.admission.clone()),
+        cache: cache.map(|c| c.name),
+        requests: counters.reads + counters.writes,
+        read_bytes: counters.read_bytes,
+        write_bytes: counters.write_bytes,
+        lookups: counters.hits + counters.misses,
+        hits: counters.hits,
+        latency,
+        served,
+        curves: obs.curves(bs),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn policies() -> Vec<String> {
+        DEFAULT_PHANTOM_POLICIES
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    #[test]
+    fn a_loop_that_fits_half_the_range() {
+        let o = TenantObserver::new(4096, &policies()).unwrap();
+        assert!(o.curves(4096).is_empty());
+        for _ in 0..40 {
+            o.access(0..2048u64);
+        }
+        let curves = o.curves(4096);
+        let names: Vec<&str> = curves.iter().map(|c| c.policy.as_str()).collect();
+        assert_eq!(names, ["lru", "arc", "lirs", "s3fifo"]);
+        for c in &curves {
+            assert_eq!(c.points[0], (0, 1.0), "{c:?}");
+            assert_eq!(c.points.last().unwrap().0, 4096 * 4096, "{c:?}");
+            assert!(c.points.windows(2).all(|w| w[0].0 < w[1].0), "{c:?}");
+        }
+        // LRU: a loop of 2,048 blocks misses below 2,048 blocks and hits above.
+        let lru = &curves[0].points;
+        let at = |blocks: u64| lru.iter().find(|p| p.0 == blocks * 4096).unwrap().1;
+        assert!(at(1024) > 0.95, "{lru:?}");
+        assert!(at(3072) < 0.05, "{lru:?}");
+        assert!(TenantObserver::new(10, &["nope".to_string()])
+            .err()
+            .unwrap()
+            .contains("nope"));
+    }
+
+    #[test]
+    fn latency_split_and_percentiles() {
+        let o = TenantObserver::new(100, &[]).unwrap();
+        for _ in 0..90 {
+            o.latency(Service::Hit, Duration::from_micros(100));
+        }
+        for _ in 0..10 {
+            o.latency(Service::Miss, Duration::from_millis(5));
+        }
+        o.latency(Service::Other, Duration::from_millis(1));
+        let (l, s) = o.latency_view();
+        assert_eq!(l.count, 101);
+        assert!((l.sum_ms - (9.0 + 50.0 + 1.0)).abs() < 1e-9, "{l:?}");
+        assert!((l.p50_ms - 0.1).abs() < 0.001, "{l:?}");
+        assert!((l.p99_ms - 5.0).abs() < 0.01, "{l:?}");
+        assert_eq!(s.hit.count, 90);
+        assert!((s.hit.sum_ms - 9.0).abs() < 1e-9);
+        assert_eq!(s.miss.count, 10);
+        assert!((s.miss.sum_ms - 50.0).abs() < 1e-9);
+    }
+}
