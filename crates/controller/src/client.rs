@@ -88,17 +88,19 @@ pub struct TenantCounters {
     /// Owning tenant of the export.
     #[serde(default)]
     pub tenant: String,
-    /// The cache's name (the volume's name under this controller).
-    pub cache: String,
+    /// The cache its requests go to (the volume's name under this controller); `None`
+    /// before it has one.
+    #[serde(default)]
+    pub cache: Option<String>,
     /// Capacity (bytes).
     #[serde(default)]
     pub size: u64,
     /// Eviction policy.
     #[serde(default)]
-    pub eviction: String,
+    pub eviction: Option<String>,
     /// Admission policy.
     #[serde(default)]
-    pub admission: String,
+    pub admission: Option<String>,
     /// Requests.
     #[serde(default)]
     pub requests: u64,
@@ -123,6 +125,13 @@ pub struct TenantCounters {
     /// Curves per candidate policy.
     #[serde(default)]
     pub curves: Vec<NodeCurve>,
+}
+
+impl TenantCounters {
+    /// The key the controller knows it by: its cache's name, else the tenant's.
+    pub fn key(&self) -> &str {
+        self.cache.as_deref().unwrap_or(&self.tenant)
+    }
 }
 
 /// A cache as `GET /v1/caches` lists it (the fields the controller reads).
@@ -264,7 +273,7 @@ impl NodeClient {
         admission: &str,
     ) -> Result<(), CallError> {
         let b = serde_json::json!({"name": name, "size": size, "eviction": eviction,
-            "admission": admission, "write_policy": "write-through"});
+            "admission": admission});
         with_retries(|| self.call("POST", "/v1/caches", Some(&b))).map(|_| ())
     }
 

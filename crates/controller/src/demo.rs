@@ -63,7 +63,7 @@ impl Default for DemoOptions {
             seek_ms: 2.0,
             l1_cache: 24 << 20,
             l2_cache: 32 << 20,
-            db_slo_ms: 1.0,
+            db_slo_ms: 1.5,
         }
     }
 }
@@ -443,7 +443,8 @@ pub async fn run_arm(
             token_file: None,
             down_after: 3,
             service_ms: [0.05, 0.3, opts.seek_ms + 0.5],
-            exclusive: true,
+            // The nodes keep what they read at both levels (no demotion yet).
+            exclusive: false,
         },
         nodes: Vec::new(),
         tenants: tenant_specs,

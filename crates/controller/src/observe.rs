@@ -36,7 +36,7 @@ impl Deltas {
         let prev = self.last.get(node).filter(|p| p.epoch == now.epoch);
         let mut out = HashMap::new();
         for t in &now.tenants {
-            let before = prev.and_then(|p| p.tenants.iter().find(|u| u.cache == t.cache));
+            let before = prev.and_then(|p| p.tenants.iter().find(|u| u.key() == t.key()));
             let d = match before {
                 Some(b) if b.requests <= t.requests && b.lookups <= t.lookups => {
                     let mut d = t.clone();
@@ -53,7 +53,7 @@ impl Deltas {
                 }
                 _ => t.clone(),
             };
-            out.insert(t.cache.clone(), d);
+            out.insert(t.key().to_string(), d);
         }
         self.last.insert(node.to_string(), now.clone());
         out
@@ -244,7 +244,7 @@ mod tests {
 
     fn counters(cache: &str, requests: u64, hits: u64, hit_ms: f64, miss_ms: f64) -> TenantCounters {
         TenantCounters {
-            cache: cache.into(),
+            cache: Some(cache.into()),
             requests,
             lookups: requests,
             hits,
