@@ -11,7 +11,7 @@
 //!    ≥ 95 %), and aggregate level-1 throughput of each arm and their ratio (goal ≥ 1).
 
 use control::{
-    Class, Controller, LevelCount, Node, ObservedService, Observations, PolicyCurve, Scheme,
+    Class, Controller, LevelCount, Node, Observations, ObservedService, PolicyCurve, Scheme,
     ServiceTimes, Slo, Tenant, TenantObservation, Topology,
 };
 use std::time::{Duration, Instant};
@@ -35,7 +35,10 @@ fn curve(i: usize, shift: f64) -> mrc::HitRatioCurve {
     let pairs: Vec<(u64, f64)> = (0..=32)
         .map(|k| {
             let x = k as f64 * 128.0;
-            (x as u64, (0.05 + 0.95 * (-x / knee).exp() + shift).clamp(0.0, 1.0))
+            (
+                x as u64,
+                (0.05 + 0.95 * (-x / knee).exp() + shift).clamp(0.0, 1.0),
+            )
         })
         .collect();
     mrc::HitRatioCurve::from_pairs(pairs).expect("valid curve")
@@ -72,7 +75,11 @@ pub fn step_at_scale(tenants: usize, hosts: usize, servers: usize, runs: usize) 
                 servers: vec![i % servers, (i + 1) % servers],
                 stripe_unit: 16,
                 slo: (i % 3 == 0).then_some(Slo::LatencyMs(2.0 + (i % 5) as f64)),
-                class: if i % 10 == 0 { Class::Gold } else { Class::BestEffort },
+                class: if i % 10 == 0 {
+                    Class::Gold
+                } else {
+                    Class::BestEffort
+                },
                 depth: Some(4.0),
             })
             .collect(),
@@ -141,7 +148,11 @@ pub fn run(demo: Option<Duration>, trace: Option<std::path::PathBuf>) -> crate::
         f.nodes,
         f.median_seconds,
         f.first_seconds,
-        if f.median_seconds < 1.0 { "met" } else { "NOT met" }
+        if f.median_seconds < 1.0 {
+            "met"
+        } else {
+            "NOT met"
+        }
     );
     let Some(duration) = demo else {
         return Ok(());

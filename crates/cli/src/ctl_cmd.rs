@@ -308,12 +308,13 @@ fn controller_token(file: Option<PathBuf>) -> anyhow::Result<Option<String>> {
         return Ok(Some(t.trim().to_string()));
     }
     let f = PathBuf::from("controller-data/controller.token");
-    Ok(std::fs::read_to_string(&f).ok().map(|t| t.trim().to_string()))
+    Ok(std::fs::read_to_string(&f)
+        .ok()
+        .map(|t| t.trim().to_string()))
 }
 
 fn f(v: &Value, digits: usize) -> String {
-    v.as_f64()
-        .map_or("-".into(), |x| format!("{x:.digits$}"))
+    v.as_f64().map_or("-".into(), |x| format!("{x:.digits$}"))
 }
 
 fn mib(v: &Value) -> String {
@@ -325,7 +326,16 @@ fn mib(v: &Value) -> String {
 pub fn print_rows(rows: &[Value]) {
     println!(
         "{:<10} {:<10} {:<22} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}  {:<5}",
-        "volume", "tenant", "SLO", "lat ms", "target", "L1 hit", "L2 hit", "L1 MiB", "L2 MiB", "met"
+        "volume",
+        "tenant",
+        "SLO",
+        "lat ms",
+        "target",
+        "L1 hit",
+        "L2 hit",
+        "L1 MiB",
+        "L2 MiB",
+        "met"
     );
     for r in rows {
         let met = match r["slo_met"].as_bool() {
@@ -374,8 +384,9 @@ fn controller_verb(a: &CtlArgs, api: &Api) -> anyhow::Result<Option<Value>> {
             if set.is_some() || class.is_some() {
                 let cur = api.call("GET", &format!("/v1/tenants/{tenant}"), None)?;
                 let slo: Value = match set {
-                    Some(s) => serde_json::from_str(s)
-                        .with_context(|| format!("--set `{s}`: not JSON"))?,
+                    Some(s) => {
+                        serde_json::from_str(s).with_context(|| format!("--set `{s}`: not JSON"))?
+                    }
                     None => cur["slo"].clone(),
                 };
                 api.call(
@@ -456,7 +467,12 @@ fn controller_verb(a: &CtlArgs, api: &Api) -> anyhow::Result<Option<Value>> {
                     let d = &h["detail"];
                     if h["tenant"] == "*" {
                         let n = d["actions"].as_array().map_or(0, Vec::len);
-                        println!("{:>8} {:<10} {} node changes", t(&h["interval"]), "(plan)", n);
+                        println!(
+                            "{:>8} {:<10} {} node changes",
+                            t(&h["interval"]),
+                            "(plan)",
+                            n
+                        );
                         continue;
                     }
                     println!(

@@ -143,7 +143,9 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
             .and_then(|d| trace::find_shared_trace("cloudPhysicsIO.csv", &d)),
     };
     if trace.is_none() && !a.json {
-        eprintln!("demo: shared/traces/cloudPhysicsIO.csv not found; `cloud` reads a Zipf set instead");
+        eprintln!(
+            "demo: shared/traces/cloudPhysicsIO.csv not found; `cloud` reads a Zipf set instead"
+        );
     }
     let opts = DemoOptions {
         duration,

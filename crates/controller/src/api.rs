@@ -42,9 +42,7 @@ impl IntoResponse for ServiceError {
             ServiceError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ServiceError::NotFound(_) => StatusCode::NOT_FOUND,
             ServiceError::Conflict(_) => StatusCode::CONFLICT,
-            ServiceError::Store(_) | ServiceError::Control(_) => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            ServiceError::Store(_) | ServiceError::Control(_) => StatusCode::INTERNAL_SERVER_ERROR,
         };
         (status, Json(json!({ "error": self.to_string() }))).into_response()
     }
@@ -76,7 +74,10 @@ pub fn router(svc: Arc<Service>, token: Arc<Token>) -> Router {
         .route("/v1/curves", get(curves))
         .fallback(|| async { ServiceError::NotFound("no such endpoint".into()) })
         .with_state(svc)
-        .layer(axum::middleware::from_fn_with_state(token, crate::auth::require))
+        .layer(axum::middleware::from_fn_with_state(
+            token,
+            crate::auth::require,
+        ))
 }
 
 async fn status(State(s): St) -> Json<serde_json::Value> {
@@ -165,9 +166,9 @@ async fn heartbeat(
 }
 
 async fn plan(State(s): St) -> Result<impl IntoResponse, ServiceError> {
-    s.plan()
-        .map(Json)
-        .ok_or_else(|| ServiceError::NotFound("no plan yet: the first interval has not ended".into()))
+    s.plan().map(Json).ok_or_else(|| {
+        ServiceError::NotFound("no plan yet: the first interval has not ended".into())
+    })
 }
 
 #[derive(serde::Deserialize)]

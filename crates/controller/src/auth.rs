@@ -85,7 +85,10 @@ fn read(f: &Path) -> std::io::Result<String> {
     if t.len() < 16 || t.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(std::io::Error::new(
             std::io::ErrorKind::InvalidData,
-            format!("{}: a token must be one word of at least 16 characters", f.display()),
+            format!(
+                "{}: a token must be one word of at least 16 characters",
+                f.display()
+            ),
         ));
     }
     Ok(t.to_string())
@@ -108,7 +111,12 @@ pub async fn require(State(token): State<Arc<Token>>, req: Request, next: Next) 
     let Some(v) = req.headers().get(header::AUTHORIZATION) else {
         return unauthorized("missing credentials: send `Authorization: Bearer TOKEN`");
     };
-    match v.to_str().ok().and_then(|v| v.strip_prefix("Bearer ")).map(str::trim) {
+    match v
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+    {
         None => unauthorized("malformed Authorization header: expected `Bearer TOKEN`"),
         Some(t) if token.matches(t) => next.run(req).await,
         Some(_) => unauthorized("wrong token"),

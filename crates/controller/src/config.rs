@@ -299,10 +299,7 @@ pub fn check_tenants(tenants: &[TenantSpec], nodes: Option<&[(String, u8)]>) -> 
                     None => return Err(format!("{vat}.host: unknown node `{}`", v.host)),
                     Some(1) => {}
                     Some(l) => {
-                        return Err(format!(
-                            "{vat}.host: node `{}` is level {l}, not 1",
-                            v.host
-                        ))
+                        return Err(format!("{vat}.host: node `{}` is level {l}, not 1", v.host))
                     }
                 }
                 for (k, s) in v.servers.iter().enumerate() {
@@ -310,9 +307,7 @@ pub fn check_tenants(tenants: &[TenantSpec], nodes: Option<&[(String, u8)]>) -> 
                         None => return Err(format!("{vat}.servers: unknown node `{s}`")),
                         Some(2) => {}
                         Some(l) => {
-                            return Err(format!(
-                                "{vat}.servers: node `{s}` is level {l}, not 2"
-                            ))
+                            return Err(format!("{vat}.servers: node `{s}` is level {l}, not 2"))
                         }
                     }
                     if v.servers[..k].contains(s) {
@@ -329,8 +324,7 @@ pub fn check_tenants(tenants: &[TenantSpec], nodes: Option<&[(String, u8)]>) -> 
 pub fn valid_name(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 64
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 

@@ -291,7 +291,13 @@ fn load_trace(path: &Path) -> Result<Arc<Vec<Io>>, DemoError> {
     Ok(Arc::new(out))
 }
 
-async fn drive(addr: std::net::SocketAddr, export: &str, mut g: Gen, stop: Arc<AtomicBool>, done: Arc<AtomicU64>) {
+async fn drive(
+    addr: std::net::SocketAddr,
+    export: &str,
+    mut g: Gen,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+) {
     let client = match nbd::NbdClient::connect(addr, export).await {
         Ok(c) => c,
         Err(e) => {
@@ -372,7 +378,9 @@ pub async fn run_arm(
     let disk_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .map_err(setup("the disks' listener"))?;
-    let disk_addr = disk_listener.local_addr().map_err(setup("the disks' listener"))?;
+    let disk_addr = disk_listener
+        .local_addr()
+        .map_err(setup("the disks' listener"))?;
     let (disk_stop, disk_rx) = tokio::sync::oneshot::channel::<()>();
     let disks = tokio::spawn(nbd::serve(disk_listener, Arc::new(map), async {
         let _ = disk_rx.await;
@@ -449,7 +457,8 @@ pub async fn run_arm(
         nodes: Vec::new(),
         tenants: tenant_specs,
     };
-    std::fs::create_dir_all(&cfg.controller.data_dir).map_err(setup("the controller's directory"))?;
+    std::fs::create_dir_all(&cfg.controller.data_dir)
+        .map_err(setup("the controller's directory"))?;
     let store = Arc::new(
         SqliteStore::open(&cfg.controller.data_dir.join("controller.db"))
             .map_err(setup("the controller's store"))?,
@@ -625,9 +634,7 @@ impl Summary {
                 met as f64 / checks as f64
             },
             slo_checks: checks,
-            throughput_vs_fair: fair_throughput
-                .filter(|f| *f > 0.0)
-                .map(|f| throughput / f),
+            throughput_vs_fair: fair_throughput.filter(|f| *f > 0.0).map(|f| throughput / f),
             throughput,
             fair_throughput,
             intervals: arm.reports.len(),

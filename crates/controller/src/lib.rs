@@ -92,7 +92,10 @@ pub async fn start(
     let listener = tokio::net::TcpListener::bind(&cfg.controller.listen)
         .await
         .map_err(|e| {
-            std::io::Error::new(e.kind(), format!("controller.listen {}: {e}", cfg.controller.listen))
+            std::io::Error::new(
+                e.kind(),
+                format!("controller.listen {}: {e}", cfg.controller.listen),
+            )
         })?;
     let addr = listener.local_addr()?;
     let (stop, rx) = tokio::sync::watch::channel(false);

@@ -13,7 +13,7 @@
 //! level-1 node (it sees the volume's whole stream), sizes turned from bytes to blocks.
 
 use crate::client::{Acc, NodeObservations, TenantCounters};
-use control::{LevelCount, ObservedService, Observations, PolicyCurve, TenantObservation};
+use control::{LevelCount, Observations, ObservedService, PolicyCurve, TenantObservation};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
@@ -32,7 +32,11 @@ fn sub_acc(a: Acc, b: Acc) -> Acc {
 
 impl Deltas {
     /// The interval's counters of `now` against the node's previous answer, per cache.
-    pub fn update(&mut self, node: &str, now: &NodeObservations) -> HashMap<String, TenantCounters> {
+    pub fn update(
+        &mut self,
+        node: &str,
+        now: &NodeObservations,
+    ) -> HashMap<String, TenantCounters> {
         let prev = self.last.get(node).filter(|p| p.epoch == now.epoch);
         let mut out = HashMap::new();
         for t in &now.tenants {
@@ -164,7 +168,9 @@ pub fn build(
         let service = ObservedService {
             l1_hit_ms: mean(l1.served.hit),
             l2_hit_ms: a2.map(|a| a + overhead),
-            miss_ms: d2.map(|d| d + overhead).or(if a2.is_none() { m1 } else { None }),
+            miss_ms: d2
+                .map(|d| d + overhead)
+                .or(if a2.is_none() { m1 } else { None }),
         };
         let bs = block_size.max(1);
         let curves = l1
@@ -242,7 +248,13 @@ mod tests {
     use super::*;
     use crate::client::{LatencyCounters, NodeCurve, Served};
 
-    fn counters(cache: &str, requests: u64, hits: u64, hit_ms: f64, miss_ms: f64) -> TenantCounters {
+    fn counters(
+        cache: &str,
+        requests: u64,
+        hits: u64,
+        hit_ms: f64,
+        miss_ms: f64,
+    ) -> TenantCounters {
         TenantCounters {
             cache: Some(cache.into()),
             requests,

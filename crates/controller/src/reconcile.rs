@@ -129,7 +129,12 @@ pub fn apply(
             let r = match (pass, have) {
                 (0, Some(h)) if w.size < h.size_bytes => {
                     let r = c.configure_cache(&w.name, Some(w.size), None, None);
-                    actions.push(act("resize", &w.name, format!("{} -> {}", h.size_bytes, w.size), &r));
+                    actions.push(act(
+                        "resize",
+                        &w.name,
+                        format!("{} -> {}", h.size_bytes, w.size),
+                        &r,
+                    ));
                     r
                 }
                 (1, None) => {
@@ -178,7 +183,9 @@ pub fn apply(
         let Some(id) = caches.iter().find(|x| x.name == w.name).map(|x| x.id) else {
             continue;
         };
-        let mine = rules.iter().any(|r| r.export == w.name && r.cache == id && r.client.is_none());
+        let mine = rules
+            .iter()
+            .any(|r| r.export == w.name && r.cache == id && r.client.is_none());
         if mine {
             continue;
         }
@@ -196,7 +203,12 @@ pub fn apply(
             Err(CallError::Status { status: 404, .. }) => continue,
             r => r,
         };
-        actions.push(act("rule", &w.name, format!("export {0} -> cache {0}", w.name), &r));
+        actions.push(act(
+            "rule",
+            &w.name,
+            format!("export {0} -> cache {0}", w.name),
+            &r,
+        ));
         if let Err(e) = r {
             first_err.get_or_insert(e);
         }

@@ -18,7 +18,9 @@
 //! a rejected change writes nothing and touches no node. Accepted changes are written in
 //! one store batch and take effect at the next interval.
 //!
-//! When the set of volumes or nodes changes shape, the `control` state (indexed by tenant
+//! When a node's capacity changes (it went down or came back), the previous plan is
+//! dropped from the state so hysteresis re-plans from scratch. When the set of volumes or
+//! nodes changes shape, the `control` state (indexed by tenant
 //! and node) starts afresh; the `control` crate has no way yet to carry it over by name.
 
 use crate::client::{CallError, NodeClient};
@@ -27,7 +29,9 @@ use crate::observe::{build, Deltas, Measured, Placement};
 use crate::reconcile::{self, Action, Desired};
 use crate::registry::{Heartbeat, NodeEntry, Registration};
 use crate::store::{self, get_json, HistoryEntry, Store, StoreError};
-use control::{ControlState, Controller, Levels, Node, Plan, Scheme, ServiceTimes, Slo, Tenant, Topology};
+use control::{
+    ControlState, Controller, Levels, Node, Plan, Scheme, ServiceTimes, Slo, Tenant, Topology,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -134,6 +138,7 @@ struct Inner {
     plan: Option<Plan>,
     last_obs: Option<control::Observations>,
     series: VecDeque<IntervalReport>,
+    capacities: Vec<u64>,
 }
 
 /// The controller service.
@@ -156,7 +161,10 @@ fn unix_now() -> f64 {
 
 impl Service {
     /// Opens the service: state from the store if it has any, else from the configuration.
-    pub fn open(cfg: &ControllerConfig, store: Arc<dyn Store>) -> Result<Arc<Service>, ServiceError> {
+    pub fn open(
+        cfg: &ControllerConfig,
+        store: Arc<dyn Store>,
+    ) -> Result<Arc<Service>, ServiceError> {
         let scheme = Scheme::named(&cfg.controller.scheme)
             .map_err(|e| ServiceError::BadRequest(format!("controller.scheme: {e}")))?;
         let tenants: Vec<TenantSpec> =
@@ -211,6 +219,7 @@ impl Service {
                 plan: None,
                 last_obs: None,
                 series: VecDeque::new(),
+                capacities: Vec::new(),
             }),
             started: Instant::now(),
             config_tokens,
@@ -322,7 +331,10 @@ impl Service {
     // ----- tenants -----
 
     fn node_levels(g: &Inner) -> Vec<(String, u8)> {
-        g.nodes.values().map(|n| (n.name.clone(), n.level)).collect()
+        g.nodes
+            .values()
+            .map(|n| (n.name.clone(), n.level))
+            .collect()
     }
 
     /// Checks a whole tenant list as it would be after a change.
@@ -394,7 +406,12 @@ impl Service {
         if !g.tenants.iter().any(|t| t.name == name) {
             return Err(ServiceError::NotFound(format!("unknown tenant `{name}`")));
         }
-        let next: Vec<TenantSpec> = g.tenants.iter().filter(|t| t.name != name).cloned().collect();
+        let next: Vec<TenantSpec> = g
+            .tenants
+            .iter()
+            .filter(|t| t.name != name)
+            .cloned()
+            .collect();
         self.commit_tenants(&mut g, next)
     }
 
@@ -504,8 +521,10 @@ impl Service {
                 "plan": plan, "measured": row, "shortfall": shortfall, "curves": curves,
             }));
         }
-        Ok(serde_json::json!({"tenant": t.name, "slo": t.slo, "class": t.class,
-            "scheme": self.scheme.name, "volumes": vols}))
+        Ok(
+            serde_json::json!({"tenant": t.name, "slo": t.slo, "class": t.class,
+            "scheme": self.scheme.name, "volumes": vols}),
+        )
     }
 
     fn curves_of(&self, g: &Inner, volume: &str) -> serde_json::Value {
@@ -607,7 +626,10 @@ impl Service {
                     if let Some(e) = g.nodes.get_mut(&name) {
                         if o.block_size != 0 && o.block_size != self.cfg.block_size.0 {
                             e.failed(
-                                &format!("block size {} differs from the controller's", o.block_size),
+                                &format!(
+                                    "block size {} differs from the controller's",
+                                    o.block_size
+                                ),
                                 self.cfg.down_after,
                             );
                             continue;
@@ -634,6 +656,18 @@ impl Service {
             tracing::info!("volumes or nodes changed: the control state starts afresh");
             g.state = ControlState::default();
             g.shape = shape.clone();
+        }
+        // A node went down or came back: hysteresis must not hold sizes planned for the
+        // old capacities (the `control` crate damps against the previous plan as is).
+        let caps: Vec<u64> = topo
+            .hosts
+            .iter()
+            .chain(&topo.servers)
+            .map(|n| n.capacity)
+            .collect();
+        if caps != g.capacities {
+            g.state.previous = None;
+            g.capacities = caps;
         }
         let placements: Vec<Placement> = vols
             .iter()
@@ -665,7 +699,12 @@ impl Service {
                 .filter_map(|e| {
                     let c = self.client_for(e)?;
                     let d = reconcile::desired(&topo, p, &vols, e, self.cfg.block_size.0);
-                    Some((e.name.clone(), c, d, e.programmed.as_deref() != Some(e.epoch.as_str())))
+                    Some((
+                        e.name.clone(),
+                        c,
+                        d,
+                        e.programmed.as_deref() != Some(e.epoch.as_str()),
+                    ))
                 })
                 .collect(),
             None => Vec::new(),
@@ -706,7 +745,16 @@ impl Service {
                 }
             }
         }
-        let report = self.report(&g, plan.as_ref(), &vols, &measured, &topo, now, seconds, actions);
+        let report = self.report(
+            &g,
+            plan.as_ref(),
+            &vols,
+            &measured,
+            &topo,
+            now,
+            seconds,
+            actions,
+        );
         let nodes: Vec<&NodeEntry> = g.nodes.values().collect();
         let mut batch = vec![
             (store::STATE, Some(to_json(&g.state))),

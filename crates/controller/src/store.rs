@@ -59,8 +59,7 @@ pub trait Store: Send + Sync {
     /// Appends decisions.
     fn append_history(&self, entries: &[HistoryEntry]) -> Result<(), StoreError>;
     /// The last `limit` decisions, newest last, of `tenant` (or all).
-    fn history(&self, tenant: Option<&str>, limit: usize)
-        -> Result<Vec<HistoryEntry>, StoreError>;
+    fn history(&self, tenant: Option<&str>, limit: usize) -> Result<Vec<HistoryEntry>, StoreError>;
     /// What the store is (`sqlite:PATH`).
     fn describe(&self) -> String;
 }
@@ -150,11 +149,7 @@ impl Store for SqliteStore {
         Ok(())
     }
 
-    fn history(
-        &self,
-        tenant: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<HistoryEntry>, StoreError> {
+    fn history(&self, tenant: Option<&str>, limit: usize) -> Result<Vec<HistoryEntry>, StoreError> {
         let c = self.conn();
         let mut st = c.prepare(
             "SELECT interval, time, tenant, detail FROM history
