@@ -86,7 +86,7 @@ pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs:
     let total: u64 = caches.iter().map(|c| c.size).sum();
     if total > cap && cap > 0 {
         let mut excess = total - cap;
-        caches.sort_by(|a, b| b.size.cmp(&a.size));
+        caches.sort_by_key(|c| std::cmp::Reverse(c.size));
         for c in &mut caches {
             let take = excess.min(c.size.saturating_sub(bs));
             c.size -= take;

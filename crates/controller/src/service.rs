@@ -480,7 +480,7 @@ impl Service {
                 for v in vols {
                     all.extend(self.store.history(Some(&v), limit)?);
                 }
-                all.sort_by(|a, b| a.interval.cmp(&b.interval));
+                all.sort_by_key(|h| h.interval);
                 let skip = all.len().saturating_sub(limit);
                 return Ok(all.split_off(skip));
             }
