@@ -221,4 +221,14 @@ mod tests {
         assert_eq!(f.tenants, 200);
         assert!(f.median_seconds > 0.0);
     }
+
+    /// The figure at full scale (`cargo test -p bench --lib full_scale -- --ignored
+    /// --nocapture`; `lachesis bench control --seconds 0` prints the same).
+    #[test]
+    #[ignore]
+    fn full_scale_step() {
+        let f = step_at_scale(10_000, 500, 500, 3);
+        println!("{f:?}");
+        assert_eq!(f.tenants, 10_000);
+    }
 }
