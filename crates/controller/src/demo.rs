@@ -556,12 +556,15 @@ pub async fn run_arm(
     for d in drivers {
         let _ = d.await;
     }
-    ctl.shutdown().await;
+    // Stop everything; a node still draining an upstream connection is not waited for
+    // past a few seconds (the temporary directory goes with the process).
+    let grace = Duration::from_secs(3);
+    let _ = tokio::time::timeout(grace, ctl.shutdown()).await;
     for (_, _, n, _) in nodes.into_iter().rev() {
-        let _ = n.shutdown().await;
+        let _ = tokio::time::timeout(grace, n.shutdown()).await;
     }
     let _ = disk_stop.send(());
-    let _ = disks.await;
+    let _ = tokio::time::timeout(grace, disks).await;
     Ok(ArmResult {
         scheme: scheme.into(),
         reports,
