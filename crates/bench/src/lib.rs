@@ -12,10 +12,12 @@
 //! | [`curve_methods`] | the same, on keys held in memory (the `bench_mrc` example) | the exact curve |
 //! | [`allocation`] | the fast utility method; MLMS with its server LP | plain water-filling |
 //! | [`nbd`] | the node's data path over NBD with fio | nbdkit, qemu-nbd |
+//! | [`control`] | one control step at 10,000 tenants; SLOs met and throughput on the demo | static fair share |
 //!
 //! Owns: timing, peers, printing reports. Does not own: anything the product runs.
 
 pub mod allocation;
+pub mod control;
 pub mod curve_methods;
 pub mod curves;
 pub mod error;

@@ -31,6 +31,16 @@ enum BenchWhat {
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },
+    /// One control step for 10,000 tenants over 1,000 nodes; the demo's workload under
+    /// lachesis against static fair share (SLOs met, throughput).
+    Control {
+        /// Seconds of each demo arm (0: only the step).
+        #[arg(long, default_value_t = 40)]
+        seconds: u64,
+        /// The CloudPhysics trace (default: shared/traces/cloudPhysicsIO.csv above here).
+        #[arg(long)]
+        trace: Option<PathBuf>,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -117,6 +127,12 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             repeat,
             only,
         } => bench::nbd::run(seconds, repeat, &only)?,
+        BenchWhat::Control { seconds, trace } => bench::control::run(
+            (seconds > 0).then(|| std::time::Duration::from_secs(seconds)),
+            trace.or_else(|| {
+                trace::find_shared_trace("cloudPhysicsIO.csv", &std::env::current_dir().ok()?)
+            }),
+        )?,
         BenchWhat::Mrc(b) => bench::curves::run(b.requests, b.objects, &b.dir, !b.no_minisim)?,
     }
     Ok(())

@@ -1,0 +1,198 @@
+//! The controller's HTTP API and console.
+//!
+//! | verb | path | body / answer |
+//! |---|---|---|
+//! | GET | `/` | the operator's console (static page; polls the endpoints below) |
+//! | GET | `/healthz` | `{"status":"ok"}` |
+//! | GET | `/v1/status` | scheme, store, interval, the last interval's table |
+//! | GET, POST | `/v1/tenants` | list (with status) / create a tenant (`TenantSpec`) |
+//! | GET, PUT, DELETE | `/v1/tenants/{t}` | one / replace / remove |
+//! | PUT | `/v1/tenants/{t}/slo` | `{"slo": {"latency_ms": 2.0} or null, "class": "gold"}` |
+//! | GET | `/v1/nodes` | the registry and each node's health |
+//! | POST | `/v1/nodes/register` | a node's registration (see `registry`) |
+//! | POST | `/v1/nodes/{n}/heartbeat` | `{"epoch","uptime_ms"}`; 404 = register again |
+//! | GET | `/v1/plan` | the last plan with every reason |
+//! | GET | `/v1/history?tenant=T&limit=N` | decisions kept in the store |
+//! | GET | `/v1/explain/{t}` | a tenant's plan, measurements, curves and shortfall |
+//! | GET | `/v1/series` | the intervals kept in memory (console charts) |
+//! | GET | `/v1/curves` | per volume its curves and planned size |
+//!
+//! Errors are `{"error": reason}` naming the field: 400 malformed or invalid, 404 unknown,
+//! 409 conflicts, 500 the controller's own failures. A rejected change writes nothing.
+
+use crate::auth::Token;
+use crate::config::TenantSpec;
+use crate::registry::{Heartbeat, Registration};
+use crate::service::{Service, ServiceError};
+use axum::body::Bytes;
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::{get, post, put};
+use axum::{Json, Router};
+use serde::de::DeserializeOwned;
+use serde_json::json;
+use std::sync::Arc;
+
+type St = State<Arc<Service>>;
+
+impl IntoResponse for ServiceError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            ServiceError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ServiceError::NotFound(_) => StatusCode::NOT_FOUND,
+            ServiceError::Conflict(_) => StatusCode::CONFLICT,
+            ServiceError::Store(_) | ServiceError::Control(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        (status, Json(json!({ "error": self.to_string() }))).into_response()
+    }
+}
+
+fn body<T: DeserializeOwned>(b: &Bytes) -> Result<T, ServiceError> {
+    serde_json::from_slice(b).map_err(|e| ServiceError::BadRequest(format!("request body: {e}")))
+}
+
+/// The router over `svc`, guarded by `token`.
+pub fn router(svc: Arc<Service>, token: Arc<Token>) -> Router {
+    Router::new()
+        .route("/", get(|| async { Html(crate::console::PAGE) }))
+        .route("/healthz", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/v1/status", get(status))
+        .route("/v1/tenants", get(tenants).post(create_tenant))
+        .route(
+            "/v1/tenants/{t}",
+            get(tenant).put(replace_tenant).delete(delete_tenant),
+        )
+        .route("/v1/tenants/{t}/slo", put(set_slo))
+        .route("/v1/nodes", get(nodes))
+        .route("/v1/nodes/register", post(register))
+        .route("/v1/nodes/{n}/heartbeat", post(heartbeat))
+        .route("/v1/plan", get(plan))
+        .route("/v1/history", get(history))
+        .route("/v1/explain/{t}", get(explain))
+        .route("/v1/series", get(series))
+        .route("/v1/curves", get(curves))
+        .fallback(|| async { ServiceError::NotFound("no such endpoint".into()) })
+        .with_state(svc)
+        .layer(axum::middleware::from_fn_with_state(
+            token,
+            crate::auth::require,
+        ))
+}
+
+async fn status(State(s): St) -> Json<serde_json::Value> {
+    Json(json!({
+        "scheme": s.scheme_name(),
+        "store": s.store_description(),
+        "interval_secs": s.config().interval_secs,
+        "last": s.last(),
+    }))
+}
+
+async fn tenants(State(s): St) -> impl IntoResponse {
+    Json(s.tenants())
+}
+
+async fn tenant(State(s): St, Path(t): Path<String>) -> Result<impl IntoResponse, ServiceError> {
+    Ok(Json(s.tenant(&t)?))
+}
+
+async fn create_tenant(State(s): St, b: Bytes) -> Result<impl IntoResponse, ServiceError> {
+    let spec: TenantSpec = body(&b)?;
+    let name = spec.name.clone();
+    s.put_tenant(spec, true)?;
+    Ok((StatusCode::CREATED, Json(s.tenant(&name)?)))
+}
+
+async fn replace_tenant(
+    State(s): St,
+    Path(t): Path<String>,
+    b: Bytes,
+) -> Result<impl IntoResponse, ServiceError> {
+    let spec: TenantSpec = body(&b)?;
+    if spec.name != t {
+        return Err(ServiceError::BadRequest(format!(
+            "name: the body names `{}`, the path `{t}`",
+            spec.name
+        )));
+    }
+    s.put_tenant(spec, false)?;
+    Ok(Json(s.tenant(&t)?))
+}
+
+async fn delete_tenant(
+    State(s): St,
+    Path(t): Path<String>,
+) -> Result<impl IntoResponse, ServiceError> {
+    s.delete_tenant(&t)?;
+    Ok(Json(json!({"removed": t})))
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SloBody {
+    slo: Option<control::Slo>,
+    #[serde(default)]
+    class: Option<String>,
+}
+
+async fn set_slo(
+    State(s): St,
+    Path(t): Path<String>,
+    b: Bytes,
+) -> Result<impl IntoResponse, ServiceError> {
+    let v: SloBody = body(&b)?;
+    s.set_slo(&t, v.slo, v.class)?;
+    Ok(Json(s.tenant(&t)?))
+}
+
+async fn nodes(State(s): St) -> impl IntoResponse {
+    Json(s.nodes())
+}
+
+async fn register(State(s): St, b: Bytes) -> Result<impl IntoResponse, ServiceError> {
+    let r: Registration = body(&b)?;
+    Ok(Json(s.register(r)?))
+}
+
+async fn heartbeat(
+    State(s): St,
+    Path(n): Path<String>,
+    b: Bytes,
+) -> Result<impl IntoResponse, ServiceError> {
+    let h: Heartbeat = body(&b)?;
+    s.heartbeat(&n, h)?;
+    Ok(StatusCode::NO_CONTENT)
+}
+
+async fn plan(State(s): St) -> Result<impl IntoResponse, ServiceError> {
+    s.plan().map(Json).ok_or_else(|| {
+        ServiceError::NotFound("no plan yet: the first interval has not ended".into())
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct HistoryQuery {
+    tenant: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn history(
+    State(s): St,
+    Query(q): Query<HistoryQuery>,
+) -> Result<impl IntoResponse, ServiceError> {
+    let limit = q.limit.unwrap_or(100).min(10_000);
+    Ok(Json(s.history(q.tenant.as_deref(), limit)?))
+}
+
+async fn explain(State(s): St, Path(t): Path<String>) -> Result<impl IntoResponse, ServiceError> {
+    Ok(Json(s.explain(&t)?))
+}
+
+async fn series(State(s): St) -> impl IntoResponse {
+    Json(s.series())
+}
+
+async fn curves(State(s): St) -> impl IntoResponse {
+    Json(s.curves())
+}

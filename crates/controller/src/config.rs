@@ -1,0 +1,386 @@
+//! The controller's configuration file (`controller.toml`): where it listens, how often it
+//! steps, which objective pipeline (a `control` scheme name) it runs, the nodes it expects,
+//! and the tenants with their volumes and SLOs.
+//!
+//! A volume is exported on one level-1 node (`host`) and striped over one or more level-2
+//! nodes (`servers`); each volume is one tenant of the `control` step (its SLO and class
+//! are its owner's). On every node the volume's cache and the NBD export it serves are both
+//! called by the volume's name. Unknown keys are errors; every error names the file and
+//! the field (`tenant "db".volume "db".servers`).
+//!
+//! ```toml
+//! [controller]
+//! listen = "127.0.0.1:7070"
+//! interval_secs = 5
+//! scheme = "lachesis"
+//!
+//! [[node]]
+//! name = "l1-a"
+//! level = 1
+//!
+//! [[tenant]]
+//! name = "db"
+//! class = "gold"
+//! slo = { latency_ms = 2.0 }
+//! [[tenant.volume]]
+//! name = "db"
+//! host = "l1-a"
+//! servers = ["l2-a", "l2-b"]
+//! ```
+
+use control::{Class, Slo};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use units::ByteSize;
+
+/// A parsed, checked `controller.toml`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerConfig {
+    /// The `[controller]` table.
+    pub controller: ControllerSection,
+    /// Nodes expected (they may also register themselves).
+    #[serde(default, rename = "node")]
+    pub nodes: Vec<NodeSpec>,
+    /// Tenants at first start (later the store's copy wins).
+    #[serde(default, rename = "tenant")]
+    pub tenants: Vec<TenantSpec>,
+}
+
+/// `[controller]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ControllerSection {
+    /// HTTP listen address (API and console).
+    #[serde(default = "default_listen")]
+    pub listen: String,
+    /// Directory of the SQLite store and the generated token (default `controller-data`).
+    #[serde(default = "default_data_dir")]
+    pub data_dir: PathBuf,
+    /// Seconds between enforcement steps.
+    #[serde(default = "default_interval")]
+    pub interval_secs: f64,
+    /// The objective pipeline, a `control` scheme name (`lachesis`, `mlms`, `fair`, ...).
+    #[serde(default = "default_scheme")]
+    pub scheme: String,
+    /// Block size every node must use.
+    #[serde(default = "default_block")]
+    pub block_size: ByteSize,
+    /// File with the controller's API token (else generated 0600 in the data dir).
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Intervals without a heartbeat or a successful poll before a node is marked down.
+    #[serde(default = "default_down_after")]
+    pub down_after: u32,
+    /// Mean service times assumed before any is observed (ms): level-1 hit, level-2 hit,
+    /// miss to disk.
+    #[serde(default = "default_service")]
+    pub service_ms: [f64; 3],
+    /// Exclusive (`true`, default) or inclusive levels.
+    #[serde(default = "default_true")]
+    pub exclusive: bool,
+}
+
+fn default_listen() -> String {
+    "127.0.0.1:7070".into()
+}
+fn default_data_dir() -> PathBuf {
+    "controller-data".into()
+}
+fn default_interval() -> f64 {
+    5.0
+}
+fn default_scheme() -> String {
+    "lachesis".into()
+}
+fn default_block() -> ByteSize {
+    ByteSize(4096)
+}
+fn default_down_after() -> u32 {
+    3
+}
+fn default_service() -> [f64; 3] {
+    [0.05, 0.5, 5.0]
+}
+fn default_true() -> bool {
+    true
+}
+
+/// `[[node]]`: a node the controller expects; its address and token may also come from
+/// its registration.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeSpec {
+    /// Its name (unique).
+    pub name: String,
+    /// 1 (host cache) or 2 (storage-server cache).
+    pub level: u8,
+    /// Its API (`http://host:port`), if known before it registers.
+    #[serde(default)]
+    pub api: Option<String>,
+    /// File holding its API token, if known before it registers.
+    #[serde(default)]
+    pub token_file: Option<PathBuf>,
+    /// Its cache size, if known before it registers.
+    #[serde(default)]
+    pub cache_size: Option<ByteSize>,
+}
+
+/// `[[tenant]]`: an owner of volumes with one SLO and class.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TenantSpec {
+    /// Its name (unique).
+    pub name: String,
+    /// Its objective: `{ latency_ms = 2.0 }`, `{ iops = 5000 }`, `{ mbps = 40 }` or
+    /// `{ degradation = 0.05 }`.
+    #[serde(default)]
+    pub slo: Option<Slo>,
+    /// `gold`, `silver` or `best-effort` (default).
+    #[serde(default)]
+    pub class: Option<String>,
+    /// Requests it keeps in flight (turns IOPS or bandwidth SLOs into latency).
+    #[serde(default)]
+    pub depth: Option<f64>,
+    /// Its volumes.
+    #[serde(default, rename = "volume")]
+    pub volumes: Vec<VolumeSpec>,
+}
+
+/// `[[tenant.volume]]`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeSpec {
+    /// Its name: the export and the cache on every node (unique over all tenants).
+    pub name: String,
+    /// The level-1 node that exports it.
+    pub host: String,
+    /// The level-2 nodes it is striped over.
+    pub servers: Vec<String>,
+    /// Stripe unit (default 1 MiB).
+    #[serde(default)]
+    pub stripe_unit: Option<ByteSize>,
+}
+
+impl TenantSpec {
+    /// The priority class named by `class`.
+    pub fn class(&self) -> Result<Class, String> {
+        match self.class.as_deref() {
+            None | Some("best-effort") => Ok(Class::BestEffort),
+            Some("gold") => Ok(Class::Gold),
+            Some("silver") => Ok(Class::Silver),
+            Some(c) => Err(format!(
+                "class: unknown class `{c}` (gold, silver, best-effort)"
+            )),
+        }
+    }
+}
+
+/// A configuration or request error; the message names the field.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{file}: {msg}")]
+pub struct ConfigError {
+    /// The file (or `request`).
+    pub file: String,
+    /// What is wrong, naming the field.
+    pub msg: String,
+}
+
+impl ControllerConfig {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<Self, ConfigError> {
+        let file = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: file.clone(),
+            msg: e.to_string(),
+        })?;
+        Self::parse(&text).map_err(|msg| ConfigError { file, msg })
+    }
+
+    /// Parses and checks a configuration text; the error names the field.
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let cfg: ControllerConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        cfg.check()?;
+        Ok(cfg)
+    }
+
+    /// Checks numbers, names and references.
+    pub fn check(&self) -> Result<(), String> {
+        let c = &self.controller;
+        if !(c.interval_secs.is_finite() && c.interval_secs > 0.0) {
+            return Err(format!(
+                "controller.interval_secs = {} must be above 0",
+                c.interval_secs
+            ));
+        }
+        control::Scheme::named(&c.scheme).map_err(|e| format!("controller.scheme: {e}"))?;
+        if c.block_size.0 == 0 || !c.block_size.0.is_power_of_two() {
+            return Err(format!(
+                "controller.block_size = {} must be a power of two",
+                c.block_size.0
+            ));
+        }
+        if c.down_after == 0 {
+            return Err("controller.down_after must be at least 1".into());
+        }
+        if !c.service_ms.iter().all(|v| v.is_finite() && *v > 0.0) {
+            return Err("controller.service_ms: three times above 0 (ms)".into());
+        }
+        for (i, n) in self.nodes.iter().enumerate() {
+            if n.name.is_empty() {
+                return Err(format!("node[{i}].name must not be empty"));
+            }
+            if self.nodes[..i].iter().any(|m| m.name == n.name) {
+                return Err(format!("node \"{}\": appears twice", n.name));
+            }
+            if n.level != 1 && n.level != 2 {
+                return Err(format!(
+                    "node \"{}\".level = {} must be 1 or 2",
+                    n.name, n.level
+                ));
+            }
+        }
+        check_tenants(&self.tenants, None)
+    }
+}
+
+/// Checks tenants on their own and, given the known nodes (`name`, `level`), their
+/// references; the error names the tenant, the volume and the field.
+pub fn check_tenants(tenants: &[TenantSpec], nodes: Option<&[(String, u8)]>) -> Result<(), String> {
+    for (i, t) in tenants.iter().enumerate() {
+        let at = format!("tenant \"{}\"", t.name);
+        if t.name.is_empty() {
+            return Err(format!("tenant[{i}].name must not be empty"));
+        }
+        if !valid_name(&t.name) {
+            return Err(format!(
+                "{at}.name: use letters, digits, `-`, `_` and `.` only"
+            ));
+        }
+        if tenants[..i].iter().any(|u| u.name == t.name) {
+            return Err(format!("{at}: appears twice"));
+        }
+        t.class().map_err(|e| format!("{at}.{e}"))?;
+        if let Some(slo) = &t.slo {
+            slo.check().map_err(|e| format!("{at}.slo: {e}"))?;
+        }
+        if let Some(d) = t.depth {
+            if !(d.is_finite() && d > 0.0) {
+                return Err(format!("{at}.depth = {d} must be above 0"));
+            }
+        }
+        if t.volumes.is_empty() {
+            return Err(format!("{at}.volume: a tenant needs at least one volume"));
+        }
+        for v in &t.volumes {
+            let vat = format!("{at}.volume \"{}\"", v.name);
+            if !valid_name(&v.name) {
+                return Err(format!(
+                    "{vat}.name: use letters, digits, `-`, `_` and `.` only"
+                ));
+            }
+            let dup = tenants
+                .iter()
+                .flat_map(|u| &u.volumes)
+                .filter(|w| w.name == v.name)
+                .count();
+            if dup > 1 {
+                return Err(format!("{vat}: the volume name is used twice"));
+            }
+            if v.servers.is_empty() {
+                return Err(format!("{vat}.servers: the volume is on no level-2 node"));
+            }
+            if v.stripe_unit.is_some_and(|s| s.0 == 0) {
+                return Err(format!("{vat}.stripe_unit must be above 0"));
+            }
+            if let Some(nodes) = nodes {
+                let level = |n: &str| nodes.iter().find(|(m, _)| m == n).map(|(_, l)| *l);
+                match level(&v.host) {
+                    None => return Err(format!("{vat}.host: unknown node `{}`", v.host)),
+                    Some(1) => {}
+                    Some(l) => {
+                        return Err(format!("{vat}.host: node `{}` is level {l}, not 1", v.host))
+                    }
+                }
+                for (k, s) in v.servers.iter().enumerate() {
+                    match level(s) {
+                        None => return Err(format!("{vat}.servers: unknown node `{s}`")),
+                        Some(2) => {}
+                        Some(l) => {
+                            return Err(format!("{vat}.servers: node `{s}` is level {l}, not 2"))
+                        }
+                    }
+                    if v.servers[..k].contains(s) {
+                        return Err(format!("{vat}.servers: `{s}` listed twice"));
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Names that are safe in URLs and as cache and export names.
+pub fn valid_name(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 64
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = r#"
+[controller]
+interval_secs = 2
+scheme = "lachesis"
+[[node]]
+name = "l1"
+level = 1
+[[node]]
+name = "l2"
+level = 2
+[[tenant]]
+name = "db"
+class = "gold"
+slo = { latency_ms = 2.0 }
+[[tenant.volume]]
+name = "db"
+host = "l1"
+servers = ["l2"]
+"#;
+
+    #[test]
+    fn parses_a_good_file() {
+        let c = ControllerConfig::parse(GOOD).unwrap();
+        assert_eq!(c.controller.interval_secs, 2.0);
+        assert_eq!(c.tenants[0].slo, Some(Slo::LatencyMs(2.0)));
+        assert_eq!(c.tenants[0].class().unwrap(), Class::Gold);
+        assert_eq!(c.tenants[0].volumes[0].servers, vec!["l2".to_string()]);
+    }
+
+    #[test]
+    fn errors_name_the_field() {
+        let bad = GOOD.replace("scheme = \"lachesis\"", "scheme = \"nope\"");
+        let e = ControllerConfig::parse(&bad).unwrap_err();
+        assert!(e.contains("controller.scheme"), "{e}");
+        let bad = GOOD.replace("servers = [\"l2\"]", "servers = []");
+        let e = ControllerConfig::parse(&bad).unwrap_err();
+        assert!(e.contains("tenant \"db\".volume \"db\".servers"), "{e}");
+        let bad = GOOD.replace("class = \"gold\"", "class = \"platinum\"");
+        let e = ControllerConfig::parse(&bad).unwrap_err();
+        assert!(e.contains("tenant \"db\".class"), "{e}");
+        let bad = GOOD.replace("latency_ms = 2.0", "latency_ms = -1.0");
+        let e = ControllerConfig::parse(&bad).unwrap_err();
+        assert!(e.contains("tenant \"db\".slo"), "{e}");
+        let bad = GOOD.replace("interval_secs = 2", "interval_secs = 2\ncolour = 1");
+        let e = ControllerConfig::parse(&bad).unwrap_err();
+        assert!(e.contains("colour"), "{e}");
+        let c = ControllerConfig::parse(GOOD).unwrap();
+        let nodes = vec![("l1".to_string(), 1u8)];
+        let e = check_tenants(&c.tenants, Some(&nodes)).unwrap_err();
+        assert!(e.contains("servers: unknown node `l2`"), "{e}");
+    }
+}

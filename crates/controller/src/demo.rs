@@ -1,0 +1,650 @@
+//! The embedded demonstration (`lachesis demo`), on loopback in one process:
+//!
+//! * four "disks": an NBD server in-process whose exports are sparse temporary files behind
+//!   a model of a hard disk (one request at a time per disk; a random access costs
+//!   `seek_ms`, a sequential one 0.1 ms, plus transfer at 200 MB/s), one disk per level-2
+//!   node, so tenants sharing a server contend for its disk;
+//! * four level-2 nodes and two level-1 nodes (`node::start`), each volume exported by its
+//!   level-1 node and striped over two level-2 nodes;
+//! * a controller (SQLite in the temporary directory) that the demo steps every interval;
+//! * four tenants driving real NBD I/O against their level-1 exports, closed loop:
+//!   `cloud` replays the shared CloudPhysics trace (reads and writes, looped), `db` reads a
+//!   Zipf hot set with a tight latency SLO (gold), `web` reads a wider Zipf set with an
+//!   MLMS degradation SLO, `scan` reads sequentially through its whole volume (no SLO).
+//!
+//! [`run_arm`] runs the whole thing once with a given `control` scheme and returns every
+//! interval's report; [`Summary::of`] compares an arm with a static fair-share arm run on
+//! the same workload (fresh nodes, same seeds): the share of intervals after the first
+//! three in which each feasible SLO held, and aggregate throughput (level-1 requests).
+
+use crate::config::{ControllerConfig, ControllerSection, TenantSpec, VolumeSpec};
+use crate::registry::Registration;
+use crate::service::IntervalReport;
+use crate::store::SqliteStore;
+use bytes::Bytes;
+use control::Slo;
+use std::collections::HashMap;
+use std::future::Future;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Options of one demo arm.
+#[derive(Clone, Debug)]
+pub struct DemoOptions {
+    /// Length of the run.
+    pub duration: Duration,
+    /// Enforcement interval.
+    pub interval: Duration,
+    /// The shared CloudPhysics trace (the `cloud` tenant replays it; without it `cloud`
+    /// reads a synthetic mixed set).
+    pub trace: Option<PathBuf>,
+    /// The controller's listen address (`127.0.0.1:0`: any port).
+    pub listen: String,
+    /// Mean seek of the modelled disks (ms).
+    pub seek_ms: f64,
+    /// Level-1 cache per node.
+    pub l1_cache: u64,
+    /// Level-2 cache per node.
+    pub l2_cache: u64,
+    /// The db tenant's latency SLO (ms).
+    pub db_slo_ms: f64,
+}
+
+impl Default for DemoOptions {
+    fn default() -> Self {
+        DemoOptions {
+            duration: Duration::from_secs(30),
+            interval: Duration::from_secs(2),
+            trace: None,
+            listen: "127.0.0.1:0".into(),
+            seek_ms: 2.0,
+            l1_cache: 24 << 20,
+            l2_cache: 32 << 20,
+            db_slo_ms: 1.5,
+        }
+    }
+}
+
+/// A demo failure.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    /// Setting up files, listeners or nodes.
+    #[error("{0}")]
+    Setup(String),
+}
+
+fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> DemoError + '_ {
+    move |e| DemoError::Setup(format!("{what}: {e}"))
+}
+
+// ----- the modelled disks -----
+
+struct Disk {
+    queue: tokio::sync::Mutex<u64>,
+    seek: Duration,
+}
+
+impl Disk {
+    async fn serve(&self, offset: u64, len: u64) {
+        let mut last = self.queue.lock().await;
+        let position = if *last == offset {
+            Duration::from_micros(100)
+        } else {
+            self.seek
+        };
+        let transfer = Duration::from_secs_f64(len as f64 / 200e6);
+        tokio::time::sleep(position + transfer).await;
+        *last = offset + len;
+    }
+}
+
+struct SlowFile {
+    file: nbd::FileExport,
+    disk: Arc<Disk>,
+}
+
+type Fut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+impl nbd::Export for SlowFile {
+    fn size(&self) -> u64 {
+        self.file.size()
+    }
+    fn capabilities(&self) -> nbd::Capabilities {
+        self.file.capabilities()
+    }
+    fn read(&self, offset: u64, len: u32) -> Fut<'_, std::io::Result<Bytes>> {
+        Box::pin(async move {
+            self.disk.serve(offset, len as u64).await;
+            self.file.read(offset, len).await
+        })
+    }
+    fn write(&self, offset: u64, data: Bytes, fua: bool) -> Fut<'_, std::io::Result<()>> {
+        Box::pin(async move {
+            self.disk.serve(offset, data.len() as u64).await;
+            self.file.write(offset, data, fua).await
+        })
+    }
+    fn flush(&self) -> Fut<'_, std::io::Result<()>> {
+        self.file.flush()
+    }
+    fn trim(&self, offset: u64, len: u32) -> Fut<'_, std::io::Result<()>> {
+        self.file.trim(offset, len)
+    }
+    fn write_zeroes(&self, offset: u64, len: u32, fua: bool) -> Fut<'_, std::io::Result<()>> {
+        self.file.write_zeroes(offset, len, fua)
+    }
+}
+
+// ----- the workload -----
+
+/// A tenant of the demo.
+struct DemoTenant {
+    name: &'static str,
+    host: &'static str,
+    servers: [&'static str; 2],
+    slo: Option<Slo>,
+    class: Option<&'static str>,
+    depth: usize,
+}
+
+const VOLUME: u64 = 1 << 30;
+
+fn tenants(db_slo_ms: f64) -> Vec<DemoTenant> {
+    vec![
+        DemoTenant {
+            name: "db",
+            host: "l1-a",
+            servers: ["l2-a", "l2-b"],
+            slo: Some(Slo::LatencyMs(db_slo_ms)),
+            class: Some("gold"),
+            depth: 2,
+        },
+        DemoTenant {
+            name: "scan",
+            host: "l1-a",
+            servers: ["l2-a", "l2-d"],
+            slo: None,
+            class: None,
+            depth: 1,
+        },
+        DemoTenant {
+            name: "cloud",
+            host: "l1-b",
+            servers: ["l2-b", "l2-c"],
+            slo: Some(Slo::Degradation(0.1)),
+            class: Some("silver"),
+            depth: 2,
+        },
+        DemoTenant {
+            name: "web",
+            host: "l1-b",
+            servers: ["l2-c", "l2-d"],
+            slo: Some(Slo::Degradation(0.2)),
+            class: None,
+            depth: 2,
+        },
+    ]
+}
+
+/// One request of a generator.
+#[derive(Clone, Copy)]
+struct Io {
+    write: bool,
+    offset: u64,
+    len: u32,
+}
+
+/// Deterministic request streams (SplitMix64 for randomness; Zipf by inverse transform
+/// over a precomputed table).
+struct Gen {
+    kind: Kind,
+    state: u64,
+    next: u64,
+}
+
+enum Kind {
+    Zipf(Arc<Vec<f64>>),
+    Scan,
+    Trace(Arc<Vec<Io>>),
+}
+
+impl Gen {
+    fn rand(&mut self) -> u64 {
+        self.state = self.state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn next(&mut self) -> Io {
+        match &self.kind {
+            Kind::Zipf(cdf) => {
+                let cdf = cdf.clone();
+                let u = (self.rand() >> 11) as f64 / (1u64 << 53) as f64;
+                let k = cdf.partition_point(|&c| c < u) as u64;
+                // Scatter ranks over the volume so hot blocks are not adjacent.
+                let block = k.wrapping_mul(2_654_435_761) % (VOLUME / 4096);
+                Io {
+                    write: false,
+                    offset: block * 4096,
+                    len: 4096,
+                }
+            }
+            Kind::Scan => {
+                let off = self.next % VOLUME;
+                self.next = off + 65536;
+                Io {
+                    write: false,
+                    offset: off,
+                    len: 65536,
+                }
+            }
+            Kind::Trace(t) => {
+                let io = t[(self.next % t.len() as u64) as usize];
+                self.next += 1;
+                io
+            }
+        }
+    }
+}
+
+fn zipf_cdf(n: usize, alpha: f64) -> Arc<Vec<f64>> {
+    let mut w: Vec<f64> = (1..=n).map(|k| 1.0 / (k as f64).powf(alpha)).collect();
+    let total: f64 = w.iter().sum();
+    let mut acc = 0.0;
+    for x in &mut w {
+        acc += *x / total;
+        *x = acc;
+    }
+    Arc::new(w)
+}
+
+/// The CloudPhysics trace as block requests on a 1 GiB volume (offsets wrapped, lengths
+/// rounded up to 4 KiB, at most 64 KiB).
+fn load_trace(path: &Path) -> Result<Arc<Vec<Io>>, DemoError> {
+    let text = std::fs::read_to_string(path).map_err(setup("the CloudPhysics trace"))?;
+    let mut out = Vec::new();
+    for (i, line) in text.lines().enumerate().skip(1) {
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() < 5 {
+            return Err(DemoError::Setup(format!(
+                "{}:{}: expected version,time,op,size,lbn",
+                path.display(),
+                i + 1
+            )));
+        }
+        let write = f[2].eq_ignore_ascii_case("2a");
+        let size: u64 = f[3].parse().unwrap_or(4096);
+        let lbn: u64 = f[4].parse().unwrap_or(0);
+        let offset = (lbn * 512 % VOLUME) / 4096 * 4096;
+        let len = size.div_ceil(4096).clamp(1, 16) * 4096;
+        let len = len.min(VOLUME - offset) as u32;
+        out.push(Io { write, offset, len });
+    }
+    if out.is_empty() {
+        return Err(DemoError::Setup(format!("{}: no requests", path.display())));
+    }
+    Ok(Arc::new(out))
+}
+
+async fn drive(
+    addr: std::net::SocketAddr,
+    export: &str,
+    mut g: Gen,
+    stop: Arc<AtomicBool>,
+    done: Arc<AtomicU64>,
+) {
+    let client = match nbd::NbdClient::connect(addr, export).await {
+        Ok(c) => c,
+        Err(e) => {
+            tracing::warn!(%export, %e, "demo client could not connect");
+            return;
+        }
+    };
+    let zeros = Bytes::from(vec![0x5au8; 65536]);
+    while !stop.load(Ordering::Relaxed) {
+        let io = g.next();
+        let r = if io.write {
+            client
+                .write(io.offset, zeros.slice(..io.len as usize), false)
+                .await
+                .map(|_| ())
+        } else {
+            client.read(io.offset, io.len).await.map(|_| ())
+        };
+        if let Err(e) = r {
+            tracing::warn!(%export, %e, "demo request failed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        }
+        done.fetch_add(1, Ordering::Relaxed);
+    }
+    let _ = client.disconnect().await;
+}
+
+// ----- one arm -----
+
+/// What one arm measured.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct ArmResult {
+    /// The scheme.
+    pub scheme: String,
+    /// Every interval's report.
+    pub reports: Vec<IntervalReport>,
+    /// Requests completed per tenant, counted by the clients.
+    pub completed: HashMap<String, u64>,
+    /// Seconds the workload ran.
+    pub seconds: f64,
+}
+
+/// Runs one arm: builds the disks, nodes and controller under `dir`, drives the workload
+/// for `opts.duration`, steps the controller every interval and calls `each` with every
+/// report; `started` is called once with the console's URL. Everything keeps running
+/// `linger` longer (intervals not reported) so the console can be looked at.
+pub async fn run_arm(
+    opts: &DemoOptions,
+    scheme: &str,
+    dir: &Path,
+    mut started: impl FnMut(&str),
+    mut each: impl FnMut(&IntervalReport),
+    linger: Duration,
+) -> Result<ArmResult, DemoError> {
+    std::fs::create_dir_all(dir).map_err(setup("the demo directory"))?;
+    let servers = ["l2-a", "l2-b", "l2-c", "l2-d"];
+    let ts = tenants(opts.db_slo_ms);
+    // Disks.
+    let mut map = nbd::ExportMap::new();
+    for s in servers {
+        let disk = Arc::new(Disk {
+            queue: tokio::sync::Mutex::new(u64::MAX),
+            seek: Duration::from_secs_f64(opts.seek_ms / 1e3),
+        });
+        for t in ts.iter().filter(|t| t.servers.contains(&s)) {
+            let path = dir.join(format!("disk-{s}-{}.img", t.name));
+            let file = nbd::FileExport::create(&path, VOLUME / 2).map_err(setup("a disk file"))?;
+            map.insert(
+                format!("{s}.{}", t.name),
+                Arc::new(SlowFile {
+                    file,
+                    disk: disk.clone(),
+                }),
+            );
+        }
+    }
+    let disk_listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(setup("the disks' listener"))?;
+    let disk_addr = disk_listener
+        .local_addr()
+        .map_err(setup("the disks' listener"))?;
+    let (disk_stop, disk_rx) = tokio::sync::oneshot::channel::<()>();
+    let disks = tokio::spawn(nbd::serve(disk_listener, Arc::new(map), async {
+        let _ = disk_rx.await;
+    }));
+    // Level-2 nodes, then level-1 nodes.
+    let mut nodes: Vec<(String, u8, node::RunningNode, u64)> = Vec::new();
+    for s in servers {
+        let mut toml = format!(
+            "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = {}\nlevel = 2\n\
+             data_dir = \"{}\"\nbusy_poll_us = 0\n",
+            opts.l2_cache,
+            dir.join(s).display()
+        );
+        for t in ts.iter().filter(|t| t.servers.contains(&s)) {
+            toml += &format!(
+                "[[export]]\nname = \"{}\"\ntenant = \"{}\"\nupstream = [\"{disk_addr}/{s}.{}\"]\n",
+                t.name, t.name, t.name
+            );
+        }
+        let cfg = node::config::NodeConfig::parse(&toml).map_err(setup("a level-2 node"))?;
+        let n = node::start(&cfg).await.map_err(setup("a level-2 node"))?;
+        nodes.push((s.to_string(), 2, n, opts.l2_cache));
+    }
+    let nbd_of: HashMap<String, std::net::SocketAddr> = nodes
+        .iter()
+        .map(|(name, _, n, _)| (name.clone(), n.nbd_addr))
+        .collect();
+    for h in ["l1-a", "l1-b"] {
+        let mut toml = format!(
+            "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = {}\nlevel = 1\n\
+             data_dir = \"{}\"\nbusy_poll_us = 0\n",
+            opts.l1_cache,
+            dir.join(h).display()
+        );
+        for t in ts.iter().filter(|t| t.host == h) {
+            toml += &format!(
+                "[[export]]\nname = \"{}\"\ntenant = \"{}\"\nupstream = [\"{}/{}\", \"{}/{}\"]\nstripe_unit = \"64KiB\"\n",
+                t.name, t.name, nbd_of[t.servers[0]], t.name, nbd_of[t.servers[1]], t.name
+            );
+        }
+        let cfg = node::config::NodeConfig::parse(&toml).map_err(setup("a level-1 node"))?;
+        let n = node::start(&cfg).await.map_err(setup("a level-1 node"))?;
+        nodes.push((h.to_string(), 1, n, opts.l1_cache));
+    }
+    // The controller.
+    let tenant_specs: Vec<TenantSpec> = ts
+        .iter()
+        .map(|t| TenantSpec {
+            name: t.name.into(),
+            slo: t.slo,
+            class: t.class.map(String::from),
+            depth: Some(t.depth as f64),
+            volumes: vec![VolumeSpec {
+                name: t.name.into(),
+                host: t.host.into(),
+                servers: t.servers.iter().map(|s| s.to_string()).collect(),
+                stripe_unit: Some(units::ByteSize(65536)),
+            }],
+        })
+        .collect();
+    let cfg = ControllerConfig {
+        controller: ControllerSection {
+            listen: opts.listen.clone(),
+            data_dir: dir.join("controller"),
+            interval_secs: opts.interval.as_secs_f64(),
+            scheme: scheme.into(),
+            block_size: units::ByteSize(4096),
+            token_file: None,
+            down_after: 3,
+            service_ms: [0.05, 0.3, opts.seek_ms + 0.5],
+            // The nodes keep what they read at both levels (no demotion yet).
+            exclusive: false,
+        },
+        nodes: Vec::new(),
+        tenants: tenant_specs,
+    };
+    std::fs::create_dir_all(&cfg.controller.data_dir)
+        .map_err(setup("the controller's directory"))?;
+    let store = Arc::new(
+        SqliteStore::open(&cfg.controller.data_dir.join("controller.db"))
+            .map_err(setup("the controller's store"))?,
+    );
+    let ctl = crate::start(&cfg, store, false)
+        .await
+        .map_err(setup("the controller"))?;
+    for (name, level, n, cache) in &nodes {
+        ctl.service
+            .register(Registration {
+                name: name.clone(),
+                level: *level,
+                api: format!("http://{}", n.api_addr),
+                nbd: Some(n.nbd_addr.to_string()),
+                cache_size: *cache,
+                block_size: 4096,
+                epoch: "registered".into(),
+                exports: Vec::new(),
+                token: n.api_token.secret().to_string(),
+            })
+            .map_err(setup("registering a node"))?;
+    }
+    // Program the nodes before the workload starts (fair share at first).
+    let svc = ctl.service.clone();
+    tokio::task::spawn_blocking(move || svc.tick())
+        .await
+        .map_err(setup("the first interval"))?
+        .map_err(setup("the first interval"))?;
+    started(&ctl.console_url());
+    // The workload.
+    let stop = Arc::new(AtomicBool::new(false));
+    let trace = match &opts.trace {
+        Some(p) => Some(load_trace(p)?),
+        None => None,
+    };
+    let l1_addr: HashMap<String, std::net::SocketAddr> = nodes
+        .iter()
+        .filter(|n| n.1 == 1)
+        .map(|(name, _, n, _)| (name.clone(), n.nbd_addr))
+        .collect();
+    let mut counters = HashMap::new();
+    let mut drivers = Vec::new();
+    for (ti, t) in ts.iter().enumerate() {
+        let done = Arc::new(AtomicU64::new(0));
+        counters.insert(t.name.to_string(), done.clone());
+        for k in 0..t.depth {
+            let kind = match t.name {
+                "db" => Kind::Zipf(zipf_cdf(12_000, 1.1)),
+                "web" => Kind::Zipf(zipf_cdf(60_000, 0.9)),
+                "scan" => Kind::Scan,
+                _ => match &trace {
+                    Some(tr) => Kind::Trace(tr.clone()),
+                    None => Kind::Zipf(zipf_cdf(40_000, 0.8)),
+                },
+            };
+            let g = Gen {
+                kind,
+                state: 0x1234_5678 + (ti as u64) * 1000 + k as u64,
+                next: (k as u64) * 7919 * 4096,
+            };
+            drivers.push(tokio::spawn(drive(
+                l1_addr[t.host],
+                t.name,
+                g,
+                stop.clone(),
+                done.clone(),
+            )));
+        }
+    }
+    let began = Instant::now();
+    let mut reports = Vec::new();
+    let mut next = began + opts.interval;
+    while began.elapsed() < opts.duration {
+        tokio::time::sleep_until(next.into()).await;
+        next += opts.interval;
+        let svc = ctl.service.clone();
+        match tokio::task::spawn_blocking(move || svc.tick()).await {
+            Ok(Ok(r)) => {
+                each(&r);
+                reports.push(r);
+            }
+            Ok(Err(e)) => tracing::warn!(%e, "demo interval failed"),
+            Err(e) => tracing::warn!(%e, "demo interval panicked"),
+        }
+    }
+    let seconds = began.elapsed().as_secs_f64();
+    // Keep serving (workload and intervals) for a look at the console; not counted.
+    while began.elapsed() < opts.duration + linger {
+        tokio::time::sleep_until(next.into()).await;
+        next += opts.interval;
+        let svc = ctl.service.clone();
+        let _ = tokio::task::spawn_blocking(move || svc.tick()).await;
+    }
+    stop.store(true, Ordering::Relaxed);
+    for d in drivers {
+        let _ = d.await;
+    }
+    // Stop everything; a node still draining an upstream connection is not waited for
+    // past a few seconds (the temporary directory goes with the process).
+    let grace = Duration::from_secs(3);
+    let _ = tokio::time::timeout(grace, ctl.shutdown()).await;
+    for (_, _, n, _) in nodes.into_iter().rev() {
+        let _ = tokio::time::timeout(grace, n.shutdown()).await;
+    }
+    let _ = disk_stop.send(());
+    let _ = tokio::time::timeout(grace, disks).await;
+    Ok(ArmResult {
+        scheme: scheme.into(),
+        reports,
+        completed: counters
+            .into_iter()
+            .map(|(k, v)| (k, v.load(Ordering::Relaxed)))
+            .collect(),
+        seconds,
+    })
+}
+
+/// The comparison the demo and `lachesis bench control` print.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Summary {
+    /// Of (tenant, interval) pairs after the first three intervals whose SLO the plan
+    /// deemed feasible and that had requests, the share whose measured latency met it.
+    pub slo_met_share: f64,
+    /// Pairs counted in `slo_met_share`.
+    pub slo_checks: usize,
+    /// Level-1 requests per second of the arm after the first three intervals, over the
+    /// fair arm's.
+    pub throughput_vs_fair: Option<f64>,
+    /// Requests per second of the arm (after the first three intervals).
+    pub throughput: f64,
+    /// Requests per second of the fair arm, if it ran.
+    pub fair_throughput: Option<f64>,
+    /// Intervals of the arm.
+    pub intervals: usize,
+    /// Per tenant, the share of its feasible intervals it met its SLO.
+    pub per_tenant: std::collections::BTreeMap<String, f64>,
+}
+
+fn rate(a: &ArmResult) -> f64 {
+    let r: Vec<&IntervalReport> = a.reports.iter().skip(3).collect();
+    let secs: f64 = r.iter().map(|x| x.seconds).sum();
+    let req: u64 = r.iter().flat_map(|x| &x.rows).map(|row| row.requests).sum();
+    if secs > 0.0 {
+        req as f64 / secs
+    } else {
+        0.0
+    }
+}
+
+impl Summary {
+    /// Summarises `arm` against `fair`.
+    pub fn of(arm: &ArmResult, fair: Option<&ArmResult>) -> Summary {
+        let mut met = 0usize;
+        let mut checks = 0usize;
+        let mut per: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+        for r in arm.reports.iter().skip(3) {
+            for row in &r.rows {
+                let infeasible = r.infeasible.iter().any(|s| s.tenant == row.tenant);
+                if let (Some(m), false) = (row.slo_met, infeasible) {
+                    checks += 1;
+                    let e = per.entry(row.tenant.clone()).or_default();
+                    e.1 += 1;
+                    if m {
+                        met += 1;
+                        e.0 += 1;
+                    }
+                }
+            }
+        }
+        let throughput = rate(arm);
+        let fair_throughput = fair.map(rate);
+        Summary {
+            slo_met_share: if checks == 0 {
+                1.0
+            } else {
+                met as f64 / checks as f64
+            },
+            slo_checks: checks,
+            throughput_vs_fair: fair_throughput.filter(|f| *f > 0.0).map(|f| throughput / f),
+            throughput,
+            fair_throughput,
+            intervals: arm.reports.len(),
+            per_tenant: per
+                .into_iter()
+                .map(|(k, (m, n))| (k, m as f64 / n.max(1) as f64))
+                .collect(),
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! # controller
+//!
+//! The live controller of Lachesis: it owns a set of running cache nodes (level 1 and
+//! level 2), holds tenants, volumes and SLOs, and every interval gathers what the nodes
+//! observed, calls the `control` step (the code the simulator runs) and reconciles each
+//! node's caches and rules to the plan. Decisions are kept as history with their numbers
+//! and reasons; an HTTP API and a console show them.
+//!
+//! | module | owns |
+//! |---|---|
+//! | [`config`] | `controller.toml`: listener, interval, scheme, nodes, tenants, volumes, SLOs |
+//! | [`store`] | persistence: the [`store::Store`] trait, embedded SQLite |
+//! | [`registry`] | nodes: registration, heartbeat, health, epochs |
+//! | [`client`] | the node contract: observations, caches, rules, proportions |
+//! | [`observe`] | cumulative counters to one interval's `control::Observations` |
+//! | [`reconcile`] | a node's actual caches and rules made to match the plan |
+//! | [`service`] | the loop and the state behind the API |
+//! | [`api`], [`auth`], [`console`] | HTTP: JSON verbs, bearer token, operator's page |
+//! | [`demo`] | `lachesis demo`: disks, nodes, controller and tenants on loopback |
+//!
+//! [`start`] opens the store's state, binds the API and runs the loop until stopped.
+
+pub mod api;
+pub mod auth;
+pub mod client;
+pub mod config;
+pub mod console;
+pub mod demo;
+pub mod observe;
+pub mod reconcile;
+pub mod registry;
+pub mod service;
+pub mod store;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+pub use config::ControllerConfig;
+pub use service::{IntervalReport, Row, Service, ServiceError};
+pub use store::{SqliteStore, Store};
+
+/// A running controller.
+pub struct RunningController {
+    /// The service (for in-process use: ticks, views).
+    pub service: Arc<service::Service>,
+    /// Where the API and console listen.
+    pub addr: SocketAddr,
+    /// The API token.
+    pub token: Arc<auth::Token>,
+    stop: tokio::sync::watch::Sender<bool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningController {
+    /// The console's address with the token in its fragment.
+    pub fn console_url(&self) -> String {
+        format!("http://{}/#token={}", self.addr, self.token.secret())
+    }
+
+    /// Stops the loop and the API.
+    pub async fn shutdown(self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+}
+
+/// An error starting the controller.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Configuration or stored state.
+    #[error(transparent)]
+    Service(#[from] ServiceError),
+    /// Listener or token file.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Starts the API and, if `run_loop`, the interval loop (a caller that steps the service
+/// itself, as the demo's benchmark does, passes `false`).
+pub async fn start(
+    cfg: &ControllerConfig,
+    store: Arc<dyn Store>,
+    run_loop: bool,
+) -> Result<RunningController, StartError> {
+    let token = Arc::new(auth::Token::load(
+        cfg.controller.token_file.as_deref(),
+        &cfg.controller.data_dir,
+    )?);
+    let svc = Service::open(cfg, store)?;
+    let listener = tokio::net::TcpListener::bind(&cfg.controller.listen)
+        .await
+        .map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("controller.listen {}: {e}", cfg.controller.listen),
+            )
+        })?;
+    let addr = listener.local_addr()?;
+    let (stop, rx) = tokio::sync::watch::channel(false);
+    let app = api::router(svc.clone(), token.clone());
+    let mut api_rx = rx.clone();
+    let mut tasks = vec![tokio::spawn(async move {
+        let _ = axum::serve(listener, app)
+            .with_graceful_shutdown(async move {
+                let _ = api_rx.changed().await;
+            })
+            .await;
+    })];
+    if run_loop {
+        tasks.push(tokio::spawn(svc.clone().run(rx)));
+    }
+    tracing::info!(%addr, store = %svc.store_description(), scheme = %svc.scheme_name(), "controller serving");
+    Ok(RunningController {
+        service: svc,
+        addr,
+        token,
+        stop,
+        tasks,
+    })
+}

@@ -1,0 +1,340 @@
+//! From the nodes' cumulative counters to one interval's `control::Observations`.
+//!
+//! [`Deltas`] keeps each node's last answer and its `epoch`; the interval's numbers are the
+//! differences, so a missed poll loses nothing (the next difference covers both intervals).
+//! A node whose epoch changed (it restarted) or whose counters went backwards reports
+//! everything since its start as the interval's numbers.
+//!
+//! [`build`] joins a volume's level-1 counters (its host) and level-2 counters (summed over
+//! its servers) into one `TenantObservation`: requests, bytes and mean latency as the
+//! level-1 node saw them; lookups and hits per level; service times per way of service
+//! (a level-2 hit costs the level-2 node's hit time plus the network overhead the level-1
+//! node measured on top of what the level-2 node did, a miss likewise); curves from the
+//! level-1 node (it sees the volume's whole stream), sizes turned from bytes to blocks.
+
+use crate::client::{Acc, NodeObservations, TenantCounters};
+use control::{LevelCount, Observations, ObservedService, PolicyCurve, TenantObservation};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+/// Per node, the last cumulative answer.
+#[derive(Default, Debug)]
+pub struct Deltas {
+    last: HashMap<String, NodeObservations>,
+}
+
+fn sub_acc(a: Acc, b: Acc) -> Acc {
+    Acc {
+        count: a.count.saturating_sub(b.count),
+        sum_ms: (a.sum_ms - b.sum_ms).max(0.0),
+    }
+}
+
+impl Deltas {
+    /// The interval's counters of `now` against the node's previous answer, per cache.
+    pub fn update(
+        &mut self,
+        node: &str,
+        now: &NodeObservations,
+    ) -> HashMap<String, TenantCounters> {
+        let prev = self.last.get(node).filter(|p| p.epoch == now.epoch);
+        let mut out = HashMap::new();
+        for t in &now.tenants {
+            let before = prev.and_then(|p| p.tenants.iter().find(|u| u.key() == t.key()));
+            let d = match before {
+                Some(b) if b.requests <= t.requests && b.lookups <= t.lookups => {
+                    let mut d = t.clone();
+                    d.requests -= b.requests;
+                    d.lookups -= b.lookups;
+                    d.hits = t.hits.saturating_sub(b.hits);
+                    d.read_bytes = t.read_bytes.saturating_sub(b.read_bytes);
+                    d.write_bytes = t.write_bytes.saturating_sub(b.write_bytes);
+                    d.latency.count = t.latency.count.saturating_sub(b.latency.count);
+                    d.latency.sum_ms = (t.latency.sum_ms - b.latency.sum_ms).max(0.0);
+                    d.served.hit = sub_acc(t.served.hit, b.served.hit);
+                    d.served.miss = sub_acc(t.served.miss, b.served.miss);
+                    d
+                }
+                _ => t.clone(),
+            };
+            out.insert(t.key().to_string(), d);
+        }
+        self.last.insert(node.to_string(), now.clone());
+        out
+    }
+
+    /// Forgets a node (it will be counted from its next answer on).
+    pub fn forget(&mut self, node: &str) {
+        self.last.remove(node);
+    }
+}
+
+/// What was measured for one volume in one interval (what the demo and console show).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Measured {
+    /// The volume (control tenant).
+    pub tenant: String,
+    /// Requests at level 1.
+    pub requests: u64,
+    /// Bytes moved.
+    pub bytes: u64,
+    /// Mean latency (ms), `None` without requests.
+    pub latency_ms: Option<f64>,
+    /// 99th percentile as the level-1 node reports it.
+    pub p99_ms: Option<f64>,
+    /// Level-1 hit ratio (blocks).
+    pub l1_hit_ratio: f64,
+    /// Level-2 hit ratio of level-1 misses (blocks).
+    pub l2_hit_ratio: f64,
+    /// Level-1 cache size on its host (bytes, as the node reports it).
+    pub l1_size: u64,
+    /// Level-2 cache size over its servers (bytes).
+    pub l2_size: u64,
+    /// Requests per second.
+    pub iops: f64,
+    /// Megabytes (10^6) per second.
+    pub mbps: f64,
+}
+
+fn mean(a: Acc) -> Option<f64> {
+    (a.count > 0).then(|| a.sum_ms / a.count as f64)
+}
+
+/// Where a volume lives: its host's name and its servers' names.
+pub struct Placement<'a> {
+    /// The volume's name (its cache on every node).
+    pub name: &'a str,
+    /// Level-1 node.
+    pub host: &'a str,
+    /// Level-2 nodes.
+    pub servers: Vec<&'a str>,
+}
+
+/// One interval's observations, volumes in `placements` order, from the per-node deltas
+/// (`by_node[node][cache]`); `block_size` turns curve sizes into blocks.
+pub fn build(
+    placements: &[Placement<'_>],
+    by_node: &HashMap<String, HashMap<String, TenantCounters>>,
+    block_size: u64,
+    seconds: f64,
+) -> (Observations, Vec<Measured>) {
+    let mut obs = Observations {
+        seconds,
+        tenants: Vec::new(),
+        tiers: Vec::new(),
+    };
+    let mut measured = Vec::new();
+    let empty = TenantCounters::default();
+    for p in placements {
+        let l1 = by_node
+            .get(p.host)
+            .and_then(|m| m.get(p.name))
+            .unwrap_or(&empty);
+        let l2: Vec<&TenantCounters> = p
+            .servers
+            .iter()
+            .filter_map(|s| by_node.get(*s).and_then(|m| m.get(p.name)))
+            .collect();
+        let l2_lookups: u64 = l2.iter().map(|c| c.lookups).sum();
+        let l2_hits: u64 = l2.iter().map(|c| c.hits).sum();
+        let sum = |f: &dyn Fn(&TenantCounters) -> Acc| {
+            l2.iter().fold(Acc::default(), |a, c| {
+                let x = f(c);
+                Acc {
+                    count: a.count + x.count,
+                    sum_ms: a.sum_ms + x.sum_ms,
+                }
+            })
+        };
+        let a2 = mean(sum(&|c| c.served.hit));
+        let d2 = mean(sum(&|c| c.served.miss));
+        let m1 = mean(l1.served.miss);
+        // Network overhead: what level 1 waited for beyond what level 2 spent.
+        let f = if l2_lookups > 0 {
+            l2_hits as f64 / l2_lookups as f64
+        } else {
+            0.0
+        };
+        let inner = match (a2, d2) {
+            (Some(a), Some(d)) => Some(f * a + (1.0 - f) * d),
+            (Some(a), None) => Some(a),
+            (None, Some(d)) => Some(d),
+            (None, None) => None,
+        };
+        let overhead = match (m1, inner) {
+            (Some(m), Some(i)) => (m - i).max(0.0),
+            _ => 0.0,
+        };
+        let service = ObservedService {
+            l1_hit_ms: mean(l1.served.hit),
+            l2_hit_ms: a2.map(|a| a + overhead),
+            miss_ms: d2
+                .map(|d| d + overhead)
+                .or(if a2.is_none() { m1 } else { None }),
+        };
+        let bs = block_size.max(1);
+        let curves = l1
+            .curves
+            .iter()
+            .filter_map(|c| {
+                let mut pairs: Vec<(u64, f64)> = Vec::new();
+                for &(bytes, miss) in &c.points {
+                    let b = bytes / bs;
+                    let miss = if miss.is_finite() {
+                        miss.clamp(0.0, 1.0)
+                    } else {
+                        continue;
+                    };
+                    match pairs.last_mut() {
+                        Some(last) if last.0 >= b => last.1 = last.1.min(miss),
+                        _ => pairs.push((b, miss)),
+                    }
+                }
+                let curve = mrc::HitRatioCurve::from_pairs(pairs).ok()?;
+                Some(PolicyCurve {
+                    policy: c.policy.clone(),
+                    curve,
+                })
+            })
+            .collect();
+        let mean_ms = mean(Acc {
+            count: l1.latency.count,
+            sum_ms: l1.latency.sum_ms,
+        });
+        let bytes = l1.read_bytes + l1.write_bytes;
+        obs.tenants.push(TenantObservation {
+            requests: l1.requests,
+            bytes,
+            l1: LevelCount {
+                lookups: l1.lookups,
+                hits: l1.hits,
+            },
+            l2: LevelCount {
+                lookups: l2_lookups,
+                hits: l2_hits,
+            },
+            mean_latency_ms: mean_ms.unwrap_or(0.0),
+            p99_latency_ms: l1.latency.p99_ms,
+            service,
+            curves,
+        });
+        measured.push(Measured {
+            tenant: p.name.to_string(),
+            requests: l1.requests,
+            bytes,
+            latency_ms: mean_ms,
+            p99_ms: mean_ms.map(|_| l1.latency.p99_ms),
+            l1_hit_ratio: ratio(l1.hits, l1.lookups),
+            l2_hit_ratio: ratio(l2_hits, l2_lookups),
+            l1_size: l1.size,
+            l2_size: l2.iter().map(|c| c.size).sum(),
+            iops: l1.requests as f64 / seconds,
+            mbps: bytes as f64 / seconds / 1e6,
+        });
+    }
+    (obs, measured)
+}
+
+fn ratio(a: u64, b: u64) -> f64 {
+    if b == 0 {
+        0.0
+    } else {
+        a as f64 / b as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::client::{LatencyCounters, NodeCurve, Served};
+
+    fn counters(
+        cache: &str,
+        requests: u64,
+        hits: u64,
+        hit_ms: f64,
+        miss_ms: f64,
+    ) -> TenantCounters {
+        TenantCounters {
+            cache: Some(cache.into()),
+            requests,
+            lookups: requests,
+            hits,
+            read_bytes: requests * 4096,
+            latency: LatencyCounters {
+                count: requests,
+                sum_ms: hits as f64 * hit_ms + (requests - hits) as f64 * miss_ms,
+                p50_ms: 0.0,
+                p99_ms: miss_ms,
+            },
+            served: Served {
+                hit: Acc {
+                    count: hits,
+                    sum_ms: hits as f64 * hit_ms,
+                },
+                miss: Acc {
+                    count: requests - hits,
+                    sum_ms: (requests - hits) as f64 * miss_ms,
+                },
+            },
+            size: 1 << 20,
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn deltas_difference_and_restart() {
+        let mut d = Deltas::default();
+        let mut o = NodeObservations {
+            epoch: "a".into(),
+            tenants: vec![counters("v", 100, 40, 0.1, 1.0)],
+            ..Default::default()
+        };
+        assert_eq!(d.update("n", &o)["v"].requests, 100);
+        o.tenants = vec![counters("v", 250, 100, 0.1, 1.0)];
+        let x = d.update("n", &o);
+        assert_eq!(x["v"].requests, 150);
+        assert_eq!(x["v"].hits, 60);
+        assert_eq!(x["v"].served.miss.count, 90);
+        // Restarted: new epoch, counters from zero.
+        o.epoch = "b".into();
+        o.tenants = vec![counters("v", 10, 5, 0.1, 1.0)];
+        assert_eq!(d.update("n", &o)["v"].requests, 10);
+    }
+
+    #[test]
+    fn build_joins_levels_and_derives_service_times() {
+        let mut l1 = counters("v", 1000, 600, 0.1, 3.0);
+        l1.curves = vec![NodeCurve {
+            policy: "lru".into(),
+            points: vec![(0, 1.0), (4096 * 100, 0.5), (4096 * 200, 0.2)],
+        }];
+        // 400 misses at level 1 went to two servers, 200 each, half hit.
+        let s1 = counters("v", 200, 100, 0.5, 4.5);
+        let s2 = counters("v", 200, 100, 0.5, 4.5);
+        let mut by = HashMap::new();
+        by.insert("h".to_string(), HashMap::from([("v".to_string(), l1)]));
+        by.insert("a".to_string(), HashMap::from([("v".to_string(), s1)]));
+        by.insert("b".to_string(), HashMap::from([("v".to_string(), s2)]));
+        let p = [Placement {
+            name: "v",
+            host: "h",
+            servers: vec!["a", "b"],
+        }];
+        let (o, m) = build(&p, &by, 4096, 2.0);
+        let t = &o.tenants[0];
+        assert_eq!(t.requests, 1000);
+        assert_eq!(t.l2.lookups, 400);
+        assert_eq!(t.l2.hits, 200);
+        // inner mean at level 2: 0.5*0.5 + 0.5*4.5 = 2.5; level 1 waited 3.0: overhead 0.5.
+        assert!((t.service.l2_hit_ms.unwrap() - 1.0).abs() < 1e-9);
+        assert!((t.service.miss_ms.unwrap() - 5.0).abs() < 1e-9);
+        assert!((t.service.l1_hit_ms.unwrap() - 0.1).abs() < 1e-9);
+        assert_eq!(t.curves[0].curve.points()[1].cache_size, 100);
+        assert!((t.curves[0].curve.miss_ratio(200.0) - 0.2).abs() < 1e-9);
+        assert!((m[0].l1_hit_ratio - 0.6).abs() < 1e-12);
+        assert!((m[0].l2_hit_ratio - 0.5).abs() < 1e-12);
+        assert_eq!(m[0].iops, 500.0);
+        assert_eq!(m[0].l2_size, 2 << 20);
+    }
+}

@@ -1,0 +1,307 @@
+//! Reconciling a node to the plan, as a Kubernetes controller does: the desired caches
+//! and rules of one node ([`desired`]) against what the node reports ([`apply`] reads
+//! `/v1/caches` and `/v1/rules` back first), changing only what differs, so applying the
+//! same plan twice changes nothing the second time.
+//!
+//! Order on a node: shrink caches first (freeing memory), then create and grow, then add
+//! the rule of each volume the node exports. The node refuses a cache smaller than one
+//! block, so a partition planned at 0 keeps one block, taken from the node's largest
+//! partition so the node's sum stays within its capacity. Every call is retried on
+//! transport errors and 5xx answers ([`crate::client`]); a node that still fails is
+//! reported and tried again at the next interval.
+
+use crate::client::{CallError, NodeClient};
+use crate::registry::NodeEntry;
+use crate::service::Volume;
+use control::{Plan, Topology};
+use serde::{Deserialize, Serialize};
+
+/// One cache the plan wants on a node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WantCache {
+    /// Its name (the volume's).
+    pub name: String,
+    /// Bytes.
+    pub size: u64,
+    /// Eviction policy.
+    pub eviction: String,
+    /// Admission policy.
+    pub admission: String,
+    /// Whether the node exports the volume (then a rule sends it to the cache).
+    pub exported: bool,
+}
+
+/// What the plan wants on one node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Desired {
+    /// The caches.
+    pub caches: Vec<WantCache>,
+}
+
+/// One change made on a node.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Action {
+    /// The node.
+    pub node: String,
+    /// `create`, `resize`, `policy`, `rule`.
+    pub verb: String,
+    /// The cache.
+    pub cache: String,
+    /// What changed (`1048576 -> 2097152`).
+    pub detail: String,
+    /// `ok` or the node's reason.
+    pub result: String,
+}
+
+/// The caches the plan wants on node `e`.
+pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs: u64) -> Desired {
+    let mut caches = Vec::new();
+    for (i, tp) in plan.tenants.iter().enumerate() {
+        let v = &vols[i];
+        let blocks = if e.level == 1 && topo.hosts[tp.l1.node].name == e.name {
+            Some(tp.l1.size)
+        } else if e.level == 2 {
+            tp.l2
+                .iter()
+                .find(|p| topo.servers[p.node].name == e.name)
+                .map(|p| p.size)
+        } else {
+            None
+        };
+        if let Some(b) = blocks {
+            caches.push(WantCache {
+                name: v.name.clone(),
+                size: b * bs,
+                eviction: tp.eviction.clone(),
+                admission: tp.admission.clone(),
+                exported: e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.name),
+            });
+        }
+    }
+    // At least one block each, the sum within the node's memory.
+    let cap = e.cache_size / bs * bs;
+    for c in &mut caches {
+        c.size = c.size.max(bs);
+    }
+    let total: u64 = caches.iter().map(|c| c.size).sum();
+    if total > cap && cap > 0 {
+        let mut excess = total - cap;
+        caches.sort_by_key(|c| std::cmp::Reverse(c.size));
+        for c in &mut caches {
+            let take = excess.min(c.size.saturating_sub(bs));
+            c.size -= take;
+            excess -= take;
+            if excess == 0 {
+                break;
+            }
+        }
+        caches.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    Desired { caches }
+}
+
+/// Makes node `name` match `want`; on failure, the actions done so far and the error.
+pub fn apply(
+    c: &NodeClient,
+    name: &str,
+    want: &Desired,
+) -> Result<Vec<Action>, (Vec<Action>, CallError)> {
+    let mut actions = Vec::new();
+    let caches = match c.caches() {
+        Ok(v) => v,
+        Err(e) => return Err((actions, e)),
+    };
+    let act = |verb: &str, cache: &str, detail: String, r: &Result<(), CallError>| Action {
+        node: name.to_string(),
+        verb: verb.into(),
+        cache: cache.into(),
+        detail,
+        result: match r {
+            Ok(()) => "ok".into(),
+            Err(e) => e.to_string(),
+        },
+    };
+    let mut first_err = None;
+    // Shrinks first, then creates, grows and policy switches.
+    for pass in 0..2 {
+        for w in &want.caches {
+            let have = caches.iter().find(|x| x.name == w.name);
+            let r = match (pass, have) {
+                (0, Some(h)) if w.size < h.size_bytes => {
+                    let r = c.configure_cache(&w.name, Some(w.size), None, None);
+                    actions.push(act(
+                        "resize",
+                        &w.name,
+                        format!("{} -> {}", h.size_bytes, w.size),
+                        &r,
+                    ));
+                    r
+                }
+                (1, None) => {
+                    let r = c.create_cache(&w.name, w.size, &w.eviction, &w.admission);
+                    actions.push(act(
+                        "create",
+                        &w.name,
+                        format!("{} bytes, {}", w.size, w.eviction),
+                        &r,
+                    ));
+                    r
+                }
+                (1, Some(h)) => {
+                    let grow = (w.size > h.size_bytes).then_some(w.size);
+                    let evict = (!h.stats.eviction.is_empty() && h.stats.eviction != w.eviction)
+                        .then_some(w.eviction.as_str());
+                    if grow.is_none() && evict.is_none() {
+                        continue;
+                    }
+                    let r = c.configure_cache(&w.name, grow, evict, None);
+                    let mut what = Vec::new();
+                    if let Some(g) = grow {
+                        what.push(format!("{} -> {}", h.size_bytes, g));
+                    }
+                    if let Some(e) = evict {
+                        what.push(format!("{} -> {}", h.stats.eviction, e));
+                    }
+                    let verb = if grow.is_some() { "resize" } else { "policy" };
+                    actions.push(act(verb, &w.name, what.join(", "), &r));
+                    r
+                }
+                _ => continue,
+            };
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
+    // Rules: every exported volume's requests go to its cache.
+    let rules = match c.rules() {
+        Ok(v) => v,
+        Err(e) => return Err((actions, e)),
+    };
+    let caches = c.caches().unwrap_or(caches);
+    for w in want.caches.iter().filter(|w| w.exported) {
+        let Some(id) = caches.iter().find(|x| x.name == w.name).map(|x| x.id) else {
+            continue;
+        };
+        let mine = rules
+            .iter()
+            .any(|r| r.export == w.name && r.cache == id && r.client.is_none());
+        if mine {
+            continue;
+        }
+        // A whole-export rule to another cache would overlap: replace it.
+        for r in rules
+            .iter()
+            .filter(|r| r.export == w.name && r.cache != id && r.client.is_none())
+        {
+            let res = c.remove_rule(r.id);
+            actions.push(act("unrule", &w.name, format!("rule {}", r.id), &res));
+        }
+        let r = c.create_rule(&w.name, &w.name);
+        let r = match r {
+            // A node that does not export the volume: nothing to route.
+            Err(CallError::Status { status: 404, .. }) => continue,
+            r => r,
+        };
+        actions.push(act(
+            "rule",
+            &w.name,
+            format!("export {0} -> cache {0}", w.name),
+            &r,
+        ));
+        if let Err(e) = r {
+            first_err.get_or_insert(e);
+        }
+    }
+    match first_err {
+        None => Ok(actions),
+        Some(e) => Err((actions, e)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use control::{Layout, Partition, Reason, TenantPlan};
+
+    #[test]
+    fn zero_partitions_keep_a_block_within_capacity() {
+        let topo = Topology {
+            block_size: 4096,
+            hosts: vec![control::Node {
+                name: "h".into(),
+                capacity: 10,
+                hot_tier: false,
+            }],
+            servers: vec![control::Node {
+                name: "s".into(),
+                capacity: 10,
+                hot_tier: false,
+            }],
+            levels: Default::default(),
+            service: control::ServiceTimes {
+                l1_hit_ms: 0.1,
+                l2_hit_ms: 1.0,
+                miss_ms: 5.0,
+            },
+            tenants: vec![],
+        };
+        let tp = |name: &str, l1: u64| TenantPlan {
+            tenant: name.into(),
+            l1: Partition {
+                node: 0,
+                size: l1,
+                reason: Reason::FairShare,
+            },
+            l2: vec![Partition {
+                node: 0,
+                size: 5,
+                reason: Reason::FairShare,
+            }],
+            eviction: "lru".into(),
+            eviction_reason: String::new(),
+            admission: "demand".into(),
+            predicted_latency_ms: 1.0,
+            target_latency_ms: None,
+            slo_met: None,
+        };
+        let plan = Plan {
+            interval: 1,
+            time: 0.0,
+            layout: Layout::Partitioned,
+            tenants: vec![tp("a", 10), tp("b", 0)],
+            bandwidth: vec![],
+            boost: vec![],
+            infeasible: vec![],
+            predicted_fair_speedup: 1.0,
+        };
+        let vols: Vec<Volume> = ["a", "b"]
+            .iter()
+            .map(|n| Volume {
+                name: n.to_string(),
+                owner: n.to_string(),
+                host: "h".into(),
+                servers: vec!["s".into()],
+            })
+            .collect();
+        let e = NodeEntry {
+            name: "h".into(),
+            level: 1,
+            cache_size: 10 * 4096,
+            up: true,
+            ..Default::default()
+        };
+        let d = desired(&topo, &plan, &vols, &e, 4096);
+        let sizes: Vec<u64> = d.caches.iter().map(|c| c.size / 4096).collect();
+        assert_eq!(sizes, vec![9, 1]);
+        let e2 = NodeEntry {
+            name: "s".into(),
+            level: 2,
+            cache_size: 10 * 4096,
+            ..e
+        };
+        let d = desired(&topo, &plan, &vols, &e2, 4096);
+        assert_eq!(d.caches.len(), 2);
+        assert!(d.caches.iter().all(|c| c.size == 5 * 4096));
+    }
+}

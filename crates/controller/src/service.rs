@@ -1,0 +1,1004 @@
+//! The live loop and the state behind the API.
+//!
+//! [`Service`] holds the tenants, the node registry, the `control` state and what the last
+//! intervals measured. [`Service::tick`] is one enforcement interval:
+//! 1. poll every known node's `/v1/observations` (a node failing `down_after` polls in a
+//!    row is marked down and planned at capacity 0);
+//! 2. turn the cumulative counters into the interval's deltas and `control::Observations`
+//!    ([`crate::observe`]);
+//! 3. call `control::Controller::step` (resumed from the persisted state: the same code the
+//!    simulator runs);
+//! 4. reconcile every node that is up to the plan ([`crate::reconcile`]), reading its caches
+//!    and rules back first, so re-applying a plan changes nothing;
+//! 5. persist the state and append the decisions, with their numbers and reasons, to the
+//!    history.
+//!
+//! Changes through the API (tenants, SLOs) are checked against the whole configuration
+//! (references, numbers, and `control::Topology::validate`) before anything is written;
+//! a rejected change writes nothing and touches no node. Accepted changes are written in
+//! one store batch and take effect at the next interval.
+//!
+//! When a node's capacity changes (it went down or came back), the previous plan is
+//! dropped from the state so hysteresis re-plans from scratch. When the set of volumes or
+//! nodes changes shape, the `control` state (indexed by tenant
+//! and node) starts afresh; the `control` crate has no way yet to carry it over by name.
+
+use crate::client::{CallError, NodeClient};
+use crate::config::{check_tenants, ControllerConfig, ControllerSection, TenantSpec};
+use crate::observe::{build, Deltas, Measured, Placement};
+use crate::reconcile::{self, Action, Desired};
+use crate::registry::{Heartbeat, NodeEntry, Registration};
+use crate::store::{self, get_json, HistoryEntry, Store, StoreError};
+use control::{
+    ControlState, Controller, Levels, Node, Plan, Scheme, ServiceTimes, Slo, Tenant, Topology,
+};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Intervals kept in memory for the console and the demo.
+const SERIES: usize = 240;
+
+/// An error of the service, mapped to an HTTP status by the API.
+#[derive(Debug, thiserror::Error)]
+pub enum ServiceError {
+    /// The request is malformed or its values are invalid (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// Unknown tenant or node (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// The change conflicts with the state (409).
+    #[error("{0}")]
+    Conflict(String),
+    /// The store failed (500).
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The control step failed (500).
+    #[error("control: {0}")]
+    Control(String),
+}
+
+/// One volume's row of an interval.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct Row {
+    /// The volume (a `control` tenant).
+    pub tenant: String,
+    /// Its owner.
+    pub owner: String,
+    /// Its SLO as text (`≤2 ms`), if any.
+    pub slo: Option<String>,
+    /// The latency its SLO allows this interval (ms).
+    pub target_ms: Option<f64>,
+    /// Measured mean latency (ms).
+    pub latency_ms: Option<f64>,
+    /// Measured level-1 hit ratio.
+    pub l1_hit_ratio: f64,
+    /// Measured level-2 hit ratio (of level-1 misses).
+    pub l2_hit_ratio: f64,
+    /// Planned level-1 size (bytes).
+    pub l1_size: u64,
+    /// Planned level-2 size over its servers (bytes).
+    pub l2_size: u64,
+    /// Whether the measured latency met the target (`None`: no SLO or no requests).
+    pub slo_met: Option<bool>,
+    /// Latency the model predicts at the planned sizes (ms).
+    pub predicted_ms: f64,
+    /// Why the level-1 size.
+    pub l1_reason: String,
+    /// Why the level-2 size.
+    pub l2_reason: String,
+    /// Eviction policy and why.
+    pub eviction: String,
+    /// Requests this interval.
+    pub requests: u64,
+    /// Requests per second.
+    pub iops: f64,
+    /// MB/s.
+    pub mbps: f64,
+}
+
+/// One interval as the console and the demo show it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+pub struct IntervalReport {
+    /// Interval number.
+    pub interval: u64,
+    /// Unix seconds.
+    pub time: f64,
+    /// Length (s).
+    pub seconds: f64,
+    /// Per volume.
+    pub rows: Vec<Row>,
+    /// Planned sizes per node: `node -> volume -> bytes`.
+    pub allocations: BTreeMap<String, BTreeMap<String, u64>>,
+    /// SLOs the plan cannot meet, with the shortfall.
+    pub infeasible: Vec<control::Shortfall>,
+    /// What reconciling changed on the nodes.
+    pub actions: Vec<Action>,
+}
+
+/// A tenant as the API shows it.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct TenantView {
+    /// Its configuration.
+    #[serde(flatten)]
+    pub spec: TenantSpec,
+    /// Its volumes' last rows.
+    pub status: Vec<Row>,
+}
+
+struct Inner {
+    tenants: Vec<TenantSpec>,
+    nodes: BTreeMap<String, NodeEntry>,
+    state: ControlState,
+    shape: Vec<String>,
+    deltas: Deltas,
+    last_poll: Option<Instant>,
+    plan: Option<Plan>,
+    last_obs: Option<control::Observations>,
+    series: VecDeque<IntervalReport>,
+    capacities: Vec<u64>,
+}
+
+/// The controller service.
+pub struct Service {
+    cfg: ControllerSection,
+    scheme: Scheme,
+    store: Arc<dyn Store>,
+    inner: Mutex<Inner>,
+    started: Instant,
+    /// Node tokens read from the configuration's `token_file`s.
+    config_tokens: HashMap<String, String>,
+}
+
+fn unix_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
+impl Service {
+    /// Opens the service: state from the store if it has any, else from the configuration.
+    pub fn open(
+        cfg: &ControllerConfig,
+        store: Arc<dyn Store>,
+    ) -> Result<Arc<Service>, ServiceError> {
+        let scheme = Scheme::named(&cfg.controller.scheme)
+            .map_err(|e| ServiceError::BadRequest(format!("controller.scheme: {e}")))?;
+        let tenants: Vec<TenantSpec> =
+            get_json(&*store, store::TENANTS)?.unwrap_or_else(|| cfg.tenants.clone());
+        let saved: Vec<NodeEntry> = get_json(&*store, store::NODES)?.unwrap_or_default();
+        let mut nodes: BTreeMap<String, NodeEntry> =
+            saved.into_iter().map(|n| (n.name.clone(), n)).collect();
+        let mut config_tokens = HashMap::new();
+        for n in &cfg.nodes {
+            let e = nodes.entry(n.name.clone()).or_insert_with(|| NodeEntry {
+                name: n.name.clone(),
+                level: n.level,
+                block_size: cfg.controller.block_size.0,
+                ..Default::default()
+            });
+            e.level = n.level;
+            if let Some(a) = &n.api {
+                e.api = Some(a.clone());
+            }
+            if let Some(s) = n.cache_size {
+                e.cache_size = s.0;
+            }
+            if let Some(f) = &n.token_file {
+                let path = cfg.controller.data_dir.join(f);
+                let t = std::fs::read_to_string(&path).map_err(|e| {
+                    ServiceError::BadRequest(format!(
+                        "node \"{}\".token_file: {}: {e}",
+                        n.name,
+                        path.display()
+                    ))
+                })?;
+                config_tokens.insert(n.name.clone(), t.trim().to_string());
+            }
+            // Configured nodes start up until polls say otherwise.
+            if e.api.is_some() {
+                e.up = true;
+            }
+        }
+        let state: ControlState = get_json(&*store, store::STATE)?.unwrap_or_default();
+        let shape: Vec<String> = get_json(&*store, "shape")?.unwrap_or_default();
+        let svc = Service {
+            cfg: cfg.controller.clone(),
+            scheme,
+            store,
+            inner: Mutex::new(Inner {
+                tenants,
+                nodes,
+                state,
+                shape,
+                deltas: Deltas::default(),
+                last_poll: None,
+                plan: None,
+                last_obs: None,
+                series: VecDeque::new(),
+                capacities: Vec::new(),
+            }),
+            started: Instant::now(),
+            config_tokens,
+        };
+        svc.persist_config()?;
+        Ok(Arc::new(svc))
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The configuration section in force.
+    pub fn config(&self) -> &ControllerSection {
+        &self.cfg
+    }
+
+    /// The scheme's name.
+    pub fn scheme_name(&self) -> &str {
+        &self.scheme.name
+    }
+
+    /// The store's description.
+    pub fn store_description(&self) -> String {
+        self.store.describe()
+    }
+
+    fn persist_config(&self) -> Result<(), ServiceError> {
+        let g = self.lock();
+        let nodes: Vec<&NodeEntry> = g.nodes.values().collect();
+        self.store.put(&[
+            (store::TENANTS, Some(to_json(&g.tenants))),
+            (store::NODES, Some(to_json(&nodes))),
+        ])?;
+        Ok(())
+    }
+
+    /// The interval length.
+    pub fn interval(&self) -> Duration {
+        Duration::from_secs_f64(self.cfg.interval_secs)
+    }
+
+    // ----- nodes -----
+
+    /// `POST /v1/nodes/register`.
+    pub fn register(&self, r: Registration) -> Result<NodeEntry, ServiceError> {
+        if !crate::config::valid_name(&r.name) {
+            return Err(ServiceError::BadRequest(
+                "name: use letters, digits, `-`, `_` and `.` only".into(),
+            ));
+        }
+        if r.level != 1 && r.level != 2 {
+            return Err(ServiceError::BadRequest(format!(
+                "level: {} must be 1 or 2",
+                r.level
+            )));
+        }
+        if r.block_size != self.cfg.block_size.0 {
+            return Err(ServiceError::BadRequest(format!(
+                "block_size: {} differs from the controller's {}",
+                r.block_size, self.cfg.block_size.0
+            )));
+        }
+        if r.token.is_empty() {
+            return Err(ServiceError::BadRequest("token: must not be empty".into()));
+        }
+        let mut g = self.lock();
+        if let Some(e) = g.nodes.get(&r.name) {
+            if e.level != r.level && e.level != 0 {
+                return Err(ServiceError::Conflict(format!(
+                    "node `{}` is known as level {}, registration says {}",
+                    r.name, e.level, r.level
+                )));
+            }
+        }
+        let e = g.nodes.entry(r.name.clone()).or_default();
+        e.name = r.name.clone();
+        e.register(&r, unix_now());
+        let out = e.public();
+        let nodes: Vec<&NodeEntry> = g.nodes.values().collect();
+        self.store.put(&[(store::NODES, Some(to_json(&nodes)))])?;
+        tracing::info!(node = %r.name, level = r.level, api = %r.api, epoch = %r.epoch, "node registered");
+        Ok(out)
+    }
+
+    /// `POST /v1/nodes/{name}/heartbeat`; `NotFound` means "register again".
+    pub fn heartbeat(&self, name: &str, hb: Heartbeat) -> Result<(), ServiceError> {
+        let mut g = self.lock();
+        let e = g
+            .nodes
+            .get_mut(name)
+            .filter(|e| e.token.is_some() || self.config_tokens.contains_key(name))
+            .ok_or_else(|| ServiceError::NotFound(format!("unknown node `{name}`: register")))?;
+        if e.epoch != hb.epoch {
+            // Restarted: its registration will bring exports and token; make it register.
+            return Err(ServiceError::NotFound(format!(
+                "node `{name}` has a new epoch: register again"
+            )));
+        }
+        e.last_seen = unix_now();
+        Ok(())
+    }
+
+    /// The node registry (tokens left out).
+    pub fn nodes(&self) -> Vec<NodeEntry> {
+        self.lock().nodes.values().map(NodeEntry::public).collect()
+    }
+
+    // ----- tenants -----
+
+    fn node_levels(g: &Inner) -> Vec<(String, u8)> {
+        g.nodes
+            .values()
+            .map(|n| (n.name.clone(), n.level))
+            .collect()
+    }
+
+    /// Checks a whole tenant list as it would be after a change.
+    fn check_change(&self, g: &Inner, tenants: &[TenantSpec]) -> Result<(), ServiceError> {
+        check_tenants(tenants, Some(&Self::node_levels(g))).map_err(ServiceError::BadRequest)?;
+        let (topo, _) = topology(&self.cfg, tenants, &g.nodes, true);
+        topo.validate()
+            .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+        Ok(())
+    }
+
+    fn commit_tenants(&self, g: &mut Inner, tenants: Vec<TenantSpec>) -> Result<(), ServiceError> {
+        self.store
+            .put(&[(store::TENANTS, Some(to_json(&tenants)))])?;
+        g.tenants = tenants;
+        Ok(())
+    }
+
+    /// The tenants with their last status.
+    pub fn tenants(&self) -> Vec<TenantView> {
+        let g = self.lock();
+        let last = g.series.back();
+        g.tenants
+            .iter()
+            .map(|t| TenantView {
+                spec: t.clone(),
+                status: last
+                    .map(|r| {
+                        r.rows
+                            .iter()
+                            .filter(|row| row.owner == t.name)
+                            .cloned()
+                            .collect()
+                    })
+                    .unwrap_or_default(),
+            })
+            .collect()
+    }
+
+    /// One tenant.
+    pub fn tenant(&self, name: &str) -> Result<TenantView, ServiceError> {
+        self.tenants()
+            .into_iter()
+            .find(|t| t.spec.name == name)
+            .ok_or_else(|| ServiceError::NotFound(format!("unknown tenant `{name}`")))
+    }
+
+    /// Creates (`create = true`: 409 if it exists) or replaces a tenant.
+    pub fn put_tenant(&self, spec: TenantSpec, create: bool) -> Result<(), ServiceError> {
+        let mut g = self.lock();
+        let mut next = g.tenants.clone();
+        match next.iter_mut().find(|t| t.name == spec.name) {
+            Some(_) if create => {
+                return Err(ServiceError::Conflict(format!(
+                    "tenant `{}` exists (PUT /v1/tenants/{} replaces it)",
+                    spec.name, spec.name
+                )))
+            }
+            Some(t) => *t = spec,
+            None => next.push(spec),
+        }
+        self.check_change(&g, &next)?;
+        self.commit_tenants(&mut g, next)
+    }
+
+    /// Removes a tenant (its caches stay on the nodes until removed by hand).
+    pub fn delete_tenant(&self, name: &str) -> Result<(), ServiceError> {
+        let mut g = self.lock();
+        if !g.tenants.iter().any(|t| t.name == name) {
+            return Err(ServiceError::NotFound(format!("unknown tenant `{name}`")));
+        }
+        let next: Vec<TenantSpec> = g
+            .tenants
+            .iter()
+            .filter(|t| t.name != name)
+            .cloned()
+            .collect();
+        self.commit_tenants(&mut g, next)
+    }
+
+    /// Sets (or clears) a tenant's SLO and class.
+    pub fn set_slo(
+        &self,
+        name: &str,
+        slo: Option<Slo>,
+        class: Option<String>,
+    ) -> Result<(), ServiceError> {
+        let mut g = self.lock();
+        let mut next = g.tenants.clone();
+        let t = next
+            .iter_mut()
+            .find(|t| t.name == name)
+            .ok_or_else(|| ServiceError::NotFound(format!("unknown tenant `{name}`")))?;
+        t.slo = slo;
+        if class.is_some() {
+            t.class = class;
+        }
+        self.check_change(&g, &next)?;
+        self.commit_tenants(&mut g, next)
+    }
+
+    // ----- views -----
+
+    /// The last plan.
+    pub fn plan(&self) -> Option<Plan> {
+        self.lock().plan.clone()
+    }
+
+    /// The intervals kept in memory, oldest first.
+    pub fn series(&self) -> Vec<IntervalReport> {
+        self.lock().series.iter().cloned().collect()
+    }
+
+    /// The last interval.
+    pub fn last(&self) -> Option<IntervalReport> {
+        self.lock().series.back().cloned()
+    }
+
+    /// Decisions kept in the store.
+    pub fn history(
+        &self,
+        tenant: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<HistoryEntry>, ServiceError> {
+        if let Some(t) = tenant {
+            let g = self.lock();
+            let known = g
+                .tenants
+                .iter()
+                .any(|s| s.name == t || s.volumes.iter().any(|v| v.name == t));
+            if !known {
+                return Err(ServiceError::NotFound(format!("unknown tenant `{t}`")));
+            }
+            let vols: Vec<String> = g
+                .tenants
+                .iter()
+                .filter(|s| s.name == t)
+                .flat_map(|s| s.volumes.iter().map(|v| v.name.clone()))
+                .collect();
+            drop(g);
+            if !vols.is_empty() && !vols.iter().any(|v| v == t) {
+                let mut all = Vec::new();
+                for v in vols {
+                    all.extend(self.store.history(Some(&v), limit)?);
+                }
+                all.sort_by_key(|h| h.interval);
+                let skip = all.len().saturating_sub(limit);
+                return Ok(all.split_off(skip));
+            }
+        }
+        Ok(self.store.history(tenant, limit)?)
+    }
+
+    /// Why a tenant's volumes have the sizes they have: the plan's numbers and reasons,
+    /// what was measured, its curve and its shortfall.
+    pub fn explain(&self, name: &str) -> Result<serde_json::Value, ServiceError> {
+        let g = self.lock();
+        let t = g
+            .tenants
+            .iter()
+            .find(|t| t.name == name || t.volumes.iter().any(|v| v.name == name))
+            .cloned()
+            .ok_or_else(|| ServiceError::NotFound(format!("unknown tenant `{name}`")))?;
+        let mut vols = Vec::new();
+        for v in &t.volumes {
+            let plan = g
+                .plan
+                .as_ref()
+                .and_then(|p| p.tenants.iter().find(|tp| tp.tenant == v.name))
+                .cloned();
+            let row = g
+                .series
+                .back()
+                .and_then(|r| r.rows.iter().find(|r| r.tenant == v.name))
+                .cloned();
+            let shortfall = g
+                .plan
+                .as_ref()
+                .and_then(|p| p.infeasible.iter().find(|s| s.tenant == v.name))
+                .cloned();
+            let curves = self.curves_of(&g, &v.name);
+            vols.push(serde_json::json!({
+                "volume": v.name, "host": v.host, "servers": v.servers,
+                "plan": plan, "measured": row, "shortfall": shortfall, "curves": curves,
+            }));
+        }
+        Ok(
+            serde_json::json!({"tenant": t.name, "slo": t.slo, "class": t.class,
+            "scheme": self.scheme.name, "volumes": vols}),
+        )
+    }
+
+    fn curves_of(&self, g: &Inner, volume: &str) -> serde_json::Value {
+        let Some(obs) = &g.last_obs else {
+            return serde_json::Value::Null;
+        };
+        let Some(i) = g.shape.iter().position(|s| s == &format!("v:{volume}")) else {
+            return serde_json::Value::Null;
+        };
+        let bs = self.cfg.block_size.0;
+        obs.tenants
+            .get(i)
+            .map(|o| {
+                serde_json::Value::Array(
+                    o.curves
+                        .iter()
+                        .map(|c| {
+                            let pts: Vec<(u64, f64)> = c
+                                .curve
+                                .points()
+                                .iter()
+                                .map(|p| (p.cache_size * bs, p.miss_ratio))
+                                .collect();
+                            serde_json::json!({"policy": c.policy, "points": pts})
+                        })
+                        .collect(),
+                )
+            })
+            .unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Per volume, its curves (bytes, miss ratio) and the planned total size, for the
+    /// console.
+    pub fn curves(&self) -> serde_json::Value {
+        let g = self.lock();
+        let mut out = serde_json::Map::new();
+        for t in &g.tenants {
+            for v in &t.volumes {
+                let planned = g
+                    .plan
+                    .as_ref()
+                    .and_then(|p| p.tenants.iter().find(|tp| tp.tenant == v.name))
+                    .map(|tp| (tp.l1.size + tp.l2_total()) * self.cfg.block_size.0);
+                out.insert(
+                    v.name.clone(),
+                    serde_json::json!({"curves": self.curves_of(&g, &v.name),
+                        "chosen_bytes": planned}),
+                );
+            }
+        }
+        serde_json::Value::Object(out)
+    }
+
+    // ----- the loop -----
+
+    fn client_for(&self, e: &NodeEntry) -> Option<NodeClient> {
+        let api = e.api.as_deref()?;
+        let token = e
+            .token
+            .clone()
+            .or_else(|| self.config_tokens.get(&e.name).cloned())?;
+        let timeout = Duration::from_secs_f64((self.cfg.interval_secs / 2.0).clamp(0.2, 5.0));
+        Some(NodeClient::new(api, &token, timeout))
+    }
+
+    /// One enforcement interval (blocking: polls and programs the nodes).
+    pub fn tick(&self) -> Result<IntervalReport, ServiceError> {
+        // 1. Poll.
+        let targets: Vec<(String, Option<NodeClient>)> = {
+            let g = self.lock();
+            g.nodes
+                .values()
+                .map(|e| (e.name.clone(), self.client_for(e)))
+                .collect()
+        };
+        let polled: Vec<(String, Result<crate::client::NodeObservations, String>)> = targets
+            .into_iter()
+            .map(|(name, c)| {
+                let r = match c {
+                    Some(c) => c.observations().map_err(|e| e.to_string()),
+                    None => Err("no API address or token yet (not registered)".into()),
+                };
+                (name, r)
+            })
+            .collect();
+        let now = unix_now();
+        let mut g = self.lock();
+        let seconds = g
+            .last_poll
+            .map(|t| t.elapsed().as_secs_f64())
+            .unwrap_or(self.cfg.interval_secs)
+            .max(1e-3);
+        g.last_poll = Some(Instant::now());
+        let mut by_node = HashMap::new();
+        for (name, r) in polled {
+            match r {
+                Ok(o) => {
+                    let d = g.deltas.update(&name, &o);
+                    if let Some(e) = g.nodes.get_mut(&name) {
+                        if o.block_size != 0 && o.block_size != self.cfg.block_size.0 {
+                            e.failed(
+                                &format!(
+                                    "block size {} differs from the controller's",
+                                    o.block_size
+                                ),
+                                self.cfg.down_after,
+                            );
+                            continue;
+                        }
+                        e.answered(&o.epoch, o.cache_size, now);
+                    }
+                    by_node.insert(name, d);
+                }
+                Err(err) => {
+                    g.deltas.forget(&name);
+                    let down = self.cfg.down_after;
+                    if let Some(e) = g.nodes.get_mut(&name) {
+                        if e.failed(&err, down) {
+                            tracing::warn!(node = %name, %err, "node marked down");
+                        }
+                    }
+                }
+            }
+        }
+        // 2. Observations and 3. the step.
+        let (topo, vols) = topology(&self.cfg, &g.tenants, &g.nodes, false);
+        let shape = shape_of(&topo);
+        if shape != g.shape {
+            tracing::info!("volumes or nodes changed: the control state starts afresh");
+            g.state = ControlState::default();
+            g.shape = shape.clone();
+        }
+        // A node went down or came back: hysteresis must not hold sizes planned for the
+        // old capacities (the `control` crate damps against the previous plan as is).
+        let caps: Vec<u64> = topo
+            .hosts
+            .iter()
+            .chain(&topo.servers)
+            .map(|n| n.capacity)
+            .collect();
+        if caps != g.capacities {
+            g.state.previous = None;
+            g.capacities = caps;
+        }
+        let placements: Vec<Placement> = vols
+            .iter()
+            .map(|v| Placement {
+                name: &v.name,
+                host: &v.host,
+                servers: v.servers.iter().map(String::as_str).collect(),
+            })
+            .collect();
+        let (obs, measured) = build(&placements, &by_node, self.cfg.block_size.0, seconds);
+        let t = self.started.elapsed().as_secs_f64();
+        let plan = if topo.tenants.is_empty() {
+            None
+        } else {
+            let mut ctl = Controller::resume(topo.clone(), self.scheme.clone(), g.state.clone())
+                .map_err(|e| ServiceError::Control(e.to_string()))?;
+            let plan = ctl
+                .step(t, &obs)
+                .map_err(|e| ServiceError::Control(e.to_string()))?;
+            g.state = ctl.state().clone();
+            Some(plan)
+        };
+        // 4. Reconcile (outside the lock).
+        let work: Vec<(String, NodeClient, Desired, bool)> = match &plan {
+            Some(p) => g
+                .nodes
+                .values()
+                .filter(|e| e.up)
+                .filter_map(|e| {
+                    let c = self.client_for(e)?;
+                    let d = reconcile::desired(&topo, p, &vols, e, self.cfg.block_size.0);
+                    Some((
+                        e.name.clone(),
+                        c,
+                        d,
+                        e.programmed.as_deref() != Some(e.epoch.as_str()),
+                    ))
+                })
+                .collect(),
+            None => Vec::new(),
+        };
+        let epochs: HashMap<String, String> = g
+            .nodes
+            .values()
+            .map(|e| (e.name.clone(), e.epoch.clone()))
+            .collect();
+        drop(g);
+        let mut actions = Vec::new();
+        let mut programmed = Vec::new();
+        for (name, client, want, fresh) in work {
+            if fresh {
+                tracing::info!(node = %name, "programming the node from the plan");
+            }
+            match reconcile::apply(&client, &name, &want) {
+                Ok(a) => {
+                    actions.extend(a);
+                    programmed.push((name, Ok(())));
+                }
+                Err((a, e)) => {
+                    actions.extend(a);
+                    programmed.push((name, Err(e)));
+                }
+            }
+        }
+        // 5. Persist and record.
+        let mut g = self.lock();
+        for (name, r) in programmed {
+            if let Some(e) = g.nodes.get_mut(&name) {
+                match r {
+                    Ok(()) => e.programmed = epochs.get(&name).cloned(),
+                    Err(err) => {
+                        tracing::warn!(node = %name, %err, "reconcile failed; retried next interval");
+                        e.last_error = Some(err.to_string());
+                    }
+                }
+            }
+        }
+        let report = self.report(
+            &g,
+            plan.as_ref(),
+            &vols,
+            &measured,
+            &topo,
+            now,
+            seconds,
+            actions,
+        );
+        let nodes: Vec<&NodeEntry> = g.nodes.values().collect();
+        let mut batch = vec![
+            (store::STATE, Some(to_json(&g.state))),
+            (store::NODES, Some(to_json(&nodes))),
+            ("shape", Some(to_json(&g.shape))),
+        ];
+        if let Some(p) = &plan {
+            batch.push(("plan", Some(to_json(p))));
+        }
+        self.store.put(&batch)?;
+        let hist: Vec<HistoryEntry> = report
+            .rows
+            .iter()
+            .map(|r| HistoryEntry {
+                interval: report.interval,
+                time: now,
+                tenant: r.tenant.clone(),
+                detail: serde_json::to_value(r).unwrap_or_default(),
+            })
+            .chain(std::iter::once(HistoryEntry {
+                interval: report.interval,
+                time: now,
+                tenant: "*".into(),
+                detail: serde_json::json!({"scheme": self.scheme.name,
+                    "infeasible": report.infeasible, "actions": report.actions,
+                    "allocations": report.allocations,
+                    "predicted_fair_speedup": plan.as_ref().map(|p| p.predicted_fair_speedup)}),
+            }))
+            .collect();
+        self.store.append_history(&hist)?;
+        g.plan = plan;
+        g.last_obs = Some(obs);
+        g.series.push_back(report.clone());
+        while g.series.len() > SERIES {
+            g.series.pop_front();
+        }
+        Ok(report)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn report(
+        &self,
+        g: &Inner,
+        plan: Option<&Plan>,
+        vols: &[Volume],
+        measured: &[Measured],
+        topo: &Topology,
+        now: f64,
+        seconds: f64,
+        actions: Vec<Action>,
+    ) -> IntervalReport {
+        let bs = self.cfg.block_size.0;
+        let mut rows = Vec::new();
+        let mut allocations: BTreeMap<String, BTreeMap<String, u64>> = BTreeMap::new();
+        for (i, v) in vols.iter().enumerate() {
+            let owner = g.tenants.iter().find(|t| t.name == v.owner);
+            let tp = plan.and_then(|p| p.tenants.get(i));
+            let m = &measured[i];
+            let target = tp.and_then(|t| t.target_latency_ms);
+            let met = match (target, m.latency_ms) {
+                (Some(t), Some(l)) => Some(l <= t),
+                _ => None,
+            };
+            if let Some(tp) = tp {
+                allocations
+                    .entry(topo.hosts[tp.l1.node].name.clone())
+                    .or_default()
+                    .insert(v.name.clone(), tp.l1.size * bs);
+                for p in &tp.l2 {
+                    allocations
+                        .entry(topo.servers[p.node].name.clone())
+                        .or_default()
+                        .insert(v.name.clone(), p.size * bs);
+                }
+            }
+            rows.push(Row {
+                tenant: v.name.clone(),
+                owner: v.owner.clone(),
+                slo: owner.and_then(|o| o.slo).map(|s| s.to_string()),
+                target_ms: target,
+                latency_ms: m.latency_ms,
+                l1_hit_ratio: m.l1_hit_ratio,
+                l2_hit_ratio: m.l2_hit_ratio,
+                l1_size: tp.map_or(0, |t| t.l1.size * bs),
+                l2_size: tp.map_or(0, |t| t.l2_total() * bs),
+                slo_met: met,
+                predicted_ms: tp.map_or(0.0, |t| t.predicted_latency_ms),
+                l1_reason: tp.map_or(String::new(), |t| t.l1.reason.to_string()),
+                l2_reason: tp
+                    .and_then(|t| t.l2.first())
+                    .map_or(String::new(), |p| p.reason.to_string()),
+                eviction: tp.map_or(String::new(), |t| {
+                    format!("{} ({})", t.eviction, t.eviction_reason)
+                }),
+                requests: m.requests,
+                iops: m.iops,
+                mbps: m.mbps,
+            });
+        }
+        IntervalReport {
+            interval: plan.map_or(0, |p| p.interval),
+            time: now,
+            seconds,
+            rows,
+            allocations,
+            infeasible: plan.map(|p| p.infeasible.clone()).unwrap_or_default(),
+            actions,
+        }
+    }
+
+    /// Runs [`Service::tick`] every interval until `stop` says so (on the blocking pool).
+    pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut every = tokio::time::interval(self.interval());
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        every.tick().await;
+        loop {
+            tokio::select! {
+                _ = every.tick() => {}
+                _ = stop.changed() => return,
+            }
+            if *stop.borrow() {
+                return;
+            }
+            let s = self.clone();
+            match tokio::task::spawn_blocking(move || s.tick()).await {
+                Ok(Ok(r)) => tracing::debug!(interval = r.interval, "interval done"),
+                Ok(Err(e)) => tracing::error!(%e, "interval failed"),
+                Err(e) => tracing::error!(%e, "interval panicked"),
+            }
+        }
+    }
+}
+
+/// A volume placed on nodes (one `control` tenant).
+#[derive(Clone, Debug)]
+pub struct Volume {
+    /// Its name.
+    pub name: String,
+    /// Its owner.
+    pub owner: String,
+    /// Level-1 node.
+    pub host: String,
+    /// Level-2 nodes.
+    pub servers: Vec<String>,
+}
+
+/// The `control` topology of the known nodes and the tenants' volumes. Nodes are in name
+/// order per level; a down node has capacity 0. Volumes naming a node the registry does
+/// not know are left out (and logged) unless `strict`, where they are kept so
+/// validation names them.
+pub fn topology(
+    cfg: &ControllerSection,
+    tenants: &[TenantSpec],
+    nodes: &BTreeMap<String, NodeEntry>,
+    strict: bool,
+) -> (Topology, Vec<Volume>) {
+    let bs = cfg.block_size.0;
+    let level = |l: u8| -> Vec<Node> {
+        nodes
+            .values()
+            .filter(|n| n.level == l)
+            .map(|n| Node {
+                name: n.name.clone(),
+                capacity: n.capacity(bs),
+                hot_tier: false,
+            })
+            .collect()
+    };
+    let hosts = level(1);
+    let servers = level(2);
+    let mut out = Vec::new();
+    let mut vols = Vec::new();
+    for t in tenants {
+        let class = t.class().unwrap_or_default();
+        for v in &t.volumes {
+            let host = hosts.iter().position(|h| h.name == v.host);
+            let srv: Option<Vec<usize>> = v
+                .servers
+                .iter()
+                .map(|s| servers.iter().position(|x| &x.name == s))
+                .collect();
+            let (host, srv) = match (host, srv) {
+                (Some(h), Some(s)) => (h, s),
+                _ if strict => (usize::MAX, Vec::new()),
+                _ => {
+                    tracing::warn!(volume = %v.name, "volume names an unknown node; left out");
+                    continue;
+                }
+            };
+            out.push(Tenant {
+                name: v.name.clone(),
+                host,
+                servers: srv,
+                stripe_unit: (v.stripe_unit.map_or(1 << 20, |s| s.0) / bs).max(1),
+                slo: t.slo,
+                class,
+                depth: t.depth,
+            });
+            vols.push(Volume {
+                name: v.name.clone(),
+                owner: t.name.clone(),
+                host: v.host.clone(),
+                servers: v.servers.clone(),
+            });
+        }
+    }
+    let [a, b, c] = cfg.service_ms;
+    (
+        Topology {
+            block_size: bs,
+            hosts,
+            servers,
+            levels: if cfg.exclusive {
+                Levels::Exclusive
+            } else {
+                Levels::Inclusive
+            },
+            service: ServiceTimes {
+                l1_hit_ms: a,
+                l2_hit_ms: b,
+                miss_ms: c,
+            },
+            tenants: out,
+        },
+        vols,
+    )
+}
+
+/// Volumes first (so a volume's position is its `control` tenant index), then nodes.
+fn shape_of(t: &Topology) -> Vec<String> {
+    t.tenants
+        .iter()
+        .map(|v| format!("v:{}", v.name))
+        .chain(t.hosts.iter().map(|h| format!("h:{}", h.name)))
+        .chain(t.servers.iter().map(|s| format!("s:{}", s.name)))
+        .collect()
+}
+
+fn to_json<T: Serialize + ?Sized>(v: &T) -> String {
+    serde_json::to_string(v).expect("plain data serialises")
+}
+
+impl From<CallError> for ServiceError {
+    fn from(e: CallError) -> Self {
+        ServiceError::Conflict(e.to_string())
+    }
+}
