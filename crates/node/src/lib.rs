@@ -417,6 +417,12 @@ fn write_back_or_keep(state: &NodeState, file: &Path) -> std::io::Result<()> {
         return Ok(());
     };
     let blocks = state.cache.dirty_data();
+    if blocks.is_empty() {
+        // Nothing is held dirty: every acknowledged write already left this node, and a
+        // backend that cannot flush now (an upstream that went away) is not data we drop.
+        tracing::warn!(%err, "flush at shutdown failed, but no dirty block is held");
+        return Ok(());
+    }
     cache::recovery::write(file, &blocks).map_err(|e| {
         std::io::Error::other(format!(
             "{} dirty block(s) could not be written back ({err}) nor kept in {}: {e}",
