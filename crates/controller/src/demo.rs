@@ -556,12 +556,21 @@ pub async fn run_arm(
     for d in drivers {
         let _ = d.await;
     }
-    // Stop everything; a node still draining an upstream connection is not waited for
-    // past a few seconds (the temporary directory goes with the process).
-    let grace = Duration::from_secs(3);
-    let _ = tokio::time::timeout(grace, ctl.shutdown()).await;
-    for (_, _, n, _) in nodes.into_iter().rev() {
-        let _ = tokio::time::timeout(grace, n.shutdown()).await;
+    // Stop everything, level 1 before level 2 so each level's dirty blocks are written
+    // back into the one below while it still serves (the nodes of a level stop together:
+    // each writes to its own disk). A node still draining after the grace is not waited
+    // for (the temporary directory goes with the process).
+    let _ = tokio::time::timeout(Duration::from_secs(3), ctl.shutdown()).await;
+    let grace = Duration::from_secs(30);
+    let (level1, level2): (Vec<_>, Vec<_>) = nodes.into_iter().partition(|n| n.1 == 1);
+    for level in [level1, level2] {
+        let stopping: Vec<_> = level
+            .into_iter()
+            .map(|(_, _, n, _)| tokio::spawn(n.shutdown()))
+            .collect();
+        for s in stopping {
+            let _ = tokio::time::timeout(grace, s).await;
+        }
     }
     let _ = disk_stop.send(());
     let _ = tokio::time::timeout(grace, disks).await;
