@@ -48,7 +48,7 @@ pub use backend::{Backend, FileBackend, MemBackend};
 pub use error::{CacheError, Result};
 pub use ids::{CacheId, RuleId};
 pub use node::{CacheConfig, CacheNode};
-pub use partition::{DirtyLimits, Lent, Partition, Route};
+pub use partition::{DemoteOutcome, DemoteSink, DirtyLimits, Exclusive, Lent, Partition, Route};
 pub use recovery::DirtyBlock;
 pub use rules::{Op, Rule, Target};
 pub use stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};
