@@ -8,8 +8,8 @@
 //! | GET | `/healthz` | `{"status":"ok"}` while the node serves |
 //! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends |
-//! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
-//! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission"}` / remove |
+//! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile","exclusive"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
+//! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission","exclusive"}` / remove |
 //! | GET | `/v1/caches/{id or name}/curve?window=true&points=N` | online hit-ratio curve (`"status": "no data"` and no points before any access) |
 //! | GET, POST | `/v1/rules` | list / create `{"export","cache","client","op","range"}` |
 //! | DELETE | `/v1/rules/{id}` | remove |
