@@ -8,7 +8,9 @@
 //!
 //! Owns: partitions, rules, write policies, dirty tracking, dirty limits and write-back,
 //! online resize / policy switch / removal, per-cache and per-tenant counters, recovery
-//! files for dirty data that could not be written back. Does not own: the network
+//! files for dirty data that could not be written back, and both ends of exclusive levels
+//! inside a cache ([`Exclusive`]: clean victims handed to a [`DemoteSink`], demoted blocks
+//! inserted clean, reads that keep nothing at a lower level). Does not own: the network
 //! (the `node` crate serves NBD and implements backends over upstream connections), sizes
 //! (the controller decides them).
 //!
@@ -48,7 +50,7 @@ pub use backend::{Backend, FileBackend, MemBackend};
 pub use error::{CacheError, Result};
 pub use ids::{CacheId, RuleId};
 pub use node::{CacheConfig, CacheNode};
-pub use partition::{DirtyLimits, Lent, Partition, Route};
+pub use partition::{DemoteOutcome, DemoteSink, DirtyLimits, Exclusive, Lent, Partition, Route};
 pub use recovery::DirtyBlock;
 pub use rules::{Op, Rule, Target};
 pub use stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};

@@ -356,6 +356,62 @@ impl CacheNode {
         Ok(t.get(client).map(|s| s.snapshot()).unwrap_or_default())
     }
 
+    /// Sets a cache's exclusive mode (see `partition::Exclusive`).
+    pub fn set_exclusive(&self, id: CacheId, mode: crate::Exclusive) -> Result<()> {
+        self.partition(id)?.set_exclusive(mode);
+        Ok(())
+    }
+
+    /// A demotion from the level above: inserts the whole blocks of `data` (bytes of
+    /// `export` at `offset`) clean into the cache a read rule routes each block to
+    /// (whatever the client), without writing the backend
+    /// ([`Partition::insert_clean`]). Blocks no read rule routes to a cache are skipped.
+    pub fn insert_clean(
+        &self,
+        export: &str,
+        offset: u64,
+        data: &[u8],
+    ) -> Result<crate::DemoteOutcome> {
+        let r = read_lock(&self.routing);
+        let ex = Self::export(&r, export, offset, data.len() as u64)?;
+        let vol = &*ex.vol;
+        let mut out = crate::DemoteOutcome::default();
+        if data.is_empty() {
+            return Ok(out);
+        }
+        let bs = self.block_size as u64;
+        let rules = r.rules.of_vol(vol.id());
+        let (first, last) = (offset / bs, (offset + data.len() as u64 - 1) / bs);
+        let cache_of = |b: u64| {
+            rules
+                .iter()
+                .find(|e| e.blocks.contains(&b) && e.rule.op != Some(Op::Write))
+                .map(|e| e.cache)
+        };
+        let mut b = first;
+        while b <= last {
+            let target = cache_of(b);
+            let mut e = b + 1;
+            while e <= last && cache_of(e) == target {
+                e += 1;
+            }
+            let lo = (b * bs).max(offset);
+            let hi = (e * bs).min(offset + data.len() as u64);
+            let part = &data[(lo - offset) as usize..(hi - offset) as usize];
+            match target {
+                Some(c) => {
+                    let o = Self::part_of(&r, c)?.insert_clean(vol, lo, part)?;
+                    out.inserted += o.inserted;
+                    out.refreshed += o.refreshed;
+                    out.skipped += o.skipped;
+                }
+                None => out.skipped += e - b,
+            }
+            b = e;
+        }
+        Ok(out)
+    }
+
     /// Plugs an online profiler into a cache (`None` unplugs it).
     pub fn set_observer(
         &self,

@@ -29,6 +29,12 @@ pub(crate) struct Counters {
     pub writebacks: u64,
     pub writeback_errors: u64,
     pub coherent_ops: u64,
+    pub demoted: u64,
+    pub demote_dropped: u64,
+    pub demote_skipped: u64,
+    pub demoted_in: u64,
+    pub demote_refreshed: u64,
+    pub dropped_on_read: u64,
 }
 
 /// A snapshot of one partition's state and counters.
@@ -66,6 +72,21 @@ pub struct CacheStats {
     /// Requests that matched no rule but touched blocks this cache holds (served
     /// coherently, not counted as hits or misses).
     pub coherent_ops: u64,
+    /// Exclusive mode (`off`, `upper`: clean victims are demoted, `lower`: blocks served
+    /// to reads are dropped; see `partition::Exclusive`).
+    pub exclusive: String,
+    /// Clean victims handed to the demote sink (upper).
+    pub demoted: u64,
+    /// Clean victims the demote sink refused (its queue was full; upper).
+    pub demote_dropped: u64,
+    /// Clean victims not demoted because a write of the block was in flight (upper).
+    pub demote_skipped: u64,
+    /// Demoted blocks inserted clean (lower).
+    pub demoted_in: u64,
+    /// Demoted blocks already resident, moved to the MRU end (lower).
+    pub demote_refreshed: u64,
+    /// Clean blocks dropped after a read served them (lower).
+    pub dropped_on_read: u64,
 }
 
 impl CacheStats {

@@ -133,6 +133,16 @@ impl Volume {
         lock(&self.stripes[Self::stripe_of(block)])
     }
 
+    /// Locks the stripe of one block if no one holds it (never blocks, so it may be
+    /// called under a partition's lock).
+    pub(crate) fn try_lock_block(&self, block: u64) -> Option<MutexGuard<'_, ()>> {
+        match self.stripes[Self::stripe_of(block)].try_lock() {
+            Ok(g) => Some(g),
+            Err(std::sync::TryLockError::Poisoned(e)) => Some(e.into_inner()),
+            Err(std::sync::TryLockError::WouldBlock) => None,
+        }
+    }
+
     /// Locks the stripes of blocks `first..=last`, in ascending stripe order.
     pub(crate) fn lock_blocks(&self, first: u64, last: u64) -> Vec<MutexGuard<'_, ()>> {
         let mut idx: Vec<usize> = if last - first >= STRIPES as u64 {

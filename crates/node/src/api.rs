@@ -8,14 +8,15 @@
 //! | GET | `/healthz` | `{"status":"ok"}` while the node serves |
 //! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends |
-//! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
-//! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission"}` / remove |
+//! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile","exclusive"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
+//! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission","exclusive"}` / remove |
 //! | GET | `/v1/caches/{id or name}/curve?window=true&points=N` | online hit-ratio curve (`"status": "no data"` and no points before any access) |
 //! | GET, POST | `/v1/rules` | list / create `{"export","cache","client","op","range"}` |
 //! | DELETE | `/v1/rules/{id}` | remove |
 //! | GET | `/v1/tenants` | per (export, client) counters and latency percentiles |
 //! | GET, PUT | `/v1/proportions` | bandwidth weights `{"tenant": weight, ...}` (unknown tenants: 404 naming them) |
 //! | GET | `/v1/observations` | per-tenant counters, latency and curves for a controller (see [`crate::observe`]) |
+//! | POST | `/v1/demote/{export}` | demoted blocks from level 1, inserted clean without a disk write: records `offset u64 LE, length u32 LE, bytes` ([`crate::demote`]); answers `{"inserted","refreshed","skipped"}` |
 //!
 //! Every request but `/`, `/metrics` and `/healthz` needs `Authorization: Bearer TOKEN`
 //! (see [`crate::auth`]); without it the answer is 401.
@@ -102,6 +103,7 @@ pub fn router(state: Arc<NodeState>, token: Arc<ApiToken>) -> Router {
         .route("/v1/tenants", get(tenants))
         .route("/v1/proportions", get(get_proportions).put(set_proportions))
         .route("/v1/observations", get(observations))
+        .route("/v1/demote/{export}", axum::routing::post(demote))
         .fallback(|| async {
             NodeError::NotFound("no such endpoint; see GET / for the API".into())
         })
@@ -143,6 +145,7 @@ async fn node(State(s): St) -> Json<serde_json::Value> {
         "allocated_blocks": s.cache.allocated_blocks(),
         "uptime_seconds": s.started.elapsed().as_secs_f64(),
         "bandwidth_bytes_per_sec": s.bandwidth.total(),
+        "demote": s.demoter.counters(),
     }))
 }
 
@@ -306,4 +309,37 @@ async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, No
     }
     s.bandwidth.set_proportions(p).map_err(NodeError::Invalid)?;
     Ok(Json(s.bandwidth.proportions()))
+}
+
+async fn demote(
+    State(s): St,
+    Path(export): Path<String>,
+    b: Bytes,
+) -> Result<impl IntoResponse, NodeError> {
+    let out = blocking(move || {
+        let records = crate::demote::decode(&b)
+            .map_err(|e| NodeError::Invalid(format!("demote body: {e}")))?;
+        let mut out = cache::DemoteOutcome::default();
+        for (i, (offset, data)) in records.into_iter().enumerate() {
+            let o = s
+                .cache
+                .insert_clean(&export, offset, data)
+                .map_err(|e| match e {
+                    CacheError::OutOfRange { .. } => {
+                        NodeError::Invalid(format!("demote body: record {i}: {e}"))
+                    }
+                    e => NodeError::Cache(e),
+                })?;
+            out.inserted += o.inserted;
+            out.refreshed += o.refreshed;
+            out.skipped += o.skipped;
+        }
+        Ok(out)
+    })
+    .await?;
+    Ok(Json(json!({
+        "inserted": out.inserted,
+        "refreshed": out.refreshed,
+        "skipped": out.skipped,
+    })))
 }

@@ -195,6 +195,20 @@ pub struct ExportConfig {
     /// A SANCACHE hot-chunk tier on a fast file between the caches and the backend.
     #[serde(default)]
     pub hot_tier: Option<HotTierSpec>,
+    /// The HTTP API of each upstream (one per `upstream`, same order): where the clean
+    /// blocks an exclusive cache evicts are demoted (see `demote`). Empty: not demoted.
+    #[serde(default)]
+    pub upstream_api: Vec<UpstreamApi>,
+}
+
+/// One `upstream_api` entry: a level-2 node's API and its token.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UpstreamApi {
+    /// `http://HOST:PORT`.
+    pub url: String,
+    /// A file holding the level-2 node's API token (relative to `data_dir`).
+    pub token_file: PathBuf,
 }
 
 /// `[export.hot_tier]`: hot chunks of the export kept on a fast file.
@@ -261,6 +275,11 @@ pub struct CacheSpec {
     /// Most dirty bytes (default: the ratio alone).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dirty_bytes: Option<ByteSize>,
+    /// Exclusive levels (default false): on a level-1 node the cache demotes the clean
+    /// blocks it evicts to level 2 (exports with `upstream_api`); on a level-2 node it
+    /// drops the blocks it serves to reads (see `demote`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub exclusive: bool,
 }
 
 fn default_write_policy() -> String {
@@ -378,6 +397,21 @@ impl NodeConfig {
                 }
                 if h.size.0 < h.chunk.0 {
                     return Err(format!("{at}.hot_tier.size: smaller than one chunk"));
+                }
+            }
+            if !e.upstream_api.is_empty() && e.upstream_api.len() != e.upstream.len() {
+                return Err(format!(
+                    "{at}.upstream_api: {} entries for {} upstreams; give one per upstream, in the same order",
+                    e.upstream_api.len(),
+                    e.upstream.len()
+                ));
+            }
+            for (j, a) in e.upstream_api.iter().enumerate() {
+                if !a.url.starts_with("http://") {
+                    return Err(format!(
+                        "{at}.upstream_api[{j}].url: `{}` must be a URL such as http://HOST:PORT",
+                        a.url
+                    ));
                 }
             }
             if let Some(u) = e.stripe_unit {

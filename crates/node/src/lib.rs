@@ -11,6 +11,7 @@
 //! | [`state`] | the control plane: verbs, cache names, profilers, tenants |
 //! | [`export`] | the NBD face: per-client exports over the cache's data path |
 //! | [`upstream`] | backends over upstream NBD exports (level 1 → level 2) |
+//! | [`demote`] | exclusive levels: level 1 demotes clean victims to level 2 over HTTP |
 //! | [`api`], [`page`], [`metrics`] | HTTP: JSON verbs, operator's page, Prometheus |
 //! | [`auth`] | the API's bearer token: where it comes from, who may skip it |
 //! | [`latency`], [`share`] | per-tenant latency histograms, bandwidth proportions |
@@ -28,6 +29,7 @@ pub mod api;
 pub mod auth;
 pub mod bandwidth;
 pub mod config;
+pub mod demote;
 pub mod export;
 pub mod hot_tier;
 pub mod latency;
@@ -207,6 +209,7 @@ fn open_or_create(
 async fn open_backend(
     cfg: &NodeConfig,
     e: &ExportConfig,
+    demoter: &demote::Demoter,
 ) -> Result<(Arc<dyn cache::Backend>, String), NodeError> {
     let field = |msg: String| NodeError::Config {
         file: "node.toml".into(),
@@ -226,13 +229,34 @@ async fn open_backend(
             .map_err(|err| field(err.to_string()))?;
         members.push(Arc::new(b));
     }
+    let unit = e.stripe_unit.map(|u| u.0).unwrap_or(1 << 20);
+    if !e.upstream_api.is_empty() {
+        let mut with_targets = Vec::new();
+        for (j, (m, (u, api))) in members
+            .into_iter()
+            .zip(e.upstream.iter().zip(&e.upstream_api))
+            .enumerate()
+        {
+            let token = auth::read_token(&cfg.path(&api.token_file))
+                .map_err(|err| field(format!("upstream_api[{j}].token_file: {err}")))?;
+            let (_, export) = upstream::parse_address(u).map_err(field)?;
+            with_targets.push((
+                m,
+                demote::Target {
+                    url: api.url.clone(),
+                    token,
+                    export,
+                },
+            ));
+        }
+        members = demoter.add_export(&e.name, with_targets, unit)?;
+    }
     if members.len() == 1 {
         return Ok((
             members.pop().expect("one member"),
             format!("nbd:{}", e.upstream[0]),
         ));
     }
-    let unit = e.stripe_unit.map(|u| u.0).unwrap_or(1 << 20);
     let striped =
         cache::StripedBackend::new(members, unit).map_err(|err| field(err.to_string()))?;
     Ok((
@@ -252,7 +276,7 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
     state.phantom_policies = cfg.node.phantom_policies.clone();
     state.name = cfg.node.name.clone().unwrap_or_default();
     for e in &cfg.exports {
-        let (mut backend, mut desc) = open_backend(cfg, e).await?;
+        let (mut backend, mut desc) = open_backend(cfg, e, &state.demoter).await?;
         let mut tier = None;
         if let Some(h) = &e.hot_tier {
             let at = |msg: String| NodeError::Config {

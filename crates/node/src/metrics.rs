@@ -152,6 +152,68 @@ pub fn render(state: &NodeState) -> String {
         }
     }
 
+    // Exclusive levels (`demote`): per cache, then the level-1 queue.
+    let demote: [CacheMetric; 6] = [
+        (
+            "lachesis_cache_demoted_total",
+            "Clean victims queued for level 2.",
+            |s| s.demoted,
+        ),
+        (
+            "lachesis_cache_demote_dropped_total",
+            "Clean victims not demoted (queue full or no level-2 API).",
+            |s| s.demote_dropped,
+        ),
+        (
+            "lachesis_cache_demote_skipped_total",
+            "Clean victims not demoted (a write of the block was in flight).",
+            |s| s.demote_skipped,
+        ),
+        (
+            "lachesis_cache_demoted_in_total",
+            "Demoted blocks inserted clean.",
+            |s| s.demoted_in,
+        ),
+        (
+            "lachesis_cache_demote_refreshed_total",
+            "Demoted blocks already held, moved to MRU.",
+            |s| s.demote_refreshed,
+        ),
+        (
+            "lachesis_cache_dropped_on_read_total",
+            "Blocks dropped after serving a read (lower exclusive level).",
+            |s| s.dropped_on_read,
+        ),
+    ];
+    for (name, help, f) in demote {
+        o.help(name, "counter", help);
+        for c in &caches {
+            o.sample(name, &[("cache", &c.name), ("level", &level)], f(&c.stats));
+        }
+    }
+    let d = state.demoter.counters();
+    o.help(
+        "lachesis_demote_blocks_total",
+        "counter",
+        "Blocks on the demote path to level 2, by outcome.",
+    );
+    for (outcome, v) in [
+        ("queued", d.queued),
+        ("dropped", d.dropped),
+        ("no_target", d.no_target),
+        ("cancelled", d.cancelled),
+        ("sent", d.sent),
+        ("failed", d.failed),
+    ] {
+        o.sample("lachesis_demote_blocks_total", &[("outcome", outcome)], v);
+    }
+    o.help(
+        "lachesis_demote_queue_blocks",
+        "gauge",
+        "Blocks waiting to be demoted.",
+    );
+    o.sample("lachesis_demote_queue_blocks", &[], d.queue_blocks);
+
     let tenants = state.tenants();
     o.help(
         "lachesis_tenant_requests_total",

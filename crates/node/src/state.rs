@@ -69,6 +69,9 @@ pub struct CachePatch {
     /// New admission policy spec.
     #[serde(default)]
     pub admission: Option<String>,
+    /// Exclusive levels on or off (see `demote`).
+    #[serde(default)]
+    pub exclusive: Option<bool>,
 }
 
 /// One cache as the API shows it.
@@ -138,6 +141,8 @@ pub struct NodeState {
     pub phantom_policies: Vec<String>,
     export_index: BTreeMap<String, u64>,
     observers: Mutex<BTreeMap<String, Arc<TenantObserver>>>,
+    /// The demote path to level 2 (used by exclusive caches on a level-1 node).
+    pub demoter: crate::demote::Demoter,
 }
 
 /// Bits of a profiled block key left for the block number (the export's index above).
@@ -178,6 +183,7 @@ impl NodeState {
                 .collect(),
             export_index: BTreeMap::new(),
             observers: Mutex::default(),
+            demoter: crate::demote::Demoter::new(),
         })
     }
 
@@ -270,6 +276,9 @@ impl NodeState {
                 return Err(e.into());
             }
         }
+        if spec.exclusive {
+            self.set_exclusive(id, true)?;
+        }
         if spec.profile {
             let p = Arc::new(Mutex::new(OnlineProfiler::new(
                 PROFILER_SMAX,
@@ -327,6 +336,10 @@ impl NodeState {
                 stats.admission
             ));
         }
+        let exclusive = stats.exclusive != "off";
+        if spec.exclusive != exclusive {
+            differ.push(format!("exclusive ({exclusive}, asked {})", spec.exclusive));
+        }
         if differ.is_empty() {
             Ok((id, false))
         } else {
@@ -369,7 +382,24 @@ impl NodeState {
                 dirty: None,
             },
         )?;
+        if let Some(on) = patch.exclusive {
+            self.set_exclusive(id, on)?;
+        }
         tracing::info!(id, ?patch, "cache configured");
+        Ok(())
+    }
+
+    /// Turns exclusive levels on or off for a cache: on a level-1 node its clean victims
+    /// are demoted to level 2 (`demote`); on a level-2 node it keeps nothing it serves to
+    /// reads.
+    pub fn set_exclusive(&self, id: CacheId, on: bool) -> Result<(), NodeError> {
+        let mode = match (on, self.level) {
+            (false, _) => cache::Exclusive::Off,
+            (true, 0 | 1) => cache::Exclusive::Upper(self.demoter.sink()),
+            (true, _) => cache::Exclusive::Lower,
+        };
+        tracing::info!(id, mode = mode.name(), "exclusive mode");
+        self.cache.set_exclusive(id, mode)?;
         Ok(())
     }
 

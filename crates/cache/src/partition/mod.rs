@@ -12,7 +12,9 @@
 //!   demand);
 //! * `dirty`: dirty limits, background cleaning, throttling writers near the limit;
 //! * `control`: resize, policy switch, admission and write-policy changes, dropping
-//!   blocks a rule no longer routes here.
+//!   blocks a rule no longer routes here;
+//! * `demote`: exclusive levels — clean victims handed to a demote sink, blocks inserted
+//!   clean by a demotion, reads that do not keep what they serve.
 //!
 //! The submodules depend on `store` and `write_back`, never on each other otherwise;
 //! `store` depends on none of its siblings.
@@ -51,12 +53,14 @@
 //!   the request has released its own stripes (no lock-order cycles).
 
 mod control;
+mod demote;
 mod dirty;
 mod read;
 mod store;
 mod write;
 mod write_back;
 
+pub use demote::{DemoteOutcome, DemoteSink, Exclusive};
 pub use dirty::DirtyLimits;
 pub use read::Lent;
 
@@ -128,7 +132,7 @@ impl Partition {
         Ok(Partition {
             id,
             bs: block_size,
-            volumes,
+            volumes: volumes.clone(),
             inner: Mutex::new(Inner {
                 bc: BlockCache::new(capacity, policy).with_history(),
                 st: Store {
@@ -147,6 +151,8 @@ impl Partition {
                     lent_slots: Vec::new(),
                     dirty_limits: DirtyLimits::default(),
                     clean_debt: 0.0,
+                    exclusive: demote::Exclusive::Off,
+                    vols: volumes,
                 },
             }),
         })
@@ -203,6 +209,13 @@ impl Partition {
             writebacks: c.writebacks,
             writeback_errors: c.writeback_errors,
             coherent_ops: c.coherent_ops,
+            exclusive: g.st.exclusive.name().into(),
+            demoted: c.demoted,
+            demote_dropped: c.demote_dropped,
+            demote_skipped: c.demote_skipped,
+            demoted_in: c.demoted_in,
+            demote_refreshed: c.demote_refreshed,
+            dropped_on_read: c.dropped_on_read,
         }
     }
 

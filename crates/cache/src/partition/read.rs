@@ -1,7 +1,10 @@
 //! The read path of a partition: hits are copied (or lent, [`Lent`]) under the lock;
 //! misses register in the fill table, read the backend outside the lock while holding the
 //! blocks' stripes, and install what they read unless a write changed the block meanwhile.
+//! A lower exclusive level (`demote`) keeps nothing a routed read serves: clean hits are
+//! dropped once copied, misses are not installed.
 
+use super::demote::Exclusive;
 use super::{seg, Inner, Partition, Route};
 use crate::error::Result;
 use crate::stats::OpOutcome;
@@ -86,6 +89,14 @@ impl Partition {
             arena: &st.arena,
             runs,
         });
+        if matches!(st.exclusive, Exclusive::Lower) {
+            for (b, &slot) in (first..=last).zip(st.lent_slots.iter()) {
+                if !st.meta[slot as usize].dirty {
+                    bc.remove(vol.key(b));
+                    st.stats.dropped_on_read += 1;
+                }
+            }
+        }
         let hits = last - first + 1;
         st.stats.hits += hits;
         st.stats.read_bytes += len as u64;
@@ -115,9 +126,11 @@ impl Partition {
         let (first, last) = (offset / bs, (offset + len as u64 - 1) / bs);
         let cached = route == Route::Cached;
         let mut misses: Vec<(u64, u64)> = Vec::new();
+        let keep;
         {
             let mut g = lock(&self.inner);
             let Inner { bc, st } = &mut *g;
+            keep = !(cached && matches!(st.exclusive, Exclusive::Lower));
             for b in first..=last {
                 let key = vol.key(b);
                 let (in_off, dst) = seg(b, offset, len, bs);
@@ -133,6 +146,10 @@ impl Partition {
                     let s = slot as usize * self.bs + in_off;
                     buf[dst.clone()].copy_from_slice(&st.arena[s..s + dst.len()]);
                     out.hits += 1;
+                    if !keep && !st.meta[slot as usize].dirty {
+                        bc.remove(key);
+                        st.stats.dropped_on_read += 1;
+                    }
                 } else if let Some(e) = st.wb.get(&key) {
                     buf[dst.clone()].copy_from_slice(&e.data[in_off..in_off + dst.len()]);
                     out.hits += 1;
@@ -177,7 +194,7 @@ impl Partition {
             for (idx, &(b, gen)) in misses.iter().enumerate() {
                 let key = vol.key(b);
                 let valid = g.st.end_fill(key, gen);
-                if err.is_some() || !cached || !valid {
+                if err.is_some() || !cached || !valid || !keep {
                     continue;
                 }
                 if g.bc.lookup(key).is_none() && !g.st.wb.contains_key(&key) {

@@ -56,6 +56,10 @@ pub(super) struct Store {
     pub(super) dirty_limits: super::DirtyLimits,
     /// Blocks writers owe to throttling, carried between writes (`dirty`).
     pub(super) clean_debt: f64,
+    /// The partition's role in a pair of exclusive levels (`demote`).
+    pub(super) exclusive: super::demote::Exclusive,
+    /// The node's volumes, to name the export of a demoted victim (`demote`).
+    pub(super) vols: Arc<crate::volume::VolumeTable>,
 }
 
 /// Bytes of an evicted dirty block waiting to be written back, with the sequence number
@@ -79,7 +83,9 @@ impl Store {
         }
     }
 
-    /// Called by `BlockCache` for every evicted block, before its slot is reused.
+    /// Called by `BlockCache` for every evicted block, before its slot is reused. A dirty
+    /// victim moves to the write-back table; a clean one is demoted if the partition is
+    /// an upper exclusive level (`demote`).
     pub(super) fn evicted(&mut self, key: Key, slot: Slot, victims: &mut Vec<Key>) {
         self.stats.evictions += 1;
         if self.meta[slot as usize].dirty {
@@ -87,6 +93,9 @@ impl Store {
             self.set_dirty(slot, key, false);
             self.push_wb(key, data);
             victims.push(key);
+        } else if matches!(self.exclusive, super::demote::Exclusive::Upper(_)) {
+            let vols = self.vols.clone();
+            self.demote(key, slot, &vols);
         }
     }
 
