@@ -4,7 +4,10 @@
 //!    level-1 hosts, 500 level-2 servers; each tenant on one host, striped over two
 //!    servers), every tenant with a 33-point curve of each candidate policy and a third of
 //!    them with latency SLOs, scheme `lachesis`. Steps are timed on one thread; the median
-//!    of the runs after the first (which fills the state) is printed against the 1 s goal.
+//!    of the runs after the first (which fills the state) is printed against the 1 s goal,
+//!    in CPU time of the stepping thread (the goal is one core's work; on a machine shared
+//!    with other jobs the wall-clock time, printed beside it, also counts waiting for a
+//!    core).
 //! 2. The demo's workload (`controller::demo`, real NBD I/O on loopback): the scheme's
 //!    arm and a static fair-share arm on fresh nodes, both printed: the share of
 //!    tenant-intervals after the first three in which each feasible SLO held (goal
@@ -23,10 +26,18 @@ pub struct StepFigure {
     pub tenants: usize,
     /// Nodes of both levels.
     pub nodes: usize,
-    /// Median seconds of one step (after the first).
+    /// Median wall-clock seconds of one step (after the first).
     pub median_seconds: f64,
-    /// Seconds of the first step.
+    /// Wall-clock seconds of the first step.
     pub first_seconds: f64,
+    /// Median CPU seconds of the stepping thread for one step (after the first).
+    pub median_cpu_seconds: f64,
+}
+
+/// CPU time the calling thread has used, in seconds.
+fn thread_cpu_seconds() -> f64 {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    t.tv_sec as f64 + t.tv_nsec as f64 * 1e-9
 }
 
 fn curve(i: usize, shift: f64) -> mrc::HitRatioCurve {
@@ -120,20 +131,27 @@ pub fn step_at_scale(tenants: usize, hosts: usize, servers: usize, runs: usize) 
     let scheme = Scheme::named("lachesis").expect("known scheme");
     let mut c = Controller::new(topo, scheme).expect("valid topology");
     let mut times = Vec::new();
+    let mut cpu = Vec::new();
     for r in 0..runs.max(2) {
         let t = Instant::now();
+        let c0 = thread_cpu_seconds();
         let plan = c.step(10.0 * (r + 1) as f64, &obs).expect("step");
+        cpu.push(thread_cpu_seconds() - c0);
         times.push(t.elapsed().as_secs_f64());
         assert_eq!(plan.tenants.len(), tenants);
     }
     let first = times[0];
-    let mut rest = times[1..].to_vec();
-    rest.sort_by(f64::total_cmp);
+    let median = |v: &[f64]| {
+        let mut rest = v[1..].to_vec();
+        rest.sort_by(f64::total_cmp);
+        rest[rest.len() / 2]
+    };
     StepFigure {
         tenants,
         nodes: hosts + servers,
-        median_seconds: rest[rest.len() / 2],
+        median_seconds: median(&times),
         first_seconds: first,
+        median_cpu_seconds: median(&cpu),
     }
 }
 
@@ -142,13 +160,14 @@ pub fn step_at_scale(tenants: usize, hosts: usize, servers: usize, runs: usize) 
 pub fn run(demo: Option<Duration>, trace: Option<std::path::PathBuf>) -> crate::Result<()> {
     let f = step_at_scale(10_000, 500, 500, 5);
     println!(
-        "control step, {} tenants over {} nodes (scheme lachesis, one thread): median {:.3} s \
-         (first {:.3} s) against the goal of 1 s: {}",
+        "control step, {} tenants over {} nodes (scheme lachesis, one thread): median {:.3} CPU-s \
+         ({:.3} s wall-clock; first step {:.3} s) against the goal of 1 s: {}",
         f.tenants,
         f.nodes,
+        f.median_cpu_seconds,
         f.median_seconds,
         f.first_seconds,
-        if f.median_seconds < 1.0 {
+        if f.median_cpu_seconds < 1.0 {
             "met"
         } else {
             "NOT met"

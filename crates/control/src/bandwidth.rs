@@ -129,11 +129,12 @@ impl BandwidthState {
 
     fn init(&mut self, cfg: &Automata, topo: &Topology) {
         let mut resources = Vec::new();
-        for h in 0..topo.hosts.len() {
-            resources.push(("host", h, topo.on_host(h)));
+        let place = topo.placement();
+        for (h, members) in place.hosts.into_iter().enumerate() {
+            resources.push(("host", h, members));
         }
-        for s in 0..topo.servers.len() {
-            resources.push(("server", s, topo.on_server(s)));
+        for (s, members) in place.servers.into_iter().enumerate() {
+            resources.push(("server", s, members.into_iter().map(|m| m.0).collect()));
         }
         let mut controllers = Vec::new();
         for (level, node, members) in resources {

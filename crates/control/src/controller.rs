@@ -20,27 +20,216 @@ use serde::{Deserialize, Serialize};
 /// MLMS samples kept per tenant.
 const SAMPLES: usize = 16;
 
-/// What the controller carries from one interval to the next (plain data).
+/// Version of [`ControlState`]'s layout written by this code: 2 keys everything by name
+/// (1, before it, kept per-tenant vectors by position).
+pub const STATE_VERSION: u32 = 2;
+
+/// What the controller remembers of one tenant, found again by its name.
+#[derive(Clone, Debug, Default, Serialize, Deserialize)]
+pub struct TenantState {
+    /// The tenant's name.
+    pub name: String,
+    /// Service times as last observed (smoothed).
+    pub service: Option<ServiceTimes>,
+    /// Intervals in a row without a request.
+    pub idle: u32,
+    /// (allocation, observed latency) samples for MLMS's regression.
+    pub samples: Vec<Sample>,
+    /// The last curve of the policy it runs.
+    pub curve: Option<HitRatioCurve>,
+    /// SOPA's decision state.
+    pub choice: ChoiceState,
+}
+
+/// A node as the previous plan saw it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct NodeState {
+    /// Its name.
+    pub name: String,
+    /// Its capacity (blocks) when the previous plan was made.
+    pub capacity: u64,
+    /// Its hot tier's threshold state (servers with a controlled tier).
+    #[serde(default)]
+    pub boost: Option<ThresholdState>,
+}
+
+/// What the controller carries from one interval to the next (plain data). Everything is
+/// keyed by name, so a tenant or node added, removed or reordered between steps neither
+/// resets the others nor hands one tenant's history to another: [`Controller::resume`]
+/// matches tenants and nodes by name, starts new ones afresh, forgets the departed, and
+/// restates the previous plan in the new topology's order and node indices. The bandwidth
+/// learners (whose actions are proportions over one set of tenants) start afresh when the
+/// set of tenants or nodes changes. A state written before names (no `version`) is read
+/// by position, as it was written.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct ControlState {
+    /// Layout version ([`STATE_VERSION`]; absent in states of the positional layout).
+    #[serde(default)]
+    pub version: u32,
     /// Steps taken.
     pub interval: u64,
-    /// Per tenant, service times as last observed (smoothed).
-    pub service: Vec<ServiceTimes>,
-    /// Per tenant, intervals in a row without a request.
-    pub idle: Vec<u32>,
-    /// Per tenant, (allocation, observed latency) samples for MLMS's regression.
-    pub samples: Vec<Vec<Sample>>,
-    /// Per tenant, the last curve of the policy it runs.
-    pub curves: Vec<Option<HitRatioCurve>>,
-    /// Per tenant, SOPA's decision state.
-    pub choice: Vec<ChoiceState>,
+    /// Per tenant, by name (in the topology's order once resumed).
+    #[serde(default)]
+    pub tenants: Vec<TenantState>,
+    /// Level-1 hosts as of the previous plan (its partitions' `node` indices refer here).
+    #[serde(default)]
+    pub hosts: Vec<NodeState>,
+    /// Level-2 servers as of the previous plan, with their hot-tier state.
+    #[serde(default)]
+    pub servers: Vec<NodeState>,
     /// The bandwidth learners.
+    #[serde(default)]
     pub bandwidth: BandwidthState,
-    /// Per server, the hot tier's threshold state.
-    pub boost: Vec<Option<ThresholdState>>,
-    /// The last plan.
+    /// The last plan (tenants in the order of `tenants`).
+    #[serde(default)]
     pub previous: Option<Plan>,
+    // The positional layout (version 1), read only to carry an old state over.
+    #[serde(default, rename = "service", skip_serializing)]
+    old_service: Vec<ServiceTimes>,
+    #[serde(default, rename = "idle", skip_serializing)]
+    old_idle: Vec<u32>,
+    #[serde(default, rename = "samples", skip_serializing)]
+    old_samples: Vec<Vec<Sample>>,
+    #[serde(default, rename = "curves", skip_serializing)]
+    old_curves: Vec<Option<HitRatioCurve>>,
+    #[serde(default, rename = "choice", skip_serializing)]
+    old_choice: Vec<ChoiceState>,
+    #[serde(default, rename = "boost", skip_serializing)]
+    old_boost: Vec<Option<ThresholdState>>,
+}
+
+impl ControlState {
+    /// The state restated for `topo`: see the type's doc.
+    fn fit(mut self, topo: &Topology) -> ControlState {
+        if self.version < 2 {
+            self.carry_positions(topo);
+        }
+        let shape_changed = self.tenants.len() != topo.tenants.len()
+            || self
+                .tenants
+                .iter()
+                .zip(&topo.tenants)
+                .any(|(a, b)| a.name != b.name)
+            || !same_names(&self.hosts, &topo.hosts)
+            || !same_names(&self.servers, &topo.servers);
+        if shape_changed {
+            self.bandwidth = BandwidthState::default();
+        }
+        // Tenants by name.
+        let mut old: std::collections::HashMap<String, TenantState> = self
+            .tenants
+            .drain(..)
+            .map(|t| (t.name.clone(), t))
+            .collect();
+        self.tenants = topo
+            .tenants
+            .iter()
+            .map(|t| {
+                old.remove(&t.name).unwrap_or_else(|| TenantState {
+                    name: t.name.clone(),
+                    ..Default::default()
+                })
+            })
+            .collect();
+        // The previous plan in the new order and node indices; what it cannot place goes.
+        if let Some(prev) = self.previous.take() {
+            let index =
+                |nodes: &[NodeState], now: &[crate::topology::Node]| -> Vec<Option<usize>> {
+                    nodes
+                        .iter()
+                        .map(|n| now.iter().position(|m| m.name == n.name))
+                        .collect()
+                };
+            let hosts = index(&self.hosts, &topo.hosts);
+            let servers = index(&self.servers, &topo.servers);
+            let mut by_name: std::collections::HashMap<String, TenantPlan> = prev
+                .tenants
+                .into_iter()
+                .map(|t| (t.tenant.clone(), t))
+                .collect();
+            let mut tenants = Vec::with_capacity(topo.tenants.len());
+            for t in &topo.tenants {
+                let Some(mut tp) = by_name.remove(&t.name) else {
+                    continue;
+                };
+                let Some(Some(h)) = hosts.get(tp.l1.node).copied() else {
+                    continue;
+                };
+                tp.l1.node = h;
+                tp.l2
+                    .retain_mut(|p| match servers.get(p.node).copied().flatten() {
+                        Some(s) => {
+                            p.node = s;
+                            true
+                        }
+                        None => false,
+                    });
+                tenants.push(tp);
+            }
+            self.previous = Some(Plan { tenants, ..prev });
+        }
+        // Nodes by name: hot-tier state kept, capacities as of the previous plan.
+        let nodes = |old: &[NodeState], now: &[crate::topology::Node]| -> Vec<NodeState> {
+            now.iter()
+                .map(|n| {
+                    old.iter()
+                        .find(|o| o.name == n.name)
+                        .cloned()
+                        .unwrap_or_else(|| NodeState {
+                            name: n.name.clone(),
+                            capacity: n.capacity,
+                            boost: None,
+                        })
+                })
+                .collect()
+        };
+        self.hosts = nodes(&self.hosts, &topo.hosts);
+        self.servers = nodes(&self.servers, &topo.servers);
+        self.version = STATE_VERSION;
+        self
+    }
+
+    /// Carries a positional (version 1) state over, position `i` being tenant `i` of
+    /// `topo` (as it was written) and likewise for servers; node capacities are unknown,
+    /// so they count as unchanged.
+    fn carry_positions(&mut self, topo: &Topology) {
+        self.tenants = topo
+            .tenants
+            .iter()
+            .enumerate()
+            .map(|(i, t)| TenantState {
+                name: t.name.clone(),
+                service: self.old_service.get(i).copied(),
+                idle: self.old_idle.get(i).copied().unwrap_or(0),
+                samples: self.old_samples.get(i).cloned().unwrap_or_default(),
+                curve: self.old_curves.get(i).cloned().flatten(),
+                choice: self.old_choice.get(i).cloned().unwrap_or_default(),
+            })
+            .collect();
+        let keep = |nodes: &[crate::topology::Node], boost: &[Option<ThresholdState>]| {
+            nodes
+                .iter()
+                .enumerate()
+                .map(|(k, n)| NodeState {
+                    name: n.name.clone(),
+                    capacity: n.capacity,
+                    boost: boost.get(k).copied().flatten(),
+                })
+                .collect::<Vec<_>>()
+        };
+        self.hosts = keep(&topo.hosts, &[]);
+        self.servers = keep(&topo.servers, &self.old_boost);
+        self.old_service.clear();
+        self.old_idle.clear();
+        self.old_samples.clear();
+        self.old_curves.clear();
+        self.old_choice.clear();
+        self.old_boost.clear();
+    }
+}
+
+fn same_names(a: &[NodeState], b: &[crate::topology::Node]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(x, y)| x.name == y.name)
 }
 
 /// One controller: what it controls, how, and what it remembers.
@@ -57,20 +246,16 @@ impl Controller {
         Controller::resume(topology, scheme, ControlState::default())
     }
 
-    /// A controller continuing from `state` (as persisted by the live controller).
+    /// A controller continuing from `state` (as persisted by the live controller), in a
+    /// topology that may have gained, lost or reordered tenants and nodes since: the state
+    /// is matched to it by name (see [`ControlState`]).
     pub fn resume(
         topology: Topology,
         scheme: Scheme,
-        mut state: ControlState,
+        state: ControlState,
     ) -> Result<Controller, ControlError> {
         topology.validate()?;
-        let n = topology.tenants.len();
-        state.service.resize(n, topology.service);
-        state.idle.resize(n, 0);
-        state.samples.resize(n, Vec::new());
-        state.curves.resize(n, None);
-        state.choice.resize(n, ChoiceState::default());
-        state.boost.resize(topology.servers.len(), None);
+        let state = state.fit(&topology);
         Ok(Controller {
             topology,
             scheme,
@@ -153,7 +338,7 @@ impl Controller {
             .collect();
         let idle_cfg = self.scheme.idle;
         let active: Vec<bool> = (0..n)
-            .map(|i| idle_cfg.map_or(true, |c| self.state.idle[i] < c.intervals))
+            .map(|i| idle_cfg.map_or(true, |c| self.state.tenants[i].idle < c.intervals))
             .collect();
         let inp = Inputs {
             topo,
@@ -188,30 +373,31 @@ impl Controller {
         for (i, &on) in active.iter().enumerate() {
             if !on {
                 let r = Reason::Idle {
-                    intervals: self.state.idle[i],
+                    intervals: self.state.tenants[i].idle,
                 };
                 sizes.l1_reason[i] = r.clone();
                 sizes.l2_reason[i] = r;
             }
         }
         if let (Some(h), Some(prev)) = (self.scheme.hysteresis, self.state.previous.as_ref()) {
-            if prev.layout == Layout::Partitioned && prev.tenants.len() == n {
-                let returned =
-                    (0..n).any(|i| self.state.idle[i] == 0 && prev.tenants[i].l1.reason.is_idle());
+            if prev.layout == Layout::Partitioned {
+                let was = Previous::new(topo, prev, &self.state);
+                let returned = (0..n).any(|i| {
+                    self.state.tenants[i].idle == 0
+                        && was.tenant[i].is_some_and(|tp| tp.l1.reason.is_idle())
+                });
                 let at_risk = returned
                     || (0..n).any(|i| match targets[i] {
                         Some(t) => {
                             let o = &obs.tenants[i];
                             (o.requests > 0 && o.mean_latency_ms > t)
-                                || inp.latency(
-                                    i,
-                                    prev.tenants[i].l1.size,
-                                    &l2_sizes(&prev.tenants[i]),
-                                ) > t
+                                || was
+                                    .sizes(topo, i)
+                                    .is_some_and(|(l1, l2)| inp.latency(i, l1, &l2) > t)
                         }
                         None => false,
                     });
-                damp(&inp, &mut sizes, prev, h, at_risk);
+                damp(&inp, &mut sizes, &was, h, at_risk);
             }
         }
         let mut plan = self.build_plan(now, sizes, &models, &targets, &lat_fair);
@@ -219,7 +405,9 @@ impl Controller {
         if let Some(cfg) = self.scheme.policy_choice.clone() {
             for (i, tp) in plan.tenants.iter_mut().enumerate() {
                 let size = (tp.l1.size + tp.l2_total()) as f64;
-                let (p, why) = self.state.choice[i].step(&cfg, &obs.tenants[i], size);
+                let (p, why) = self.state.tenants[i]
+                    .choice
+                    .step(&cfg, &obs.tenants[i], size);
                 tp.eviction = p;
                 tp.eviction_reason = why;
             }
@@ -236,7 +424,9 @@ impl Controller {
                 if !server.hot_tier {
                     continue;
                 }
-                let st = self.state.boost[s].get_or_insert_with(ThresholdState::default);
+                let st = self.state.servers[s]
+                    .boost
+                    .get_or_insert_with(ThresholdState::default);
                 if let Some(t) = obs.tiers.get(s) {
                     *st = boost_step(
                         *st,
@@ -256,13 +446,26 @@ impl Controller {
         self.state.interval += 1;
         plan.interval = self.state.interval;
         self.state.previous = Some(plan.clone());
+        for (rec, node) in self.state.hosts.iter_mut().zip(&topo.hosts) {
+            rec.capacity = node.capacity;
+        }
+        for (rec, node) in self.state.servers.iter_mut().zip(&topo.servers) {
+            rec.capacity = node.capacity;
+        }
         Ok(plan)
     }
 
     fn observe(&mut self, obs: &Observations) {
-        let prev = self.state.previous.clone();
+        let prev: std::collections::HashMap<&str, &TenantPlan> = self
+            .state
+            .previous
+            .iter()
+            .flat_map(|p| &p.tenants)
+            .map(|tp| (tp.tenant.as_str(), tp))
+            .collect();
         for (i, o) in obs.tenants.iter().enumerate() {
-            let s = &mut self.state.service[i];
+            let st = &mut self.state.tenants[i];
+            let s = st.service.get_or_insert(self.topology.service);
             let blend = |old: &mut f64, new: Option<f64>| {
                 if let Some(v) = new.filter(|v| v.is_finite() && *v > 0.0) {
                     *old = 0.5 * *old + 0.5 * v;
@@ -274,14 +477,14 @@ impl Controller {
             // Keep the levels ordered, so more space never predicts more latency.
             s.l2_hit_ms = s.l2_hit_ms.max(s.l1_hit_ms);
             s.miss_ms = s.miss_ms.max(s.l2_hit_ms);
-            self.state.idle[i] = if o.requests == 0 {
-                self.state.idle[i].saturating_add(1)
+            st.idle = if o.requests == 0 {
+                st.idle.saturating_add(1)
             } else {
                 0
             };
-            if let (Some(p), true) = (prev.as_ref(), o.requests > 0) {
-                if let Some(tp) = p.tenants.get(i) {
-                    let v = &mut self.state.samples[i];
+            if o.requests > 0 {
+                if let Some(tp) = prev.get(st.name.as_str()) {
+                    let v = &mut st.samples;
                     if v.len() == SAMPLES {
                         v.remove(0);
                     }
@@ -292,13 +495,12 @@ impl Controller {
                     });
                 }
             }
-            let running = self.state.choice[i].active.clone();
+            let running = st.choice.active.as_deref();
             let curve = running
-                .as_deref()
                 .and_then(|p| o.curve(p))
                 .or_else(|| o.curves.first().map(|c| &c.curve));
             if let Some(c) = curve {
-                self.state.curves[i] = Some(monotone_envelope(c));
+                st.curve = Some(monotone_envelope(c));
             }
         }
     }
@@ -307,8 +509,13 @@ impl Controller {
         let flat = HitRatioCurve::from_pairs([(0, 1.0), (1, 1.0)]).expect("valid");
         (0..self.topology.tenants.len())
             .map(|i| LatencyModel {
-                curve: self.state.curves[i].clone().unwrap_or_else(|| flat.clone()),
-                service: self.state.service[i],
+                curve: self.state.tenants[i]
+                    .curve
+                    .clone()
+                    .unwrap_or_else(|| flat.clone()),
+                service: self.state.tenants[i]
+                    .service
+                    .unwrap_or(self.topology.service),
                 levels: self.topology.levels,
             })
             .collect()
@@ -316,7 +523,7 @@ impl Controller {
 
     /// MLMS's regression for tenant `i`, once three distinct allocations were observed.
     fn regression(&self, i: usize, k1: u64, k2: u64) -> Option<Regression> {
-        let v = &self.state.samples[i];
+        let v = &self.state.tenants[i].samples;
         let mut distinct: Vec<(u64, u64)> = v.iter().map(|s| (s.c1 as u64, s.c2 as u64)).collect();
         distinct.sort_unstable();
         distinct.dedup();
@@ -361,6 +568,8 @@ impl Controller {
             rates: &active.iter().map(|_| 1.0).collect::<Vec<_>>(),
         };
         let mut infeasible = sizes.shortfalls.clone();
+        let reported: std::collections::HashSet<&str> =
+            sizes.shortfalls.iter().map(|s| s.tenant.as_str()).collect();
         let mut speed = 0.0;
         let tenants: Vec<TenantPlan> = (0..n)
             .map(|i| {
@@ -389,7 +598,7 @@ impl Controller {
                 let predicted = inp.latency(i, l1, &l2);
                 speed += predicted / lat_fair[i].max(1e-12);
                 let met = targets[i].map(|tg| predicted <= tg * (1.0 + 1e-9));
-                if met == Some(false) && !infeasible.iter().any(|s| s.tenant == t.name) {
+                if met == Some(false) && !reported.contains(t.name.as_str()) {
                     infeasible.push(Shortfall {
                         tenant: t.name.clone(),
                         target_ms: targets[i].unwrap_or(0.0),
@@ -397,7 +606,8 @@ impl Controller {
                         reason: "the allocation predicted for it is short of its target".into(),
                     });
                 }
-                let running = self.state.choice[i]
+                let running = self.state.tenants[i]
+                    .choice
                     .active
                     .clone()
                     .or_else(|| {
@@ -446,52 +656,151 @@ impl Controller {
     }
 }
 
-fn l2_sizes(tp: &TenantPlan) -> Vec<u64> {
-    tp.l2.iter().map(|p| p.size).collect()
-}
-
 impl Reason {
     fn is_idle(&self) -> bool {
         matches!(self, Reason::Idle { .. })
     }
 }
 
-/// Applies hysteresis to `sizes` against the previous plan.
-fn damp(inp: &Inputs, sizes: &mut Sizes, prev: &Plan, h: crate::scheme::Hysteresis, at_risk: bool) {
+/// The previous plan as the current topology sees it: each tenant's part (by name) and
+/// which nodes changed since (see [`damp`]).
+struct Previous<'a> {
+    /// Per tenant, its part of the previous plan.
+    tenant: Vec<Option<&'a TenantPlan>>,
+    /// Per host, whether it changed.
+    host_changed: Vec<bool>,
+    /// Per server, whether it changed.
+    server_changed: Vec<bool>,
+}
+
+impl<'a> Previous<'a> {
+    fn new(topo: &Topology, prev: &'a Plan, state: &ControlState) -> Previous<'a> {
+        let by_name: std::collections::HashMap<&str, &TenantPlan> = prev
+            .tenants
+            .iter()
+            .map(|tp| (tp.tenant.as_str(), tp))
+            .collect();
+        let tenant: Vec<Option<&TenantPlan>> = topo
+            .tenants
+            .iter()
+            .map(|t| by_name.get(t.name.as_str()).copied())
+            .collect();
+        // Partitions the previous plan had on each node, and members that had one there.
+        let mut had_h = vec![0usize; topo.hosts.len()];
+        let mut had_s = vec![0usize; topo.servers.len()];
+        for tp in &prev.tenants {
+            if let Some(c) = had_h.get_mut(tp.l1.node) {
+                *c += 1;
+            }
+            for p in &tp.l2 {
+                if let Some(c) = had_s.get_mut(p.node) {
+                    *c += 1;
+                }
+            }
+        }
+        let place = topo.placement();
+        let host_changed = (0..topo.hosts.len())
+            .map(|h| {
+                let kept = place.hosts[h]
+                    .iter()
+                    .filter(|&&i| tenant[i].is_some_and(|tp| tp.l1.node == h))
+                    .count();
+                let cap = state.hosts.get(h).map(|n| n.capacity);
+                cap != Some(topo.hosts[h].capacity)
+                    || kept != place.hosts[h].len()
+                    || had_h[h] != kept
+            })
+            .collect();
+        let server_changed = (0..topo.servers.len())
+            .map(|s| {
+                let kept = place.servers[s]
+                    .iter()
+                    .filter(|&&(i, _)| {
+                        tenant[i].is_some_and(|tp| tp.l2.iter().any(|p| p.node == s))
+                    })
+                    .count();
+                let cap = state.servers.get(s).map(|n| n.capacity);
+                cap != Some(topo.servers[s].capacity)
+                    || kept != place.servers[s].len()
+                    || had_s[s] != kept
+            })
+            .collect();
+        Previous {
+            tenant,
+            host_changed,
+            server_changed,
+        }
+    }
+
+    /// Tenant `i`'s previous level-1 size on its host, if it had a partition there.
+    fn l1(&self, topo: &Topology, i: usize) -> Option<u64> {
+        let tp = self.tenant[i]?;
+        (tp.l1.node == topo.tenants[i].host).then_some(tp.l1.size)
+    }
+
+    /// Tenant `i`'s previous level-2 size on its `k`-th server.
+    fn l2(&self, topo: &Topology, i: usize, k: usize) -> Option<u64> {
+        let s = topo.tenants[i].servers[k];
+        let tp = self.tenant[i]?;
+        tp.l2.iter().find(|p| p.node == s).map(|p| p.size)
+    }
+
+    /// Tenant `i`'s previous sizes, if it had a partition on each of its nodes.
+    fn sizes(&self, topo: &Topology, i: usize) -> Option<(u64, Vec<u64>)> {
+        let l1 = self.l1(topo, i)?;
+        let l2 = (0..topo.tenants[i].servers.len())
+            .map(|k| self.l2(topo, i, k))
+            .collect::<Option<Vec<u64>>>()?;
+        Some((l1, l2))
+    }
+}
+
+/// Applies hysteresis to `sizes` against the previous plan. A node is *changed* when its
+/// capacity is not the one the previous plan was made for, or its tenants are not those
+/// the previous plan placed there: its partitions take the new sizes at once, whatever the
+/// gain (a shrunk node fits its new capacity now, a grown one's new space is given out, a
+/// new tenant gets its share). The other nodes are held when the predicted gain is below
+/// the threshold and no SLO is at risk, and otherwise moved at most `max_move` per interval.
+fn damp(
+    inp: &Inputs,
+    sizes: &mut Sizes,
+    was: &Previous,
+    h: crate::scheme::Hysteresis,
+    at_risk: bool,
+) {
     let topo = inp.topo;
     let n = topo.tenants.len();
-    let objective = |l1: &dyn Fn(usize) -> u64, l2: &dyn Fn(usize) -> Vec<u64>| -> f64 {
-        (0..n)
-            .filter(|&i| inp.active[i])
-            .map(|i| {
-                topo.tenants[i].class.weight() * inp.latency(i, l1(i), &l2(i))
-                    / inp.lat_fair[i].max(1e-12)
-            })
-            .sum()
-    };
-    let old = objective(&|i| prev.tenants[i].l1.size, &|i| {
-        l2_sizes(&prev.tenants[i])
-    });
-    let new = objective(&|i| sizes.l1[i], &|i| sizes.l2[i].clone());
-    let gain = if old > 0.0 { (old - new) / old } else { 0.0 };
-    if !at_risk && gain < h.min_gain {
-        for i in 0..n {
-            let p = &prev.tenants[i];
-            if sizes.l1[i] != p.l1.size {
-                sizes.l1_reason[i] = Reason::Hysteresis { gain };
-            }
-            if sizes.l2[i] != l2_sizes(p) {
-                sizes.l2_reason[i] = Reason::Hysteresis { gain };
-            }
-            sizes.l1[i] = p.l1.size;
-            sizes.l2[i] = l2_sizes(p);
-        }
-        return;
+    let (mut old, mut new) = (0.0, 0.0);
+    for i in (0..n).filter(|&i| inp.active[i]) {
+        let Some((l1, l2)) = was.sizes(topo, i) else {
+            continue;
+        };
+        let (w, fair) = (topo.tenants[i].class.weight(), inp.lat_fair[i].max(1e-12));
+        old += w * inp.latency(i, l1, &l2) / fair;
+        new += w * inp.latency(i, sizes.l1[i], &sizes.l2[i]) / fair;
     }
+    let gain = if old > 0.0 { (old - new) / old } else { 0.0 };
+    let hold = !at_risk && gain < h.min_gain;
+    let place = topo.placement();
     for (hx, host) in topo.hosts.iter().enumerate() {
-        let members = topo.on_host(hx);
-        let before: Vec<u64> = members.iter().map(|&i| prev.tenants[i].l1.size).collect();
+        if was.host_changed[hx] {
+            continue;
+        }
+        let members = &place.hosts[hx];
+        let before: Vec<u64> = members
+            .iter()
+            .map(|&i| was.l1(topo, i).unwrap_or(0))
+            .collect();
         let target: Vec<u64> = members.iter().map(|&i| sizes.l1[i]).collect();
+        if hold {
+            for (k, &i) in members.iter().enumerate() {
+                if target[k] != before[k] {
+                    sizes.l1_reason[i] = Reason::Hysteresis { gain };
+                }
+                sizes.l1[i] = before[k];
+            }
+            continue;
+        }
         let (got, limited) = limit_moves(&before, &target, host.capacity, h.max_move);
         for (k, &i) in members.iter().enumerate() {
             if limited && got[k] != target[k] {
@@ -501,25 +810,30 @@ fn damp(inp: &Inputs, sizes: &mut Sizes, prev: &Plan, h: crate::scheme::Hysteres
         }
     }
     for (s, server) in topo.servers.iter().enumerate() {
-        let members = topo.on_server(s);
-        let pos = |i: usize| {
-            topo.tenants[i]
-                .servers
-                .iter()
-                .position(|&x| x == s)
-                .unwrap_or(0)
-        };
+        if was.server_changed[s] {
+            continue;
+        }
+        let members = &place.servers[s];
         let before: Vec<u64> = members
             .iter()
-            .map(|&i| prev.tenants[i].l2[pos(i)].size)
+            .map(|&(i, k)| was.l2(topo, i, k).unwrap_or(0))
             .collect();
-        let target: Vec<u64> = members.iter().map(|&i| sizes.l2[i][pos(i)]).collect();
-        let (got, limited) = limit_moves(&before, &target, server.capacity, h.max_move);
-        for (k, &i) in members.iter().enumerate() {
-            if limited && got[k] != target[k] {
-                sizes.l2_reason[i] = Reason::MoveLimited { target: target[k] };
+        let target: Vec<u64> = members.iter().map(|&(i, k)| sizes.l2[i][k]).collect();
+        if hold {
+            for (j, &(i, k)) in members.iter().enumerate() {
+                if target[j] != before[j] {
+                    sizes.l2_reason[i] = Reason::Hysteresis { gain };
+                }
+                sizes.l2[i][k] = before[j];
             }
-            sizes.l2[i][pos(i)] = got[k];
+            continue;
+        }
+        let (got, limited) = limit_moves(&before, &target, server.capacity, h.max_move);
+        for (j, &(i, k)) in members.iter().enumerate() {
+            if limited && got[j] != target[j] {
+                sizes.l2_reason[i] = Reason::MoveLimited { target: target[j] };
+            }
+            sizes.l2[i][k] = got[j];
         }
     }
 }

@@ -6,7 +6,9 @@
 //! with a target observed or predicted above it). Even then, at most `max_move` of a node's
 //! capacity changes hands per interval: every partition of that node moves the same
 //! fraction of the way, each move rounded down and growth trimmed so the node
-//! never holds more than its capacity.
+//! never holds more than its capacity. A node whose capacity, or set of tenants, is not
+//! the one the previous plan was made for is exempt: its partitions take the proposed
+//! sizes at once, so a shrunk node fits its new capacity and a grown one's space is used.
 
 use crate::plan::Reason;
 

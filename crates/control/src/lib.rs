@@ -2,8 +2,9 @@
 //!
 //! The enforcement step of Lachesis: one interval's observations in, a plan and the reason
 //! for every number out. Pure: no I/O, threads or clocks; the state carried between
-//! intervals ([`ControlState`]) is plain serialisable data, so a controller can be
-//! persisted and resumed. The hierarchy simulator (`sim`) calls [`Controller::step`] every
+//! intervals ([`ControlState`]) is plain serialisable data keyed by tenant and node name,
+//! so a controller can be persisted and resumed, also into a topology that gained, lost or
+//! reordered tenants and nodes. The hierarchy simulator (`sim`) calls [`Controller::step`] every
 //! simulated interval.
 //!
 //! The pipeline of one step ([`Controller::step`]), each stage configured by the
@@ -14,7 +15,8 @@
 //! 3. space ([`allocate`]): fair share, shared or alone baselines, MLMS, Moirai, or ours;
 //!    idle tenants shrink to a floor and get space back when they return;
 //! 4. hysteresis ([`hysteresis`]): move only for a real predicted gain or an SLO at risk,
-//!    and at most a share of each node per interval;
+//!    and at most a share of each node per interval; a node whose capacity or tenants
+//!    changed since the previous plan is planned afresh at once;
 //! 5. eviction policy per partition by SOPA over the candidates' curves
 //!    ([`policy_choice`]);
 //! 6. bandwidth proportions by coordinated learning automata ([`bandwidth`]);
@@ -34,13 +36,13 @@ pub mod policy_choice;
 pub mod scheme;
 pub mod topology;
 
-pub use controller::{ControlState, Controller};
+pub use controller::{ControlState, Controller, NodeState, TenantState, STATE_VERSION};
 pub use observe::{
     LevelCount, Observations, ObservedService, PolicyCurve, TenantObservation, TierObservation,
 };
 pub use plan::{BoostPlan, Layout, Partition, Plan, Reason, ResourceShares, Shortfall, TenantPlan};
 pub use scheme::{Allocation, Automata, PolicyChoice, Scheme, SCHEME_NAMES};
-pub use topology::{Class, Levels, Node, ServiceTimes, Slo, Tenant, Topology};
+pub use topology::{Class, Levels, Node, Placement, ServiceTimes, Slo, Tenant, Topology};
 
 /// Errors of the enforcement step; each names what was wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -44,6 +44,27 @@ impl LatencyModel {
         s.l1_hit_ms * h1 + s.l2_hit_ms * (h12 - h1) + s.miss_ms * (1.0 - h12)
     }
 
+    /// The level-1 size from which [`LatencyModel::latency`] no longer changes with `c1`,
+    /// whatever `c2`: the end of the curve (both hit ratios are flat past it).
+    pub fn flat_from_c1(&self) -> u64 {
+        self.curve.max_size()
+    }
+
+    /// The level-2 size of one of `n` servers (the others fixed) from which the latency at
+    /// `c1` no longer changes: where `c1 + n·x` (exclusive) or `n·x` (inclusive) reaches
+    /// the end of the curve; 0 when `c1` already does.
+    pub fn flat_from_c2(&self, c1: u64, n: u64) -> u64 {
+        let end = self.curve.max_size();
+        let n = n.max(1);
+        if c1 >= end {
+            return 0;
+        }
+        match self.levels {
+            Levels::Exclusive => (end - c1).div_ceil(n),
+            Levels::Inclusive => end.div_ceil(n),
+        }
+    }
+
     /// The smallest `c2` on multiples of `step` up to `max` with `latency(c1, c2) <= target`
     /// (binary search: latency never rises with `c2`).
     pub fn min_c2(&self, c1: f64, target: f64, step: u64, max: u64) -> Option<u64> {
@@ -100,10 +121,20 @@ pub fn latency_target(
 /// A curve `x ↦ f(x) / f(0)` over `0..=max` blocks, sampled at about `points` sizes (plus
 /// `max`), made monotone: the form the concave-hull optimiser takes for a latency
 /// function `f` that falls with size (it maximises `weight · (1 − curve)`).
-pub fn normalised_curve(
+pub fn normalised_curve(f: impl FnMut(u64) -> f64, max: u64, points: u64) -> (HitRatioCurve, f64) {
+    normalised_curve_flat(f, max, points, u64::MAX)
+}
+
+/// [`normalised_curve`] of an `f` known to be constant from `flat` blocks on (a latency
+/// past the end of the tenant's curve: see [`LatencyModel::flat_from_c1`] and
+/// [`LatencyModel::flat_from_c2`]): the samples of the grid at or past `flat` would all
+/// repeat the first of them, so only that one and `max` are kept. The same function as
+/// [`normalised_curve`] gives, from a fraction of the evaluations.
+pub fn normalised_curve_flat(
     mut f: impl FnMut(u64) -> f64,
     max: u64,
     points: u64,
+    flat: u64,
 ) -> (HitRatioCurve, f64) {
     let base = f(0).max(1e-12);
     let step = (max / points.max(1)).max(1);
@@ -115,6 +146,10 @@ pub fn normalised_curve(
         low = r;
         pairs.push((x, r));
         if x >= max {
+            break;
+        }
+        if x >= flat {
+            pairs.push((max, r));
             break;
         }
         x = (x + step).min(max);
@@ -157,6 +192,65 @@ mod tests {
         // target 5.32 at c1 = 20 needs c2 = 30 exactly; on steps of 10 that is 30.
         assert_eq!(ex.min_c2(20.0, 5.32 + 1e-9, 10, 200), Some(30));
         assert_eq!(ex.min_c2(20.0, 0.05, 10, 200), None);
+    }
+
+    proptest::proptest! {
+        /// Sampling only up to where the latency goes flat gives the very function (and so
+        /// the very allocation) that sampling the whole grid gives.
+        #[test]
+        fn the_flat_shortcut_changes_nothing(
+            pts in proptest::collection::vec((1u64..400, 0.0f64..1.0), 1..12),
+            c1 in 0u64..3000,
+            n in 1u64..4,
+            cap in 1u64..5000,
+            inclusive in proptest::bool::ANY,
+            others in proptest::collection::vec((1u64..400, 0.0f64..1.0, 1u64..3000), 1..4),
+        ) {
+            let curve_of = |pts: &[(u64, f64)]| {
+                let mut x = 0;
+                let mut pairs = vec![(0u64, 1.0f64)];
+                for &(dx, m) in pts {
+                    x += dx;
+                    pairs.push((x, m));
+                }
+                HitRatioCurve::from_pairs(pairs).unwrap()
+            };
+            let levels = if inclusive { Levels::Inclusive } else { Levels::Exclusive };
+            let m = LatencyModel {
+                curve: lachesis_alloc::monotone_envelope(&curve_of(&pts)),
+                service: ServiceTimes { l1_hit_ms: 0.1, l2_hit_ms: 1.0, miss_ms: 10.0 },
+                levels,
+            };
+            let lat2 = |v: u64| m.latency(c1 as f64, (n * v) as f64);
+            let (full, b1) = normalised_curve(lat2, cap, 256);
+            let (short, b2) = normalised_curve_flat(lat2, cap, 256, m.flat_from_c2(c1, n));
+            proptest::prop_assert_eq!(b1, b2);
+            for x in 0..=cap {
+                proptest::prop_assert_eq!(full.miss_ratio(x as f64), short.miss_ratio(x as f64));
+            }
+            let lat1 = |c: u64| m.latency(c as f64, 100.0);
+            let (full1, _) = normalised_curve(lat1, cap, 256);
+            let (short1, _) = normalised_curve_flat(lat1, cap, 256, m.flat_from_c1());
+            for x in 0..=cap {
+                proptest::prop_assert_eq!(full1.miss_ratio(x as f64), short1.miss_ratio(x as f64));
+            }
+            // The optimiser, given either form among other tenants, decides the same.
+            let items = |first: &HitRatioCurve| {
+                let mut v = vec![crate::allocate::Item { curve: first.clone(), weight: b1, min: 0 }];
+                for (k, &(dx, mr, w)) in others.iter().enumerate() {
+                    v.push(crate::allocate::Item {
+                        curve: curve_of(&[(dx * (k as u64 + 1), mr)]),
+                        weight: w as f64 / 100.0,
+                        min: 0,
+                    });
+                }
+                v
+            };
+            proptest::prop_assert_eq!(
+                crate::allocate::optimise(cap, &items(&full)),
+                crate::allocate::optimise(cap, &items(&short))
+            );
+        }
     }
 
     #[test]

@@ -157,6 +157,16 @@ pub struct ServiceTimes {
     pub miss_ms: f64,
 }
 
+/// Node-to-tenant index of a topology ([`Topology::placement`]); tenants in topology order.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Placement {
+    /// Per host, the tenants with a level-1 partition there.
+    pub hosts: Vec<Vec<usize>>,
+    /// Per server, `(tenant, k)`: the tenants striped over it, `k` the server's position in
+    /// the tenant's `servers`.
+    pub servers: Vec<Vec<(usize, usize)>>,
+}
+
 /// Everything the controller controls.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Topology {
@@ -274,6 +284,24 @@ impl Topology {
             }
         }
         Ok(())
+    }
+
+    /// Which tenants use each node, built in one pass over the tenants (the enforcement
+    /// step's allocators look members up here rather than scanning every tenant per node).
+    pub fn placement(&self) -> Placement {
+        let mut hosts = vec![Vec::new(); self.hosts.len()];
+        let mut servers = vec![Vec::new(); self.servers.len()];
+        for (i, t) in self.tenants.iter().enumerate() {
+            if let Some(h) = hosts.get_mut(t.host) {
+                h.push(i);
+            }
+            for (k, &s) in t.servers.iter().enumerate() {
+                if let Some(v) = servers.get_mut(s) {
+                    v.push((i, k));
+                }
+            }
+        }
+        Placement { hosts, servers }
     }
 
     /// Indices of the tenants on host `h`.

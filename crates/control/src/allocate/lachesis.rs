@@ -18,7 +18,7 @@
 //!    step at a time, so a cliff (a loop that fits) is seen across a plateau.
 
 use super::{optimise, Inputs, Item, Sizes};
-use crate::model::normalised_curve;
+use crate::model::normalised_curve_flat;
 use crate::plan::{Reason, Shortfall};
 use crate::topology::Class;
 
@@ -30,6 +30,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
     let topo = inp.topo;
     let n = topo.tenants.len();
     let mut out = super::fair(topo, inp.active, inp.idle_floor);
+    let place = topo.placement();
     let mut host_free: Vec<u64> = topo.hosts.iter().map(|h| h.capacity).collect();
     let mut server_free: Vec<u64> = topo.servers.iter().map(|s| s.capacity).collect();
     let mut min1 = vec![0u64; n];
@@ -162,12 +163,15 @@ pub fn allocate(inp: &Inputs) -> Sizes {
     let weight = |i: usize| topo.tenants[i].class.weight() / inp.lat_fair[i].max(1e-9);
     for _round in 0..2 {
         for (h, host) in topo.hosts.iter().enumerate() {
-            let members: Vec<usize> = topo.on_host(h).into_iter().filter(|&i| !fixed[i]).collect();
+            let members: Vec<usize> = place.hosts[h]
+                .iter()
+                .copied()
+                .filter(|&i| !fixed[i])
+                .collect();
             if members.is_empty() {
                 continue;
             }
-            let taken: u64 = topo
-                .on_host(h)
+            let taken: u64 = place.hosts[h]
                 .iter()
                 .filter(|&&i| fixed[i])
                 .map(|&i| out.l1[i])
@@ -176,8 +180,10 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             let items: Vec<Item> = members
                 .iter()
                 .map(|&i| {
-                    let x = out.l2[i].clone();
-                    let (curve, base) = normalised_curve(|c1| inp.latency(i, c1, &x), cap, 256);
+                    let x = &out.l2[i];
+                    let flat = inp.models[i].flat_from_c1();
+                    let (curve, base) =
+                        normalised_curve_flat(|c1| inp.latency(i, c1, x), cap, 256, flat);
                     Item {
                         curve,
                         weight: weight(i) * base,
@@ -192,39 +198,33 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             }
         }
         for (s, server) in topo.servers.iter().enumerate() {
-            let members: Vec<usize> = topo
-                .on_server(s)
-                .into_iter()
-                .filter(|&i| !fixed[i])
+            let members: Vec<(usize, usize)> = place.servers[s]
+                .iter()
+                .copied()
+                .filter(|&(i, _)| !fixed[i])
                 .collect();
             if members.is_empty() {
                 continue;
             }
-            let pos = |i: usize| {
-                topo.tenants[i]
-                    .servers
-                    .iter()
-                    .position(|&x| x == s)
-                    .unwrap_or(0)
-            };
-            let taken: u64 = topo
-                .on_server(s)
+            let taken: u64 = place.servers[s]
                 .iter()
-                .filter(|&&i| fixed[i])
-                .map(|&i| out.l2[i][pos(i)])
+                .filter(|&&(i, _)| fixed[i])
+                .map(|&(i, k)| out.l2[i][k])
                 .sum();
             let cap = server.capacity.saturating_sub(taken);
             let items: Vec<Item> = members
                 .iter()
-                .map(|&i| {
-                    let (c1, mut x, k) = (out.l1[i], out.l2[i].clone(), pos(i));
-                    let (curve, base) = normalised_curve(
+                .map(|&(i, k)| {
+                    let (c1, mut x) = (out.l1[i], out.l2[i].clone());
+                    let flat = inp.models[i].flat_from_c2(c1, x.len() as u64);
+                    let (curve, base) = normalised_curve_flat(
                         |v| {
                             x[k] = v;
                             inp.latency(i, c1, &x)
                         },
                         cap,
                         256,
+                        flat,
                     );
                     // f(v) is the tenant's whole latency, so weight · (f(0) − f(v)) is what
                     // this server's share buys it (1/n of its stripe).
@@ -236,15 +236,16 @@ pub fn allocate(inp: &Inputs) -> Sizes {
                 })
                 .collect();
             let (sizes, gains) = optimise(cap, &items);
-            for (k, &i) in members.iter().enumerate() {
-                out.l2[i][pos(i)] = sizes[k];
-                out.l2_reason[i] = reason(sizes[k], min2[i], inp.targets[i], gains[k]);
+            for (j, &(i, k)) in members.iter().enumerate() {
+                out.l2[i][k] = sizes[j];
+                out.l2_reason[i] = reason(sizes[j], min2[i], inp.targets[i], gains[j]);
             }
         }
     }
+    let index = super::name_index(topo);
     for sf in out.shortfalls.iter_mut() {
         if sf.predicted_ms == 0.0 {
-            if let Some(i) = topo.tenants.iter().position(|t| t.name == sf.tenant) {
+            if let Some(i) = index.get(sf.tenant.as_str()).copied() {
                 sf.predicted_ms = inp.latency(i, out.l1[i], &out.l2[i]);
             }
         }

@@ -88,25 +88,13 @@ pub fn allocate(inp: &Inputs, levels: MlmsLevels, regressions: &[Option<Regressi
         }
     }
     // Rounding of LP shares may leave a server over by a fraction; trim to capacity.
+    let place = topo.placement();
     for (s, server) in topo.servers.iter().enumerate() {
-        let mut used: u64 = (0..topo.tenants.len())
-            .filter_map(|i| {
-                topo.tenants[i]
-                    .servers
-                    .iter()
-                    .position(|&x| x == s)
-                    .map(|k| out.l2[i][k])
-            })
-            .sum();
-        for i in topo.on_server(s) {
+        let mut used: u64 = place.servers[s].iter().map(|&(i, k)| out.l2[i][k]).sum();
+        for &(i, k) in &place.servers[s] {
             if used <= server.capacity {
                 break;
             }
-            let k = topo.tenants[i]
-                .servers
-                .iter()
-                .position(|&x| x == s)
-                .unwrap_or(0);
             let cut = (used - server.capacity).min(out.l2[i][k]);
             out.l2[i][k] -= cut;
             used -= cut;

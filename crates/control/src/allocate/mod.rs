@@ -84,27 +84,27 @@ pub fn fair(topo: &Topology, active: &[bool], floor: u64) -> Sizes {
         .iter()
         .map(|t| vec![0; t.servers.len()])
         .collect();
-    let split = |members: Vec<usize>, cap: u64, set: &mut dyn FnMut(usize, u64)| {
-        let (on, off): (Vec<usize>, Vec<usize>) = members.into_iter().partition(|&i| active[i]);
-        let left = cap.saturating_sub(floor * off.len() as u64);
-        for &i in &off {
-            set(i, floor.min(cap));
-        }
-        for &i in &on {
-            set(i, left / on.len() as u64);
+    // Members are `(tenant, position of the node in the tenant's list)`.
+    let split = |members: &[(usize, usize)], cap: u64, set: &mut dyn FnMut(usize, usize, u64)| {
+        let on = members.iter().filter(|m| active[m.0]).count() as u64;
+        let off = members.len() as u64 - on;
+        let left = cap.saturating_sub(floor * off);
+        for &(i, k) in members {
+            if active[i] {
+                set(i, k, left / on);
+            } else {
+                set(i, k, floor.min(cap));
+            }
         }
     };
+    let place = topo.placement();
     for (h, host) in topo.hosts.iter().enumerate() {
-        split(topo.on_host(h), host.capacity, &mut |i, v| l1[i] = v);
+        let members: Vec<(usize, usize)> = place.hosts[h].iter().map(|&i| (i, 0)).collect();
+        split(&members, host.capacity, &mut |i, _, v| l1[i] = v);
     }
     for (s, server) in topo.servers.iter().enumerate() {
-        split(topo.on_server(s), server.capacity, &mut |i, v| {
-            let k = topo.tenants[i]
-                .servers
-                .iter()
-                .position(|&x| x == s)
-                .unwrap_or(0);
-            l2[i][k] = v;
+        split(&place.servers[s], server.capacity, &mut |i, k, v| {
+            l2[i][k] = v
         });
     }
     let reason = |i: usize| {
@@ -121,6 +121,15 @@ pub fn fair(topo: &Topology, active: &[bool], floor: u64) -> Sizes {
         l2_reason: (0..n).map(reason).collect(),
         shortfalls: Vec::new(),
     }
+}
+
+/// Tenant index by name.
+pub(crate) fn name_index(topo: &Topology) -> std::collections::HashMap<&str, usize> {
+    topo.tenants
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), i))
+        .collect()
 }
 
 /// One item of a per-node optimisation: a curve (miss-ratio form over blocks), what a unit

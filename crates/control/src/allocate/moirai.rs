@@ -12,7 +12,7 @@
 //! class when they do not all fit.
 
 use super::{optimise, Inputs, Item, Sizes};
-use crate::model::normalised_curve;
+use crate::model::normalised_curve_flat;
 use crate::plan::{Reason, Shortfall};
 use lachesis_alloc::slo::{slo_minimums, SloStatus, SloTenant};
 use lachesis_alloc::{Slo, SloKind};
@@ -22,16 +22,17 @@ pub fn allocate(inp: &Inputs, slo_stage: bool, fair_l2: &[u64]) -> Sizes {
     let topo = inp.topo;
     let n = topo.tenants.len();
     let mut out = super::fair(topo, inp.active, inp.idle_floor);
+    let place = topo.placement();
     for (h, host) in topo.hosts.iter().enumerate() {
-        let members: Vec<usize> = topo
-            .on_host(h)
-            .into_iter()
+        let members: Vec<usize> = place.hosts[h]
+            .iter()
+            .copied()
             .filter(|&i| inp.active[i])
             .collect();
         if members.is_empty() {
             continue;
         }
-        let idle = topo.on_host(h).len() - members.len();
+        let idle = place.hosts[h].len() - members.len();
         let cap = host.capacity.saturating_sub(inp.idle_floor * idle as u64);
         let mut mins = vec![0u64; members.len()];
         if slo_stage {
@@ -99,8 +100,9 @@ pub fn allocate(inp: &Inputs, slo_stage: bool, fair_l2: &[u64]) -> Sizes {
         }
     }
     level2_for_hits(inp, &mut out);
+    let index = super::name_index(topo);
     for sf in out.shortfalls.iter_mut() {
-        if let Some(i) = topo.tenants.iter().position(|t| t.name == sf.tenant) {
+        if let Some(i) = index.get(sf.tenant.as_str()).copied() {
             sf.predicted_ms = inp.latency(i, out.l1[i], &out.l2[i]);
         }
     }
@@ -111,26 +113,32 @@ pub fn allocate(inp: &Inputs, slo_stage: bool, fair_l2: &[u64]) -> Sizes {
 /// Level 2 per server for hits, given `out.l1`.
 pub fn level2_for_hits(inp: &Inputs, out: &mut Sizes) {
     let topo = inp.topo;
+    let place = topo.placement();
     for (s, server) in topo.servers.iter().enumerate() {
-        let members: Vec<usize> = topo
-            .on_server(s)
-            .into_iter()
-            .filter(|&i| inp.active[i])
+        let members: Vec<(usize, usize)> = place.servers[s]
+            .iter()
+            .copied()
+            .filter(|&(i, _)| inp.active[i])
             .collect();
         if members.is_empty() {
             continue;
         }
-        let idle = topo.on_server(s).len() - members.len();
+        let idle = place.servers[s].len() - members.len();
         let cap = server.capacity.saturating_sub(inp.idle_floor * idle as u64);
         let items: Vec<Item> = members
             .iter()
-            .map(|&i| {
+            .map(|&(i, _)| {
                 let m = &inp.models[i];
                 let ns = topo.tenants[i].servers.len() as f64;
                 let c1 = out.l1[i] as f64;
+                let flat = m.flat_from_c2(out.l1[i], topo.tenants[i].servers.len() as u64);
                 // Share of level-1 misses that miss level 2 too, at x blocks here.
-                let (curve, base) =
-                    normalised_curve(|x| 1.0 - m.hit_ratios(c1, ns * x as f64).1, cap, 256);
+                let (curve, base) = normalised_curve_flat(
+                    |x| 1.0 - m.hit_ratios(c1, ns * x as f64).1,
+                    cap,
+                    256,
+                    flat,
+                );
                 Item {
                     curve,
                     weight: inp.rates[i].max(1e-9) / ns * base * topo.tenants[i].class.weight(),
@@ -139,15 +147,10 @@ pub fn level2_for_hits(inp: &Inputs, out: &mut Sizes) {
             })
             .collect();
         let (sizes, gains) = optimise(cap, &items);
-        for (k, &i) in members.iter().enumerate() {
-            let pos = topo.tenants[i]
-                .servers
-                .iter()
-                .position(|&x| x == s)
-                .unwrap_or(0);
-            out.l2[i][pos] = sizes[k];
+        for (j, &(i, k)) in members.iter().enumerate() {
+            out.l2[i][k] = sizes[j];
             out.l2_reason[i] = Reason::Gain {
-                per_block: gains[k],
+                per_block: gains[j],
             };
         }
     }
