@@ -58,11 +58,30 @@ impl MiniSim {
     /// Records one access counting `weight` (bytes, for byte-weighted curves).
     #[inline]
     pub fn access_weighted(&mut self, key: u64, weight: f64) {
+        self.access_hashed(key, sample_hash(key), weight)
+    }
+
+    /// [`MiniSim::access_weighted`] for a caller that already has the key's
+    /// [`sample_hash`] (`h`), so one hash serves every sampler of the stream. Only the
+    /// counts and one compare are inline; a sampled access's cache work is out of line.
+    #[inline]
+    pub fn access_hashed(&mut self, key: u64, h: u64, weight: f64) {
+        debug_assert_eq!(h, sample_hash(key));
         self.accesses += 1;
         self.weight += weight;
-        if sample_hash(key) >= self.threshold {
+        if h >= self.threshold {
             return;
         }
+        self.sampled_access(key, weight);
+    }
+
+    /// The threshold on [`sample_hash`] below which a key is sampled.
+    pub fn threshold(&self) -> u64 {
+        self.threshold
+    }
+
+    #[inline(never)]
+    fn sampled_access(&mut self, key: u64, weight: f64) {
         self.sampled += 1;
         for (c, m) in self.caches.iter_mut().zip(self.misses.iter_mut()) {
             if !c.access(key, |_, _| {}).is_hit() {

@@ -19,6 +19,7 @@
 use crate::curve::HitRatioCurve;
 use crate::histogram::DistanceHistogram;
 use crate::minisim::MiniSim;
+pub use crate::shards::sample_hash;
 use crate::shards::ShardsFixedSize;
 use crate::MrcError;
 use policy::PolicyError;
@@ -49,6 +50,13 @@ impl PhantomCaches {
     #[inline]
     pub fn record(&mut self, key: u64) {
         self.sim.access(key)
+    }
+
+    /// Records one access whose [`sample_hash`] `h` the caller already computed (one hash
+    /// per access for the profiler and every phantom set of a tenant).
+    #[inline]
+    pub fn record_hashed(&mut self, key: u64, h: u64) {
+        self.sim.access_hashed(key, h, 1.0)
     }
 
     /// `(size, estimated miss ratio)` per phantom (0 before any sampled access).
@@ -108,17 +116,25 @@ impl OnlineProfiler {
     /// Records one access.
     #[inline]
     pub fn record(&mut self, key: u64) {
+        self.record_hashed(key, sample_hash(key))
+    }
+
+    /// Records one access whose [`sample_hash`] `h` the caller already computed, so one
+    /// hash per access feeds this profiler and the tenant's [`PhantomCaches`] alike
+    /// ([`PhantomCaches::record_hashed`]). `h` must be `sample_hash(key)`.
+    #[inline]
+    pub fn record_hashed(&mut self, key: u64, h: u64) {
         if self.in_window == self.window {
             self.previous = std::mem::take(&mut self.current);
             self.previous_accesses = self.in_window;
             self.in_window = 0;
         }
         self.in_window += 1;
-        if let Some((d, w)) = self.shards.access(key) {
+        if let Some((d, w)) = self.shards.access_hashed(key, h) {
             self.current.record(d, w);
         }
         if let Some(p) = self.phantoms.as_mut() {
-            p.record(key);
+            p.record_hashed(key, h);
         }
     }
 

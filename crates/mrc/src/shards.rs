@@ -348,9 +348,17 @@ impl ShardsFixedSize {
     /// profilers that keep more than one histogram).
     #[inline]
     pub fn access(&mut self, key: u64) -> Option<(Option<u64>, f64)> {
+        self.access_hashed(key, sample_hash(key))
+    }
+
+    /// [`ShardsFixedSize::access`] for a caller that already has the key's
+    /// [`sample_hash`] (one hash feeding several samplers, see
+    /// [`crate::profiler::OnlineProfiler::record_hashed`]). `h` must be `sample_hash(key)`.
+    #[inline]
+    pub fn access_hashed(&mut self, key: u64, h: u64) -> Option<(Option<u64>, f64)> {
+        debug_assert_eq!(h, sample_hash(key));
         self.accesses += 1;
         self.units += 1;
-        let h = sample_hash(key);
         self.distinct.add_hash(h);
         if h >= self.threshold {
             return None;

@@ -153,7 +153,37 @@ impl<P: EvictionPolicy> BlockCache<P> {
             let victim = self.evict_one();
             on_evict(self.keys[victim as usize], victim);
         }
-        Access::Inserted(self.insert_new(key))
+        let slot = self.insert_new(key);
+        std::hint::black_box(self.warm_victim());
+        Access::Inserted(slot)
+    }
+
+    /// A hint for a caller that knows its next keys: reads what an access to `key` will
+    /// read first (its directory entry and, if resident, the policy's metadata of its slot)
+    /// and changes nothing. Called a few keys ahead of the accesses (as
+    /// [`crate::sim::replay_stream`] does), it overlaps those memory loads with the work on
+    /// earlier keys instead of waiting for each in turn. The value means nothing; pass it
+    /// to [`std::hint::black_box`].
+    #[inline]
+    pub fn warm(&self, key: Key) -> u64 {
+        match self.dir.get(&key) {
+            Some(&v) if v & GHOST == 0 => self.policy.warm(v) ^ v as u64,
+            Some(&v) => v as u64,
+            None => 0,
+        }
+    }
+
+    /// Reads the key and directory entry of the policy's likely next victim (see
+    /// [`EvictionPolicy::next_victim`]), so the next miss does not wait for them.
+    #[inline]
+    fn warm_victim(&self) -> u64 {
+        match self.policy.next_victim() {
+            Some(v) => {
+                let k = self.keys[v as usize];
+                self.dir.get(&k).map_or(k, |&s| s as u64) ^ self.policy.warm(v)
+            }
+            None => 0,
+        }
     }
 
     #[inline]

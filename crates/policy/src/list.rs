@@ -45,6 +45,25 @@ impl Links {
         self.links[i as usize]
     }
 
+    /// Reads node `i`'s link cell if it has one (a warm-up read, see
+    /// [`crate::EvictionPolicy::warm`]): both indices folded into one number.
+    #[inline]
+    pub fn peek(&self, i: u32) -> u64 {
+        self.links
+            .get(i as usize)
+            .map_or(0, |l| ((l.prev as u64) << 32) | l.next as u64)
+    }
+
+    /// [`Links::peek`] of node `i` and of its two neighbours: the cells an unlink of `i`
+    /// writes.
+    #[inline]
+    pub fn peek_around(&self, i: u32) -> u64 {
+        match self.links.get(i as usize) {
+            Some(l) => self.peek(l.prev) ^ self.peek(l.next).rotate_left(1),
+            None => 0,
+        }
+    }
+
     /// Pre-sizes the array for nodes `0..n`.
     pub fn reserve(&mut self, n: usize) {
         if self.links.len() < n {

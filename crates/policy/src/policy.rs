@@ -75,6 +75,23 @@ pub trait EvictionPolicy: Send {
     fn on_reconstruct(&mut self, slot: Slot, key: Key, _history: BlockHistory) {
         self.on_insert(slot, key)
     }
+
+    /// A hint, not an event: reads the metadata a hit on resident `slot` will touch, so a
+    /// caller that knows its next keys ([`crate::BlockCache::warm`]) can have those memory
+    /// loads under way while it serves earlier ones. Changes nothing; the value returned
+    /// means nothing (the caller passes it to [`std::hint::black_box`] so the loads stay).
+    #[inline]
+    fn warm(&self, _slot: Slot) -> u64 {
+        0
+    }
+
+    /// A hint, not an event: the slot the next [`EvictionPolicy::evict`] would most likely
+    /// return if nothing else happened first, so the cache can read its key and directory
+    /// entry ahead of time. `None` (the default) when the policy cannot say cheaply.
+    #[inline]
+    fn next_victim(&self) -> Option<Slot> {
+        None
+    }
 }
 
 /// Tag bit of a ghost entry in the cache's directory; a value without it is a slot.
@@ -188,5 +205,13 @@ impl<P: EvictionPolicy + ?Sized> EvictionPolicy for Box<P> {
     }
     fn on_reconstruct(&mut self, slot: Slot, key: Key, history: BlockHistory) {
         (**self).on_reconstruct(slot, key, history)
+    }
+    #[inline]
+    fn warm(&self, slot: Slot) -> u64 {
+        (**self).warm(slot)
+    }
+    #[inline]
+    fn next_victim(&self) -> Option<Slot> {
+        (**self).next_victim()
     }
 }

@@ -108,4 +108,18 @@ impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
         );
         self.inner.on_remove(slot, key)
     }
+    fn warm(&self, slot: Slot) -> u64 {
+        self.inner.warm(slot)
+    }
+    fn next_victim(&self) -> Option<Slot> {
+        let v = self.inner.next_victim();
+        if let Some(v) = v {
+            assert!(
+                self.resident.contains_key(&v),
+                "{}: next_victim {v} is not resident",
+                self.inner.name()
+            );
+        }
+        v
+    }
 }

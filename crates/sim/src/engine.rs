@@ -842,14 +842,17 @@ impl<'a> Engine<'a> {
         {
             let rt = self.tenants[i].as_mut().expect("active");
             rt.counters.bytes += req.len as u64;
-            if let Some(p) = rt.profiler.as_mut() {
+            if rt.profiler.is_some() || !rt.phantoms.is_empty() {
+                // One sampling hash per block feeds the profiler and every phantom set.
                 for b in first..first + count {
-                    p.record(key_of(i, b));
-                }
-            }
-            for (_, ph) in rt.phantoms.iter_mut() {
-                for b in first..first + count {
-                    ph.record(key_of(i, b));
+                    let k = key_of(i, b);
+                    let h = mrc::profiler::sample_hash(k);
+                    if let Some(p) = rt.profiler.as_mut() {
+                        p.record_hashed(k, h);
+                    }
+                    for (_, ph) in rt.phantoms.iter_mut() {
+                        ph.record_hashed(k, h);
+                    }
                 }
             }
         }

@@ -306,6 +306,20 @@ impl EvictionPolicy for Arc {
         self.on_insert(slot, key);
     }
 
+    #[inline]
+    fn warm(&self, slot: Slot) -> u64 {
+        self.links.peek_around(slot)
+    }
+    /// T1's LRU block when T1 is above its target, else T2's (what `replace` takes when
+    /// no ghost was hit; a hint only).
+    #[inline]
+    fn next_victim(&self) -> Option<Slot> {
+        if (!self.t1.is_empty() && self.t1.len() as f64 > self.p) || self.t2.is_empty() {
+            self.t1.back()
+        } else {
+            self.t2.back()
+        }
+    }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         if self.which[slot as usize] == IN_T1 {
             self.t1.remove(&mut self.links, slot);

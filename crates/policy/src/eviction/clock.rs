@@ -94,6 +94,14 @@ impl EvictionPolicy for Clock {
             self.ring.move_to_front(&mut self.links, t);
         }
     }
+    #[inline]
+    fn warm(&self, slot: Slot) -> u64 {
+        self.counter.get(slot as usize).map_or(0, |&c| c as u64)
+    }
+    #[inline]
+    fn next_victim(&self) -> Option<Slot> {
+        self.ring.back()
+    }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         self.ring.remove(&mut self.links, slot);
     }

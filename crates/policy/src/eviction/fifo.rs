@@ -48,6 +48,10 @@ impl EvictionPolicy for Fifo {
             .pop_back(&mut self.links)
             .expect("evict called on an empty FIFO")
     }
+    #[inline]
+    fn next_victim(&self) -> Option<Slot> {
+        self.queue.back()
+    }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         self.queue.remove(&mut self.links, slot);
     }

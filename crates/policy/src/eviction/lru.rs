@@ -50,6 +50,14 @@ impl EvictionPolicy for Lru {
             .pop_back(&mut self.links)
             .expect("evict called on an empty LRU")
     }
+    #[inline]
+    fn warm(&self, slot: Slot) -> u64 {
+        self.links.peek_around(slot)
+    }
+    #[inline]
+    fn next_victim(&self) -> Option<Slot> {
+        self.list.back()
+    }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         self.list.remove(&mut self.links, slot);
     }
