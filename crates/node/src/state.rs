@@ -138,6 +138,9 @@ pub struct NodeState {
     pub phantom_policies: Vec<String>,
     export_index: BTreeMap<String, u64>,
     observers: Mutex<BTreeMap<String, Arc<TenantObserver>>>,
+    /// The NBD server's node-wide limits (bytes in flight, workers), for `/metrics`; set
+    /// by `start` before the node is shared.
+    pub nbd_limits: Option<Arc<nbd::Limits>>,
 }
 
 /// Bits of a profiled block key left for the block number (the export's index above).
@@ -178,6 +181,7 @@ impl NodeState {
                 .collect(),
             export_index: BTreeMap::new(),
             observers: Mutex::default(),
+            nbd_limits: None,
         })
     }
 

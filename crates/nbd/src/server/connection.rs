@@ -43,7 +43,7 @@ use crate::server::admission::{admit, read_now, Admission};
 use crate::server::command::execute;
 use crate::server::export::{Export, ExportProvider};
 use crate::server::limits::Share;
-use crate::server::negotiate::negotiate;
+use crate::server::negotiate::{negotiate, Negotiated, Session};
 use crate::server::{Phase, ServerConfig};
 use crate::wire::{Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
 
@@ -91,37 +91,38 @@ async fn write_reply<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// Run the negotiation of one accepted connection: the export the client chose and the
-/// bytes already read past the handshake, or `None` when the client left, timed out or
-/// the server is shutting down.
+/// Run (one stage of) the negotiation of one accepted connection, reading into `buf`
+/// (which keeps the bytes read past the handshake); [`Negotiated::Leave`] also when the
+/// client timed out or the server is shutting down.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn negotiation<R, W>(
     r: &mut R,
     w: &mut W,
+    buf: &mut BytesMut,
     exports: &dyn ExportProvider,
     peer: &str,
     config: &ServerConfig,
     shutdown: &mut watch::Receiver<bool>,
-) -> io::Result<Option<(Arc<dyn Export>, BytesMut)>>
+    session: &mut Session,
+) -> io::Result<Negotiated>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
     let negotiation = tokio::time::timeout(
         config.handshake_timeout,
-        negotiate(r, w, &mut buf, exports, peer),
+        negotiate(r, w, buf, exports, peer, session),
     );
-    let export = tokio::select! {
+    tokio::select! {
         res = negotiation => match res {
-            Ok(res) => res?,
+            Ok(res) => res,
             Err(_) => {
                 tracing::debug!("negotiation timed out");
-                None
+                Ok(Negotiated::Leave)
             }
         },
-        _ = stopped(shutdown) => None,
-    };
-    Ok(export.map(|e| (e, buf)))
+        _ = stopped(shutdown) => Ok(Negotiated::Leave),
+    }
 }
 
 /// The transmission phase on the async runtime (see the module docs).
