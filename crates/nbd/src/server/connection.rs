@@ -39,7 +39,7 @@ use tokio::sync::{watch, Mutex, OwnedSemaphorePermit, Semaphore};
 
 use crate::reply::simple_reply_bytes;
 use crate::request::parse_request;
-use crate::server::admission::{admit, read_now, Admission};
+use crate::server::admission::{admit, payload_kib, read_now, Admission};
 use crate::server::command::execute;
 use crate::server::export::{Export, ExportProvider};
 use crate::server::limits::Share;
@@ -154,6 +154,8 @@ where
     let flags = export.capabilities().transmission_flags();
     // Whether the reader wrote replies it has not flushed yet.
     let mut unflushed = false;
+    // Budget (KiB) taken for the write whose payload is being read in (`payload_kib`).
+    let mut reserved: u32 = 0;
 
     let result: io::Result<()> = 'read: loop {
         // Take every complete request already buffered before reading again.
@@ -172,7 +174,12 @@ where
             Parse::Done(h, used) => {
                 activity.touch();
                 let frame = buf.split_to(used).freeze();
-                let (answer, kib) = match admit(&h, size, flags) {
+                let taken = std::mem::take(&mut reserved);
+                let admission = admit(&h, size, flags);
+                if !matches!(admission, Admission::Serve { kib, .. } if kib == taken) {
+                    share.release(taken);
+                }
+                let (answer, kib) = match admission {
                     Admission::Disconnect => break Ok(()),
                     Admission::Refuse(e) => (Some(Err(e)), 0),
                     Admission::Serve { now, kib } => {
@@ -195,9 +202,12 @@ where
                 }
                 // Admission: a request slot and its share of the byte budget, so a client
                 // that never reads its replies cannot make the server buffer without bound.
+                let budget = if taken > 0 && taken == kib { 0 } else { kib };
                 let admitted = tokio::select! {
-                    a = acquire(&in_flight, &share, kib) => a,
+                    a = acquire(&in_flight, &share, kib, budget) => a,
                     _ = stopped(&mut shutdown) => {
+                        // What was taken before the payload is given back after the loop.
+                        reserved = kib - budget;
                         let _ = writer.send(h.handle, Err(Errno::Shutdown), false).await;
                         break Ok(());
                     }
@@ -232,6 +242,14 @@ where
                     }
                     unflushed = false;
                 }
+                if reserved == 0 {
+                    if let Some(kib) = payload_kib(needed) {
+                        tokio::select! {
+                            _ = share.acquire_async(kib) => reserved = kib,
+                            _ = stopped(&mut shutdown) => break 'read Ok(()),
+                        }
+                    }
+                }
                 buf.reserve(needed.saturating_sub(buf.len()).max(16 * 1024));
                 tokio::select! {
                     n = r.read_buf(&mut buf) => match n {
@@ -244,6 +262,7 @@ where
             }
         }
     };
+    share.release(reserved);
     // Drain: every spawned request holds a permit until its reply is written.
     let _all = in_flight
         .acquire_many(max_in_flight)
@@ -258,11 +277,14 @@ where
     result.and(closed)
 }
 
-/// Wait for a request slot and `kib` KiB of the node-wide payload budget; both are given
+/// Wait for a request slot and `budget` KiB of the node-wide payload budget (0 when the
+/// request's `kib` was taken before its payload was read in); the slot and `kib` are given
 /// back when the returned guard drops.
-async fn acquire(slots: &Arc<Semaphore>, share: &Arc<Share>, kib: u32) -> Admitted {
+async fn acquire(slots: &Arc<Semaphore>, share: &Arc<Share>, kib: u32, budget: u32) -> Admitted {
     let slot = slots.clone().acquire_owned().await;
-    share.acquire_async(kib).await;
+    if budget > 0 {
+        share.acquire_async(budget).await;
+    }
     Admitted {
         _slot: slot.expect("semaphore never closed"),
         share: share.clone(),
