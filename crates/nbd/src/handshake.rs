@@ -14,7 +14,8 @@
 //! server answers with `NBD_REP_ERR_INVALID` and keeps negotiating.
 //!
 //! Follows the "Handshake" and "Values" sections of the NBD protocol document. Oldstyle
-//! negotiation and TLS are not implemented; `NBD_OPT_STRUCTURED_REPLY` is understood but
+//! negotiation is not implemented; `NBD_OPT_STARTTLS` is decoded here and carried out by
+//! the server (`server::tls`); `NBD_OPT_STRUCTURED_REPLY` is understood but
 //! refused with `NBD_REP_ERR_UNSUP`, so every reply in transmission is a simple reply.
 
 use bytes::BufMut;
@@ -137,6 +138,8 @@ pub enum ClientOption {
     },
     /// `NBD_OPT_STRUCTURED_REPLY`.
     StructuredReply,
+    /// `NBD_OPT_STARTTLS`.
+    StartTls,
     /// Any other option code (answered with `NBD_REP_ERR_UNSUP`).
     Unknown(u32),
 }
@@ -164,6 +167,8 @@ impl OptionRequest {
             opt::ABORT => Ok(ClientOption::Abort),
             opt::LIST if d.is_empty() => Ok(ClientOption::List),
             opt::LIST => Err(bad("NBD_OPT_LIST carries no data")),
+            opt::STARTTLS if d.is_empty() => Ok(ClientOption::StartTls),
+            opt::STARTTLS => Err(bad("NBD_OPT_STARTTLS carries no data")),
             opt::STRUCTURED_REPLY if d.is_empty() => Ok(ClientOption::StructuredReply),
             opt::STRUCTURED_REPLY => Err(bad("NBD_OPT_STRUCTURED_REPLY carries no data")),
             opt::INFO | opt::GO => {

@@ -18,8 +18,9 @@
 //! [`wire::Parse::Incomplete`], and malformed input is an error value, never a panic.
 //! Follows the NBD protocol document of the reference implementation (`doc/proto.md`):
 //! fixed newstyle negotiation with `NBD_OPT_GO`/`INFO`/`LIST`/`ABORT`/`EXPORT_NAME`, simple
-//! replies, commands READ, WRITE (FUA), FLUSH, TRIM, WRITE_ZEROES and DISC. Not
-//! implemented: oldstyle negotiation, TLS, structured replies (refused with
+//! replies, commands READ, WRITE (FUA), FLUSH, TRIM, WRITE_ZEROES and DISC. TLS with
+//! `NBD_OPT_STARTTLS` (`rustls`; off, optional or required) and per-export client
+//! allow-lists (CIDR). Not implemented: oldstyle negotiation, structured replies (refused with
 //! `NBD_REP_ERR_UNSUP`), block status, extended headers.
 
 pub mod client;
@@ -36,7 +37,7 @@ pub use client::{ClientError, NbdClient};
 pub use file::FileExport;
 pub use mem::MemExport;
 pub use server::{
-    serve, serve_limited, serve_with, Capabilities, Export, ExportMap, ExportProvider, Limits,
-    LimitsGauge, Listener, ServerConfig, INLINE_READ_MAX,
+    serve, serve_limited, serve_tls, serve_with, Capabilities, Export, ExportMap, ExportProvider,
+    Limits, LimitsGauge, Listener, ServerConfig, Tls, TlsMode, INLINE_READ_MAX,
 };
 pub use wire::{Errno, TransmissionFlags};

@@ -122,6 +122,20 @@ pub struct NodeSection {
     /// fairly between connections (default 256).
     #[serde(default = "default_max_workers")]
     pub max_workers: usize,
+    /// NBD TLS (`NBD_OPT_STARTTLS`): `off` (the default), `optional` or `required` (every
+    /// client must upgrade before it may list or open an export).
+    #[serde(default = "default_tls")]
+    pub tls: String,
+    /// With `tls`: the server's certificate chain, PEM (relative to `data_dir`).
+    #[serde(default)]
+    pub tls_cert: Option<PathBuf>,
+    /// With `tls`: the server's private key, PEM (relative to `data_dir`).
+    #[serde(default)]
+    pub tls_key: Option<PathBuf>,
+}
+
+fn default_tls() -> String {
+    "off".into()
 }
 
 fn default_heartbeat() -> f64 {
@@ -199,6 +213,11 @@ pub struct ExportConfig {
     /// blocks an exclusive cache evicts are demoted (see `demote`). Empty: not demoted.
     #[serde(default)]
     pub upstream_api: Vec<UpstreamApi>,
+    /// Clients allowed to use the export, as CIDR blocks (`"10.0.0.0/8"`, `"::1/128"`, a
+    /// bare address for one host, `"unix"` for the Unix socket); absent: every client.
+    /// Others are refused with `NBD_REP_ERR_POLICY` and logged.
+    #[serde(default)]
+    pub allow: Option<Vec<String>>,
 }
 
 /// One `upstream_api` entry: a level-2 node's API and its token.
@@ -364,6 +383,19 @@ impl NodeConfig {
                 ));
             }
         }
+        let tls: nbd::TlsMode = self
+            .node
+            .tls
+            .parse()
+            .map_err(|e| format!("node.tls: {e}"))?;
+        if tls != nbd::TlsMode::Off {
+            if self.node.tls_cert.is_none() {
+                return Err("node.tls_cert: required when node.tls is not `off`".into());
+            }
+            if self.node.tls_key.is_none() {
+                return Err("node.tls_key: required when node.tls is not `off`".into());
+            }
+        }
         if self.node.name.as_deref() == Some("") {
             return Err("node.name: must not be empty".into());
         }
@@ -414,6 +446,10 @@ impl NodeConfig {
                     ));
                 }
             }
+            if let Some(allow) = &e.allow {
+                nbd::server::allow::AllowList::parse(allow)
+                    .map_err(|m| format!("export[{i}].allow{m}"))?;
+            }
             if let Some(u) = e.stripe_unit {
                 if u.0 == 0 || u.0 % bs != 0 {
                     return Err(format!(
@@ -444,6 +480,25 @@ impl NodeConfig {
             }
         }
         Ok(())
+    }
+
+    /// The NBD server's TLS setting with its certificate and key read, or `None` when TLS
+    /// is off; the error names the field and the file.
+    pub fn nbd_tls(&self) -> Result<Option<nbd::Tls>, String> {
+        let mode: nbd::TlsMode = self
+            .node
+            .tls
+            .parse()
+            .map_err(|e| format!("node.tls: {e}"))?;
+        if mode == nbd::TlsMode::Off {
+            return Ok(None);
+        }
+        let (Some(cert), Some(key)) = (&self.node.tls_cert, &self.node.tls_key) else {
+            return Err("node.tls_cert and node.tls_key: required with node.tls".into());
+        };
+        nbd::Tls::from_pem_files(mode, &self.path(cert), &self.path(key))
+            .map(Some)
+            .map_err(|e| format!("node.tls_cert / node.tls_key: {e}"))
     }
 
     /// Resolves a configured path against the data directory.
@@ -508,6 +563,26 @@ op = "read"
             "upstream = [\"x:1/y\"]\nfile = \"a\"",
         );
         assert!(NodeConfig::parse(&bad).unwrap_err().contains("exactly one"));
+        let bad = GOOD.replace(
+            "size = \"1GiB\"",
+            "size = \"1GiB\"\nallow = [\"127.0.0.1/32\", \"10.0.0.0/40\"]",
+        );
+        let e = NodeConfig::parse(&bad).unwrap_err();
+        assert!(
+            e.contains("export[0].allow[1]") && e.contains("0 to 32"),
+            "{e}"
+        );
+        let ok = GOOD.replace(
+            "size = \"1GiB\"",
+            "size = \"1GiB\"\nallow = [\"127.0.0.1\", \"::1/128\"]",
+        );
+        assert!(NodeConfig::parse(&ok).is_ok());
+        let bad = GOOD.replace("cache_size = ", "tls = \"maybe\"\ncache_size = ");
+        assert!(NodeConfig::parse(&bad).unwrap_err().contains("node.tls"));
+        let bad = GOOD.replace("cache_size = ", "tls = \"required\"\ncache_size = ");
+        assert!(NodeConfig::parse(&bad)
+            .unwrap_err()
+            .contains("node.tls_cert"));
         let bad = GOOD.replace("size = \"32MiB\"", "size = -3");
         assert!(NodeConfig::parse(&bad).unwrap_err().contains("negative"));
     }

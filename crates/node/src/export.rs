@@ -53,10 +53,26 @@ pub fn client_of(peer: &str) -> String {
     }
 }
 
-/// The node's exports, looked up per client.
-pub struct NodeExports(pub Arc<NodeState>);
+/// Each export's client allow-list (`[[export]] allow`); an export not listed admits
+/// every client.
+pub type AllowLists = std::collections::HashMap<String, nbd::server::allow::AllowList>;
+
+/// The node's exports, looked up per client, with their allow-lists.
+pub struct NodeExports(pub Arc<NodeState>, pub Arc<AllowLists>);
 
 impl ExportProvider for NodeExports {
+    fn admits(&self, name: &str, peer: &str) -> bool {
+        let name = if name.is_empty() {
+            match self.0.exports().next() {
+                Some(e) => e.name.as_str(),
+                None => return true,
+            }
+        } else {
+            name
+        };
+        self.1.get(name).is_none_or(|l| l.admits(peer))
+    }
+
     fn lookup(&self, name: &str) -> Option<Arc<dyn Export>> {
         self.lookup_for(name, "unknown")
     }

@@ -347,10 +347,6 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     if state.name.is_empty() {
         state.name = api_addr.to_string();
     }
-    let state = Arc::new(state);
-    let recovery_file = cfg.path(Path::new(RECOVERY_FILE));
-    replay_recovery(&state, &recovery_file)?;
-    cache::CacheNode::spawn_cleaner(&state.cache, std::time::Duration::from_millis(100))?;
     let server = nbd::ServerConfig {
         busy_poll: std::time::Duration::from_micros(cfg.node.busy_poll_us),
         max_connections: cfg.node.max_connections,
@@ -360,6 +356,28 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         max_workers: cfg.node.max_workers,
         ..nbd::ServerConfig::default()
     };
+    let nbd_limits = nbd::Limits::for_config(&server);
+    state.nbd_limits = Some(nbd_limits.clone());
+    let tls = cfg.nbd_tls().map_err(|msg| NodeError::Config {
+        file: "node.toml".into(),
+        msg,
+    })?;
+    let mut allow = export::AllowLists::new();
+    for (i, e) in cfg.exports.iter().enumerate() {
+        if let Some(list) = &e.allow {
+            let list =
+                nbd::server::allow::AllowList::parse(list).map_err(|m| NodeError::Config {
+                    file: "node.toml".into(),
+                    msg: format!("export[{i}].allow{m}"),
+                })?;
+            allow.insert(e.name.clone(), list);
+        }
+    }
+    let allow = Arc::new(allow);
+    let state = Arc::new(state);
+    let recovery_file = cfg.path(Path::new(RECOVERY_FILE));
+    replay_recovery(&state, &recovery_file)?;
+    cache::CacheNode::spawn_cleaner(&state.cache, std::time::Duration::from_millis(100))?;
     let link = match &cfg.node.controller {
         Some(url) => Some(register::ControllerLink {
             url: url.trim_end_matches('/').to_string(),
@@ -392,8 +410,9 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
                 })
                 .await
         });
-        let provider: Arc<dyn nbd::ExportProvider> = Arc::new(export::NodeExports(st.clone()));
-        let served = nbd::serve_with(nbd_listener, provider, server, async {
+        let provider: Arc<dyn nbd::ExportProvider> =
+            Arc::new(export::NodeExports(st.clone(), allow));
+        let served = nbd::serve_tls(nbd_listener, provider, server, nbd_limits, tls, async {
             let _ = stop_rx.await;
         })
         .await;

@@ -6,7 +6,9 @@
 //! takes a snapshot and prints it, which is all the format needs. Every tenant series
 //! (counters and latency histograms) carries `export`, `client` and `tenant` labels; the
 //! process's resident memory, threads, open descriptors and CPU time come from
-//! `/proc/self` under Prometheus's conventional `process_*` names.
+//! `/proc/self` under Prometheus's conventional `process_*` names. The NBD server's
+//! node-wide budget of bytes in flight (in flight, limit, peak, waits) and its connections
+//! and workers are the `lachesis_nbd_*` series.
 
 use crate::state::NodeState;
 use std::fmt::Write;
@@ -43,6 +45,47 @@ impl Out {
             let _ = writeln!(self.0, "{name}{{{}}} {v}", l.join(","));
         }
     }
+}
+
+/// The NBD server's node-wide budget of request and reply bytes in flight, and its workers.
+fn nbd_budget(o: &mut Out, g: &nbd::LimitsGauge) {
+    let gauges: [(&str, &str, u64); 5] = [
+        (
+            "lachesis_nbd_in_flight_bytes",
+            "Request and reply payload bytes held by NBD requests in flight, node-wide.",
+            g.in_flight_bytes,
+        ),
+        (
+            "lachesis_nbd_in_flight_limit_bytes",
+            "The node-wide budget of payload bytes in flight (in_flight_budget).",
+            g.limit_bytes,
+        ),
+        (
+            "lachesis_nbd_in_flight_peak_bytes",
+            "The most payload bytes ever in flight at once.",
+            g.peak_in_flight_bytes,
+        ),
+        (
+            "lachesis_nbd_connections",
+            "NBD connections in their transmission phase.",
+            g.connections as u64,
+        ),
+        (
+            "lachesis_nbd_workers",
+            "NBD worker threads beyond each connection's own.",
+            g.workers as u64,
+        ),
+    ];
+    for (name, help, v) in gauges {
+        o.help(name, "gauge", help);
+        o.sample(name, &[], v);
+    }
+    o.help(
+        "lachesis_nbd_budget_waits_total",
+        "counter",
+        "NBD requests that waited for room in the in-flight budget.",
+    );
+    o.sample("lachesis_nbd_budget_waits_total", &[], g.waits);
 }
 
 /// Renders every metric of the node.
@@ -84,6 +127,10 @@ pub fn render(state: &NodeState) -> String {
         &[],
         state.started.elapsed().as_secs_f64(),
     );
+
+    if let Some(limits) = &state.nbd_limits {
+        nbd_budget(&mut o, &limits.gauge());
+    }
 
     let caches = state.caches();
     let gauges: [CacheMetric; 4] = [

@@ -143,6 +143,9 @@ pub struct NodeState {
     observers: Mutex<BTreeMap<String, Arc<TenantObserver>>>,
     /// The demote path to level 2 (used by exclusive caches on a level-1 node).
     pub demoter: crate::demote::Demoter,
+    /// The NBD server's node-wide limits (bytes in flight, workers), for `/metrics`; set
+    /// by `start` before the node is shared.
+    pub nbd_limits: Option<Arc<nbd::Limits>>,
 }
 
 /// Bits of a profiled block key left for the block number (the export's index above).
@@ -184,6 +187,7 @@ impl NodeState {
             export_index: BTreeMap::new(),
             observers: Mutex::default(),
             demoter: crate::demote::Demoter::new(),
+            nbd_limits: None,
         })
     }
 

@@ -8,13 +8,15 @@
 //! answered there and then, with no hand-off and no budget. Anything else runs as a
 //! request of its own, holding its payload's share ([`Admission::Serve::kib`]) of the
 //! node-wide budget (`limits`; at most [`IN_FLIGHT_KIB`] per connection) until its reply
-//! is written, so clients that never collect their replies cost bounded memory. An export's [`Export::read`] is
+//! is written, so clients that never collect their replies cost bounded memory. A write
+//! takes its share earlier, as soon as its header is framed and before its payload is read
+//! in ([`payload_kib`]), so payloads on their way in count as well. An export's [`Export::read`] is
 //! therefore never given a small read its `read_now` could have answered, and need not
 //! look in memory again.
 
 use crate::request::RequestHeader;
 use crate::server::export::Export;
-use crate::wire::{Command, Errno, TransmissionFlags};
+use crate::wire::{Command, Errno, TransmissionFlags, REQUEST_HEADER_LEN};
 
 /// Largest read offered to [`Export::read_now`] before it runs as a request of its own.
 /// Larger reads are handed off (on the threaded path, several large reads of one
@@ -59,6 +61,21 @@ pub(crate) fn admit(h: &RequestHeader, size: u64, flags: TransmissionFlags) -> A
         now: h.command == Command::Read && h.length <= INLINE_READ_MAX,
         kib,
     }
+}
+
+/// The budget, in KiB, a write whose frame needs `needed` bytes in all takes before its
+/// payload is read in (`None`: the frame `needed` is no write still arriving). Both paths
+/// take it when [`parse_request`](crate::request::parse_request) reports a write's
+/// payload incomplete, so payload bytes sitting in a connection's buffer are counted in
+/// the node-wide budget, not only those of requests already running; a reader with no
+/// room stops reading until there is.
+pub(crate) fn payload_kib(needed: usize) -> Option<u32> {
+    let payload = needed.checked_sub(REQUEST_HEADER_LEN).filter(|&p| p > 0)?;
+    Some(
+        (payload.min(u32::MAX as usize) as u32)
+            .div_ceil(1024)
+            .min(IN_FLIGHT_KIB),
+    )
 }
 
 /// Offer read `h` to [`Export::read_now`], filling `buf` (of the read's length): `None`

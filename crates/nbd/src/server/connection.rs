@@ -39,11 +39,11 @@ use tokio::sync::{watch, Mutex, OwnedSemaphorePermit, Semaphore};
 
 use crate::reply::simple_reply_bytes;
 use crate::request::parse_request;
-use crate::server::admission::{admit, read_now, Admission};
+use crate::server::admission::{admit, payload_kib, read_now, Admission};
 use crate::server::command::execute;
 use crate::server::export::{Export, ExportProvider};
 use crate::server::limits::Share;
-use crate::server::negotiate::negotiate;
+use crate::server::negotiate::{negotiate, Negotiated, Session};
 use crate::server::{Phase, ServerConfig};
 use crate::wire::{Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
 
@@ -91,37 +91,38 @@ async fn write_reply<W: AsyncWrite + Unpin>(
     Ok(())
 }
 
-/// Run the negotiation of one accepted connection: the export the client chose and the
-/// bytes already read past the handshake, or `None` when the client left, timed out or
-/// the server is shutting down.
+/// Run (one stage of) the negotiation of one accepted connection, reading into `buf`
+/// (which keeps the bytes read past the handshake); [`Negotiated::Leave`] also when the
+/// client timed out or the server is shutting down.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn negotiation<R, W>(
     r: &mut R,
     w: &mut W,
+    buf: &mut BytesMut,
     exports: &dyn ExportProvider,
     peer: &str,
     config: &ServerConfig,
     shutdown: &mut watch::Receiver<bool>,
-) -> io::Result<Option<(Arc<dyn Export>, BytesMut)>>
+    session: &mut Session,
+) -> io::Result<Negotiated>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
-    let mut buf = BytesMut::with_capacity(64 * 1024);
     let negotiation = tokio::time::timeout(
         config.handshake_timeout,
-        negotiate(r, w, &mut buf, exports, peer),
+        negotiate(r, w, buf, exports, peer, session),
     );
-    let export = tokio::select! {
+    tokio::select! {
         res = negotiation => match res {
-            Ok(res) => res?,
+            Ok(res) => res,
             Err(_) => {
                 tracing::debug!("negotiation timed out");
-                None
+                Ok(Negotiated::Leave)
             }
         },
-        _ = stopped(shutdown) => None,
-    };
-    Ok(export.map(|e| (e, buf)))
+        _ = stopped(shutdown) => Ok(Negotiated::Leave),
+    }
 }
 
 /// The transmission phase on the async runtime (see the module docs).
@@ -153,6 +154,8 @@ where
     let flags = export.capabilities().transmission_flags();
     // Whether the reader wrote replies it has not flushed yet.
     let mut unflushed = false;
+    // Budget (KiB) taken for the write whose payload is being read in (`payload_kib`).
+    let mut reserved: u32 = 0;
 
     let result: io::Result<()> = 'read: loop {
         // Take every complete request already buffered before reading again.
@@ -171,7 +174,12 @@ where
             Parse::Done(h, used) => {
                 activity.touch();
                 let frame = buf.split_to(used).freeze();
-                let (answer, kib) = match admit(&h, size, flags) {
+                let taken = std::mem::take(&mut reserved);
+                let admission = admit(&h, size, flags);
+                if !matches!(admission, Admission::Serve { kib, .. } if kib == taken) {
+                    share.release(taken);
+                }
+                let (answer, kib) = match admission {
                     Admission::Disconnect => break Ok(()),
                     Admission::Refuse(e) => (Some(Err(e)), 0),
                     Admission::Serve { now, kib } => {
@@ -194,9 +202,12 @@ where
                 }
                 // Admission: a request slot and its share of the byte budget, so a client
                 // that never reads its replies cannot make the server buffer without bound.
+                let budget = if taken > 0 && taken == kib { 0 } else { kib };
                 let admitted = tokio::select! {
-                    a = acquire(&in_flight, &share, kib) => a,
+                    a = acquire(&in_flight, &share, kib, budget) => a,
                     _ = stopped(&mut shutdown) => {
+                        // What was taken before the payload is given back after the loop.
+                        reserved = kib - budget;
                         let _ = writer.send(h.handle, Err(Errno::Shutdown), false).await;
                         break Ok(());
                     }
@@ -231,6 +242,14 @@ where
                     }
                     unflushed = false;
                 }
+                if reserved == 0 {
+                    if let Some(kib) = payload_kib(needed) {
+                        tokio::select! {
+                            _ = share.acquire_async(kib) => reserved = kib,
+                            _ = stopped(&mut shutdown) => break 'read Ok(()),
+                        }
+                    }
+                }
                 buf.reserve(needed.saturating_sub(buf.len()).max(16 * 1024));
                 tokio::select! {
                     n = r.read_buf(&mut buf) => match n {
@@ -243,6 +262,7 @@ where
             }
         }
     };
+    share.release(reserved);
     // Drain: every spawned request holds a permit until its reply is written.
     let _all = in_flight
         .acquire_many(max_in_flight)
@@ -257,11 +277,14 @@ where
     result.and(closed)
 }
 
-/// Wait for a request slot and `kib` KiB of the node-wide payload budget; both are given
+/// Wait for a request slot and `budget` KiB of the node-wide payload budget (0 when the
+/// request's `kib` was taken before its payload was read in); the slot and `kib` are given
 /// back when the returned guard drops.
-async fn acquire(slots: &Arc<Semaphore>, share: &Arc<Share>, kib: u32) -> Admitted {
+async fn acquire(slots: &Arc<Semaphore>, share: &Arc<Share>, kib: u32, budget: u32) -> Admitted {
     let slot = slots.clone().acquire_owned().await;
-    share.acquire_async(kib).await;
+    if budget > 0 {
+        share.acquire_async(budget).await;
+    }
     Admitted {
         _slot: slot.expect("semaphore never closed"),
         share: share.clone(),

@@ -146,6 +146,14 @@ pub trait ExportProvider: Send + Sync + 'static {
         self.lookup(name)
     }
 
+    /// Whether the client at `peer` may use the export called `name` (a per-export
+    /// allow-list, see `allow`); a refused client gets `NBD_REP_ERR_POLICY`. The default
+    /// admits everyone.
+    fn admits(&self, name: &str, peer: &str) -> bool {
+        let _ = (name, peer);
+        true
+    }
+
     /// Names of all exports, for `NBD_OPT_LIST`.
     fn list(&self) -> Vec<String>;
 }

@@ -22,7 +22,8 @@
 //!
 //! Threads wait on a condition variable, async tasks on a [`Notify`]; every release wakes
 //! both. The counters are exported ([`LimitsGauge`]) so a test or an operator can see the
-//! bytes in flight, their peak and the workers.
+//! bytes in flight, their peak, the limit, how many requests had to wait for room, and
+//! the workers.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -48,6 +49,7 @@ struct State {
     peak_kib: u64,
     conns: usize,
     workers: usize,
+    waits: u64,
 }
 
 /// What the limits of a server hold now, for tests and metrics.
@@ -61,6 +63,11 @@ pub struct LimitsGauge {
     pub connections: usize,
     /// Worker threads beyond each connection's own.
     pub workers: usize,
+    /// The budget: [`super::ServerConfig::in_flight_total`] (a connection holding
+    /// nothing may go a quarter beyond it, see the module docs).
+    pub limit_bytes: u64,
+    /// Requests that had to wait for room in the budget, since the server started.
+    pub waits: u64,
 }
 
 impl Limits {
@@ -96,6 +103,8 @@ impl Limits {
             peak_in_flight_bytes: st.peak_kib * 1024,
             connections: st.conns,
             workers: st.workers,
+            limit_bytes: self.total_kib * 1024,
+            waits: st.waits,
         }
     }
 
@@ -157,6 +166,9 @@ impl Share {
     /// Wait (blocking the thread) until `kib` can be taken, and take it.
     pub(crate) fn acquire(&self, kib: u32) {
         let mut st = self.limits.lock();
+        if !self.fits(&st, kib.into()) {
+            st.waits += 1;
+        }
         while !self.fits(&st, kib.into()) {
             st = self
                 .limits
@@ -169,12 +181,17 @@ impl Share {
 
     /// Wait (asynchronously) until `kib` can be taken, and take it.
     pub(crate) async fn acquire_async(&self, kib: u32) {
+        let mut counted = false;
         loop {
             let notified = self.limits.notify.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             if self.try_acquire(kib) {
                 return;
+            }
+            if !counted {
+                counted = true;
+                self.limits.lock().waits += 1;
             }
             notified.await;
         }
@@ -265,6 +282,7 @@ mod tests {
         drop(a);
         let end = LimitsGauge {
             peak_in_flight_bytes: g.peak_in_flight_bytes,
+            limit_bytes: 4 << 20,
             ..Default::default()
         };
         assert_eq!(l.gauge(), end);
@@ -281,5 +299,7 @@ mod tests {
         a.release(1024);
         t.join().unwrap();
         assert_eq!(l.gauge().in_flight_bytes, 512 * 1024);
+        assert_eq!(l.gauge().waits, 1, "the thread had to wait once");
+        assert_eq!(l.gauge().limit_bytes, 1 << 20);
     }
 }

@@ -19,6 +19,9 @@
 //!   accepting, tells every connection through a `watch` channel, and returns only after
 //!   each connection has answered every request it had already read (see
 //!   `connection`). Connections still negotiating are closed.
+//! * **TLS and allow-lists.** [`serve_tls`] offers or requires `NBD_OPT_STARTTLS`
+//!   ([`tls`]); a connection that upgraded runs its transmission phase on the async path.
+//!   Exports may refuse clients by address ([`ExportProvider::admits`], [`allow`]).
 //! * **Listeners.** TCP and Unix-domain sockets ([`Listener`]).
 //! * **Two transmission paths.** Negotiation is always async. Afterwards, on a
 //!   multi-threaded runtime, a connection gets an OS thread with blocking socket I/O
@@ -31,6 +34,7 @@
 //!   a short pause; they never end the server.
 
 mod admission;
+pub mod allow;
 mod command;
 mod connection;
 pub mod export;
@@ -39,22 +43,26 @@ mod negotiate;
 mod poll;
 mod roster;
 mod threaded;
+pub mod tls;
 
 use std::future::Future;
 use std::io;
 use std::sync::Arc;
 use std::time::Duration;
 
+use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use negotiate::{Negotiated, Session};
 use roster::{Activity, Closer, Roster, EVICT_GRACE};
 
 pub use admission::INLINE_READ_MAX;
 pub use export::{BoxFuture, Capabilities, Export, ExportMap, ExportProvider};
 pub use limits::{Limits, LimitsGauge};
+pub use tls::{Tls, TlsMode};
 
 /// Limits of a server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -153,6 +161,20 @@ pub async fn serve_limited(
     limits: Arc<Limits>,
     shutdown: impl Future<Output = ()>,
 ) -> io::Result<()> {
+    serve_tls(listener, exports, config, limits, None, shutdown).await
+}
+
+/// [`serve_limited`] with TLS (`NBD_OPT_STARTTLS`, optional or required: see `tls`);
+/// `None` is TLS off.
+pub async fn serve_tls(
+    listener: impl Into<Listener>,
+    exports: Arc<dyn ExportProvider>,
+    config: ServerConfig,
+    limits: Arc<Limits>,
+    tls: Option<Tls>,
+    shutdown: impl Future<Output = ()>,
+) -> io::Result<()> {
+    let tls = tls.filter(|t| t.mode != TlsMode::Off).map(Arc::new);
     let listener = listener.into();
     let (stop_tx, stop_rx) = watch::channel(false);
     let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
@@ -194,9 +216,17 @@ pub async fn serve_limited(
                     let exports = exports.clone();
                     let stop = stop_rx.clone();
                     let limits = limits.clone();
+                    let tls = tls.clone();
                     conns.spawn(async move {
                         let activity = enlisted.activity.clone();
-                        let res = conn.run(exports, config, stop, activity, limits).await;
+                        let ends = Ends {
+                            config,
+                            stop,
+                            activity,
+                            limits,
+                            tls,
+                        };
+                        let res = conn.run(exports, ends).await;
                         drop(enlisted);
                         drop(permit);
                         res
@@ -247,21 +277,8 @@ impl Accepted {
         }
     }
 
-    async fn run(
-        self,
-        exports: Arc<dyn ExportProvider>,
-        config: ServerConfig,
-        stop: watch::Receiver<bool>,
-        activity: Arc<Activity>,
-        limits: Arc<Limits>,
-    ) -> io::Result<()> {
+    async fn run(self, exports: Arc<dyn ExportProvider>, ends: Ends) -> io::Result<()> {
         let peer = self.peer();
-        let ends = Ends {
-            config,
-            stop,
-            activity,
-            limits,
-        };
         match self {
             Accepted::Tcp(s) => {
                 s.set_nodelay(true)?;
@@ -308,8 +325,8 @@ impl Socket for tokio::net::UnixStream {
     }
 }
 
-/// Negotiate on `s`, then run its transmission phase on the path the config and the
-/// runtime call for.
+/// Negotiate on `s` (upgrading it to TLS if the client asks and the server offers it),
+/// then run its transmission phase on the path the config, the runtime and TLS call for.
 async fn serve_stream<S: Socket>(
     mut s: S,
     exports: Arc<dyn ExportProvider>,
@@ -321,13 +338,80 @@ async fn serve_stream<S: Socket>(
         mut stop,
         activity,
         limits,
+        tls,
     } = ends;
+    let mut session = Session {
+        tls: tls.as_ref().map(|t| t.mode).unwrap_or_default(),
+        secured: false,
+        no_zeroes: false,
+    };
+    let mut buf = BytesMut::with_capacity(64 * 1024);
     let negotiated = {
         let (mut r, mut w) = tokio::io::split(&mut s);
-        connection::negotiation(&mut r, &mut w, exports.as_ref(), &peer, &config, &mut stop).await?
+        connection::negotiation(
+            &mut r,
+            &mut w,
+            &mut buf,
+            exports.as_ref(),
+            &peer,
+            &config,
+            &mut stop,
+            &mut session,
+        )
+        .await?
     };
-    let Some((export, buf)) = negotiated else {
-        return Ok(());
+    let export = match negotiated {
+        Negotiated::Leave => return Ok(()),
+        Negotiated::Enter(export) => export,
+        Negotiated::StartTls => {
+            let Some(tls) = tls else {
+                return Ok(());
+            };
+            if !buf.is_empty() {
+                // Plaintext sent before the TLS handshake would be read as if secured.
+                tracing::info!(
+                    peer,
+                    "bytes sent after NBD_OPT_STARTTLS before TLS; closing"
+                );
+                return Ok(());
+            }
+            let secured = match tokio::time::timeout(config.handshake_timeout, tls.accept(s)).await
+            {
+                Ok(Ok(t)) => t,
+                Ok(Err(e)) => {
+                    tracing::info!(peer, error = %e, "TLS handshake failed");
+                    return Ok(());
+                }
+                Err(_) => {
+                    tracing::debug!(peer, "TLS handshake timed out");
+                    return Ok(());
+                }
+            };
+            session.secured = true;
+            let (mut r, mut w) = tokio::io::split(secured);
+            let negotiated = connection::negotiation(
+                &mut r,
+                &mut w,
+                &mut buf,
+                exports.as_ref(),
+                &peer,
+                &config,
+                &mut stop,
+                &mut session,
+            )
+            .await?;
+            let Negotiated::Enter(export) = negotiated else {
+                return Ok(());
+            };
+            activity.negotiated();
+            let phase = Phase {
+                config,
+                stop,
+                activity,
+                share: limits.join(),
+            };
+            return connection::transmission(r, w, buf, export, phase).await;
+        }
     };
     activity.negotiated();
     let share = limits.join();
@@ -365,6 +449,8 @@ struct Ends {
     stop: watch::Receiver<bool>,
     activity: Arc<Activity>,
     limits: Arc<Limits>,
+    /// TLS, when the server offers it.
+    tls: Option<Arc<Tls>>,
 }
 
 async fn accept(listener: &Listener) -> io::Result<Accepted> {

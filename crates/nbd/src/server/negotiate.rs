@@ -6,10 +6,12 @@
 //!
 //! | option | answer |
 //! |---|---|
-//! | `EXPORT_NAME` | size, flags (and zeroes) then transmission; unknown name closes |
-//! | `GO` / `INFO` | `REP_INFO(EXPORT)`, `REP_INFO(BLOCK_SIZE)` if asked, `ACK`; `GO` then enters transmission; unknown name → `ERR_UNKNOWN` |
+//! | `EXPORT_NAME` | size, flags (and zeroes) then transmission; unknown name, or a client its allow-list refuses, closes |
+//! | `GO` / `INFO` | `REP_INFO(EXPORT)`, `REP_INFO(BLOCK_SIZE)` if asked, `ACK`; `GO` then enters transmission; unknown name → `ERR_UNKNOWN`; client refused by the export's allow-list → `ERR_POLICY` |
 //! | `LIST` | one `REP_SERVER` per export, `ACK` |
 //! | `ABORT` | `ACK`, close |
+//! | `STARTTLS` | TLS off → `ERR_UNSUP`; already in TLS → `ERR_INVALID`; else `ACK`, and the caller runs the TLS handshake and negotiates again inside it (see `tls`) |
+//! | TLS required, not yet in TLS | `ERR_TLS_REQD` to everything but `STARTTLS` and `ABORT`; `EXPORT_NAME` closes |
 //! | `STRUCTURED_REPLY`, anything else | `ERR_UNSUP` |
 //! | bad option body | `ERR_INVALID` |
 //!
@@ -25,6 +27,7 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use crate::framed::read_parsed;
 use crate::handshake::{self, ClientOption};
 use crate::server::export::{Export, ExportProvider};
+use crate::server::tls::TlsMode;
 use crate::wire::{
     info, opt, rep, CLIENT_FLAG_NO_ZEROES, HS_FLAG_FIXED_NEWSTYLE, HS_FLAG_NO_ZEROES, MAX_PAYLOAD,
     PREFERRED_BLOCK,
@@ -32,37 +35,62 @@ use crate::wire::{
 
 const HANDSHAKE_FLAGS: u16 = HS_FLAG_FIXED_NEWSTYLE | HS_FLAG_NO_ZEROES;
 
-/// Run negotiation. `Ok(Some(export))` enters transmission on that export; `Ok(None)`
-/// means the client aborted or left.
+/// Where a connection's negotiation stands across a TLS upgrade.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Session {
+    /// The server's TLS mode.
+    pub(crate) tls: TlsMode,
+    /// TLS is established: no greeting is sent again and `STARTTLS` is invalid.
+    pub(crate) secured: bool,
+    /// The client asked for `NBD_FLAG_C_NO_ZEROES`.
+    pub(crate) no_zeroes: bool,
+}
+
+/// How negotiation ended.
+pub(crate) enum Negotiated {
+    /// Enter transmission on this export.
+    Enter(Arc<dyn Export>),
+    /// `NBD_OPT_STARTTLS` was acknowledged: run the TLS handshake, then negotiate again.
+    StartTls,
+    /// The client aborted or left, or was refused.
+    Leave,
+}
+
+/// Run negotiation (from the greeting unless `session.secured`).
 pub(crate) async fn negotiate<R, W>(
     r: &mut R,
     w: &mut W,
     buf: &mut BytesMut,
     exports: &dyn ExportProvider,
     peer: &str,
-) -> io::Result<Option<Arc<dyn Export>>>
+    session: &mut Session,
+) -> io::Result<Negotiated>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     let mut out = Vec::with_capacity(256);
-    handshake::encode_greeting(&mut out, HANDSHAKE_FLAGS);
-    w.write_all(&out).await?;
-    w.flush().await?;
+    if !session.secured {
+        handshake::encode_greeting(&mut out, HANDSHAKE_FLAGS);
+        w.write_all(&out).await?;
+        w.flush().await?;
 
-    let Some((client_flags, used)) = read_parsed(r, buf, |b| {
-        handshake::parse_client_flags(b, HANDSHAKE_FLAGS)
-    })
-    .await?
-    else {
-        return Ok(None);
-    };
-    buf.advance(used);
-    let no_zeroes = client_flags & CLIENT_FLAG_NO_ZEROES != 0;
+        let Some((client_flags, used)) = read_parsed(r, buf, |b| {
+            handshake::parse_client_flags(b, HANDSHAKE_FLAGS)
+        })
+        .await?
+        else {
+            return Ok(Negotiated::Leave);
+        };
+        buf.advance(used);
+        session.no_zeroes = client_flags & CLIENT_FLAG_NO_ZEROES != 0;
+    }
+    let no_zeroes = session.no_zeroes;
+    let tls_missing = session.tls == TlsMode::Required && !session.secured;
 
     loop {
         let Some((req, used)) = read_parsed(r, buf, handshake::parse_option).await? else {
-            return Ok(None);
+            return Ok(Negotiated::Leave);
         };
         buf.advance(used);
         out.clear();
@@ -78,21 +106,58 @@ where
         };
         let mut enter = None;
         match option {
-            ClientOption::ExportName(name) => {
-                let Some(export) = exports.lookup_for(&name, peer) else {
-                    tracing::debug!(name, "NBD_OPT_EXPORT_NAME for unknown export");
-                    return Ok(None);
+            ClientOption::StartTls => {
+                let answer = match (session.tls, session.secured) {
+                    (TlsMode::Off, _) => rep::ERR_UNSUP,
+                    (_, true) => rep::ERR_INVALID,
+                    _ => rep::ACK,
                 };
-                let flags = export.capabilities().transmission_flags();
-                handshake::encode_export_name_reply(&mut out, export.size(), flags, no_zeroes);
-                enter = Some(export);
+                handshake::encode_option_reply(&mut out, opt::STARTTLS, answer, &[]);
+                w.write_all(&out).await?;
+                w.flush().await?;
+                if answer == rep::ACK {
+                    return Ok(Negotiated::StartTls);
+                }
+                continue;
             }
             ClientOption::Abort => {
                 handshake::encode_option_reply(&mut out, opt::ABORT, rep::ACK, &[]);
                 // The client may already have closed; a failed write changes nothing.
                 let _ = w.write_all(&out).await;
                 let _ = w.flush().await;
-                return Ok(None);
+                return Ok(Negotiated::Leave);
+            }
+            ClientOption::ExportName(_) if tls_missing => {
+                tracing::info!(
+                    peer,
+                    "NBD_OPT_EXPORT_NAME without TLS, which is required; closing"
+                );
+                return Ok(Negotiated::Leave);
+            }
+            _ if tls_missing => {
+                tracing::debug!(
+                    peer,
+                    code = req.code,
+                    "option before STARTTLS; TLS is required"
+                );
+                handshake::encode_option_reply(&mut out, req.code, rep::ERR_TLS_REQD, &[]);
+            }
+            ClientOption::ExportName(name) => {
+                if !exports.admits(&name, peer) {
+                    tracing::warn!(
+                        peer,
+                        export = name,
+                        "client not in the export's allow-list; closing"
+                    );
+                    return Ok(Negotiated::Leave);
+                }
+                let Some(export) = exports.lookup_for(&name, peer) else {
+                    tracing::debug!(name, "NBD_OPT_EXPORT_NAME for unknown export");
+                    return Ok(Negotiated::Leave);
+                };
+                let flags = export.capabilities().transmission_flags();
+                handshake::encode_export_name_reply(&mut out, export.size(), flags, no_zeroes);
+                enter = Some(export);
             }
             ClientOption::List => {
                 for name in exports.list() {
@@ -103,21 +168,31 @@ where
             }
             ClientOption::Info { go, name, requests } => {
                 let code = if go { opt::GO } else { opt::INFO };
-                match exports.lookup_for(&name, peer) {
-                    None => {
-                        handshake::encode_option_reply(&mut out, code, rep::ERR_UNKNOWN, &[]);
-                    }
-                    Some(export) => {
-                        let flags = export.capabilities().transmission_flags();
-                        let body = handshake::info_export(export.size(), flags);
-                        handshake::encode_option_reply(&mut out, code, rep::INFO, &body);
-                        if requests.contains(&info::BLOCK_SIZE) {
-                            let body = handshake::info_block_size(1, PREFERRED_BLOCK, MAX_PAYLOAD);
-                            handshake::encode_option_reply(&mut out, code, rep::INFO, &body);
+                if !exports.admits(&name, peer) {
+                    tracing::warn!(
+                        peer,
+                        export = name,
+                        "client not in the export's allow-list; refused"
+                    );
+                    handshake::encode_option_reply(&mut out, code, rep::ERR_POLICY, &[]);
+                } else {
+                    match exports.lookup_for(&name, peer) {
+                        None => {
+                            handshake::encode_option_reply(&mut out, code, rep::ERR_UNKNOWN, &[]);
                         }
-                        handshake::encode_option_reply(&mut out, code, rep::ACK, &[]);
-                        if go {
-                            enter = Some(export);
+                        Some(export) => {
+                            let flags = export.capabilities().transmission_flags();
+                            let body = handshake::info_export(export.size(), flags);
+                            handshake::encode_option_reply(&mut out, code, rep::INFO, &body);
+                            if requests.contains(&info::BLOCK_SIZE) {
+                                let body =
+                                    handshake::info_block_size(1, PREFERRED_BLOCK, MAX_PAYLOAD);
+                                handshake::encode_option_reply(&mut out, code, rep::INFO, &body);
+                            }
+                            handshake::encode_option_reply(&mut out, code, rep::ACK, &[]);
+                            if go {
+                                enter = Some(export);
+                            }
                         }
                     }
                 }
@@ -128,8 +203,8 @@ where
         }
         w.write_all(&out).await?;
         w.flush().await?;
-        if enter.is_some() {
-            return Ok(enter);
+        if let Some(e) = enter {
+            return Ok(Negotiated::Enter(e));
         }
     }
 }

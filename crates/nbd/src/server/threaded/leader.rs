@@ -12,7 +12,7 @@ use super::socket::{read_some, BlockingStream};
 use super::Connection;
 use crate::reply::simple_reply_bytes;
 use crate::request::{parse_request, RequestHeader};
-use crate::server::admission::{admit, read_now, Admission};
+use crate::server::admission::{admit, payload_kib, read_now, Admission};
 use crate::server::poll::BusyPoll;
 use crate::wire::{Errno, Parse, ProtocolError, REQUEST_HEADER_LEN};
 
@@ -27,6 +27,8 @@ pub(super) struct ReadSide {
     pub(super) ended: bool,
     /// The first error that ended reading.
     pub(super) result: io::Result<()>,
+    /// Budget (KiB) taken for the write whose payload is being read in (`payload_kib`).
+    pub(super) reserved_kib: u32,
 }
 
 impl Connection {
@@ -66,7 +68,12 @@ impl Connection {
                 Parse::Done(h, used) => {
                     self.activity.touch();
                     let frame = side.buf.split_to(used).freeze();
-                    let kib = match admit(&h, size, flags) {
+                    let reserved = std::mem::take(&mut side.reserved_kib);
+                    let admission = admit(&h, size, flags);
+                    if !matches!(admission, Admission::Serve { kib, .. } if kib == reserved) {
+                        self.budget.release(reserved);
+                    }
+                    let kib = match admission {
                         Admission::Disconnect => return self.stop_reading(side, Ok(())),
                         Admission::Refuse(e) => {
                             side.batch.push_error(h.handle, e);
@@ -84,7 +91,9 @@ impl Connection {
                             kib
                         }
                     };
-                    if !self.budget.try_acquire(kib) {
+                    if kib == reserved && reserved > 0 {
+                        // Taken before its payload was read in.
+                    } else if !self.budget.try_acquire(kib) {
                         // About to wait for other requests' replies: send ours first.
                         if let Err(e) = self.send_batch(&mut side.batch) {
                             return self.stop_reading(side, Err(e));
@@ -101,6 +110,12 @@ impl Connection {
                 Parse::Incomplete { needed } => {
                     if let Err(e) = self.send_batch(&mut side.batch) {
                         return self.stop_reading(side, Err(e));
+                    }
+                    if side.reserved_kib == 0 {
+                        if let Some(kib) = payload_kib(needed) {
+                            self.budget.acquire(kib);
+                            side.reserved_kib = kib;
+                        }
                     }
                     let ReadSide {
                         stream,
@@ -121,6 +136,7 @@ impl Connection {
 
     /// End reading: write the batch, keep the first error.
     pub(super) fn stop_reading(&self, side: &mut ReadSide, res: io::Result<()>) -> Option<Job> {
+        self.budget.release(std::mem::take(&mut side.reserved_kib));
         let written = self.send_batch(&mut side.batch);
         side.ended = true;
         side.result = res.and(written);

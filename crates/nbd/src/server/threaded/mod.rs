@@ -119,6 +119,7 @@ pub(crate) async fn serve(
             },
             ended: false,
             result: Ok(()),
+            reserved_kib: 0,
         }),
         budget: share,
         threads: Mutex::new(Threads {

@@ -1,0 +1,121 @@
+//! TLS for NBD: `NBD_OPT_STARTTLS` with `rustls`.
+//!
+//! Owns the server's TLS setting ([`TlsMode`]), its certificate and key ([`Tls`], read
+//! from PEM files) and the [`TlsError`] naming what was wrong with them. The negotiation
+//! (`negotiate`) applies the mode:
+//!
+//! * `off`: `NBD_OPT_STARTTLS` is answered `NBD_REP_ERR_UNSUP`; everything runs in clear.
+//! * `optional`: a client may upgrade with `NBD_OPT_STARTTLS` or go on in clear.
+//! * `required`: before TLS, every option but `NBD_OPT_STARTTLS` and `NBD_OPT_ABORT` is
+//!   answered `NBD_REP_ERR_TLS_REQD`, and `NBD_OPT_EXPORT_NAME` (which has no error reply)
+//!   closes the connection; a client cannot reach an export, nor list them, in clear.
+//!
+//! After the server's `NBD_REP_ACK` to `NBD_OPT_STARTTLS` the TLS handshake runs on the
+//! same socket and negotiation starts again inside TLS (without a new greeting, as the
+//! protocol says). Bytes the client sent after `STARTTLS` but before the handshake would
+//! be plaintext injected into the secured session, so such a connection is closed. A
+//! second `STARTTLS` inside TLS gets `NBD_REP_ERR_INVALID`. A connection that negotiated
+//! TLS runs its transmission phase on the async path (`connection`), which works on any
+//! stream; the threaded path needs the bare socket.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+/// Whether a server offers or insists on TLS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum TlsMode {
+    /// No TLS (`NBD_OPT_STARTTLS` is unsupported).
+    #[default]
+    Off,
+    /// Clients may upgrade with `NBD_OPT_STARTTLS`.
+    Optional,
+    /// Clients must upgrade before anything else.
+    Required,
+}
+
+impl std::str::FromStr for TlsMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(TlsMode::Off),
+            "optional" => Ok(TlsMode::Optional),
+            "required" => Ok(TlsMode::Required),
+            other => Err(format!(
+                "`{other}` is not a TLS mode (off, optional or required)"
+            )),
+        }
+    }
+}
+
+/// What was wrong with a certificate or key.
+#[derive(Debug, thiserror::Error)]
+pub enum TlsError {
+    /// A file could not be read or holds no usable PEM item.
+    #[error("{path}: {reason}")]
+    File {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
+    /// rustls refused the certificate chain or key.
+    #[error("TLS configuration: {0}")]
+    Config(#[from] rustls::Error),
+}
+
+/// A server's TLS mode with its certificate and key.
+#[derive(Clone)]
+pub struct Tls {
+    /// Off, optional or required.
+    pub mode: TlsMode,
+    /// The rustls server configuration (certificate chain and key).
+    pub config: Arc<rustls::ServerConfig>,
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls").field("mode", &self.mode).finish()
+    }
+}
+
+impl Tls {
+    /// `mode` with the certificate chain of `cert` and the private key of `key` (PEM).
+    pub fn from_pem_files(mode: TlsMode, cert: &Path, key: &Path) -> Result<Self, TlsError> {
+        let file_err = |path: &Path, reason: String| TlsError::File {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let certs = CertificateDer::pem_file_iter(cert)
+            .map_err(|e| file_err(cert, e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| file_err(cert, e.to_string()))?;
+        if certs.is_empty() {
+            return Err(file_err(cert, "no PEM certificate in the file".into()));
+        }
+        let key_der =
+            PrivateKeyDer::from_pem_file(key).map_err(|e| file_err(key, e.to_string()))?;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_no_client_auth()
+            .with_single_cert(certs, key_der)?;
+        Ok(Tls {
+            mode,
+            config: Arc::new(config),
+        })
+    }
+
+    /// Accept the TLS handshake on `s`.
+    pub(crate) async fn accept<S>(&self, s: S) -> io::Result<tokio_rustls::server::TlsStream<S>>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        tokio_rustls::TlsAcceptor::from(self.config.clone())
+            .accept(s)
+            .await
+    }
+}
