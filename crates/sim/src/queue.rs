@@ -7,7 +7,11 @@
 //! are tenant indices. Three schedulers:
 //!
 //! * FIFO: one queue for every tenant; a request arriving at `t` starts at the later of `t`
-//!   and the time the server frees (Lindley's recursion).
+//!   and the time the server frees (Lindley's recursion). Known limit: the recursion runs
+//!   in reservation order, so a request that reaches a FIFO station after a long wait
+//!   upstream (a disk under weighted sharing) makes requests reserved after it wait
+//!   behind it even when they arrive earlier; on a closed-loop path (disk, then links)
+//!   this evens out the tenants' throughput and hides the disk's proportions.
 //! * Weighted fair sharing (the default for bandwidth proportions): a fluid approximation
 //!   of generalised processor sharing, the ideal that start-time and weighted fair queueing
 //!   approximate packet by packet. Each class has its own queue; while a set `B` of classes

@@ -328,59 +328,6 @@ fn results_are_written_with_plots() {
     }
 }
 
-/// Two closed-loop tenants reading at random over one HDD (caches too small to matter),
-/// with a `weighted` variant that gives them disk shares 3:1.
-const SHARES: &str = r#"
-[sim]
-block_size = 4096
-interval = "10s"
-warmup = 0.1
-duration = "2m"
-schemes = ["fair", "weighted"]
-[[host]]
-name = "h"
-cache = 65536
-[[server]]
-name = "s"
-cache = 65536
-disk = "hdd"
-[[tenant]]
-name = "a"
-synthetic = "uniform:objects=10000000,requests=1000000,seed=1"
-host = "h"
-servers = ["s"]
-depth = 4
-[[tenant]]
-name = "b"
-synthetic = "uniform:objects=10000000,requests=1000000,seed=2"
-host = "h"
-servers = ["s"]
-depth = 4
-[[variant]]
-name = "weighted"
-base = "fair"
-shares = { a = 3, b = 1 }
-"#;
-
-#[test]
-fn disk_shares_give_closed_loops_throughput_in_proportion() {
-    let out = go(&scenario(SHARES), &["fair", "weighted"]);
-    let iops = |s: &str, t: &str| out.summary.schemes[s].tenants[t].iops;
-    let ratio = iops("weighted", "a") / iops("weighted", "b");
-    assert!((ratio / 3.0 - 1.0).abs() < 0.05, "3:1 shares gave {ratio}");
-    // Without shares the disk is FIFO: about equal.
-    let even = iops("fair", "a") / iops("fair", "b");
-    assert!((even - 1.0).abs() < 0.05, "fair gave {even}");
-    // The disk is work-conserving: the total stays what FIFO gets (within 5 %).
-    let total = |s: &str| iops(s, "a") + iops(s, "b");
-    assert!(
-        (total("weighted") / total("fair") - 1.0).abs() < 0.05,
-        "{} vs {}",
-        total("weighted"),
-        total("fair")
-    );
-}
-
 /// One tenant whose stream LRFU and LRU serve differently: a hot Zipf set beside a loop
 /// larger than the cache.
 const POLICY: &str = r#"
