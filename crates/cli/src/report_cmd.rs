@@ -3,7 +3,9 @@
 //! leading comment, which names the stand-in workloads, and the whole file folded), the
 //! table per scheme, the plots the run drew (PNG, embedded as base64 data URIs), and the
 //! claims with the paper's number beside ours and, where a claim does not hold, the
-//! scenario's explanation. Nothing is fetched when the page is opened.
+//! scenario's explanation. Nothing is fetched when the page is opened. With `--markdown
+//! FILE` it also writes the claims of every run as one Markdown table (the README's table
+//! of claims is this file, pasted).
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -21,6 +23,9 @@ pub struct ReportArgs {
     /// The HTML file to write.
     #[arg(short = 'o', long = "out", default_value = "report.html")]
     out: PathBuf,
+    /// Also write the claims of every run as a Markdown table to this file.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
 }
 
 /// The plots, in the order shown, with their captions.
@@ -60,6 +65,10 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
             bail!("{}: not a folder", d.display());
         }
     }
+    if let Some(md) = &a.markdown {
+        let table = markdown_claims(&runs)?;
+        std::fs::write(md, table).with_context(|| format!("writing {}", md.display()))?;
+    }
     let mut html = String::new();
     html.push_str(HEAD);
     let mut toc = String::from("<ul>");
@@ -86,6 +95,38 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
         runs.len()
     );
     Ok(())
+}
+
+/// The claims of every run as one Markdown table, with the count that hold.
+fn markdown_claims(runs: &[PathBuf]) -> anyhow::Result<String> {
+    let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
+    let (mut rows, mut holds, mut total) = (String::new(), 0, 0);
+    for dir in runs {
+        let path = dir.join("summary.json");
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let v: Value =
+            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+        let name = v["scenario"].as_str().unwrap_or("?").to_string();
+        for c in v["claims"].as_array().into_iter().flatten() {
+            let ok = c["holds"].as_bool() == Some(true);
+            total += 1;
+            holds += ok as usize;
+            let _ = writeln!(
+                rows,
+                "| {} | {} | {} | `{}` | {} |",
+                cell(&name),
+                cell(c["name"].as_str().unwrap_or("")),
+                cell(c["paper"].as_str().unwrap_or("")),
+                cell(c["ours"].as_str().unwrap_or("")),
+                if ok { "yes" } else { "no" }
+            );
+        }
+    }
+    Ok(format!(
+        "{holds} of {total} claims hold.\n\n| experiment | claim | paper | ours | holds |\n\
+         |---|---|---|---|---|\n{rows}"
+    ))
 }
 
 fn section(dir: &Path, holds: &mut usize, total: &mut usize) -> anyhow::Result<(String, String)> {
@@ -278,5 +319,28 @@ mod tests {
         ] {
             assert_eq!(base64(i.as_bytes()), o);
         }
+    }
+
+    #[test]
+    fn the_markdown_table_lists_every_claim_and_counts_those_that_hold() {
+        let dir = tempfile::tempdir().unwrap();
+        let run = dir.path().join("mlms");
+        std::fs::create_dir(&run).unwrap();
+        let summary = serde_json::json!({
+            "scenario": "mlms",
+            "claims": [
+                {"name": "a | b", "paper": "+12.6 %", "ours": "1.01 >= 1.126", "holds": false},
+                {"name": "c", "paper": "x", "ours": "0 == 0", "holds": true}
+            ]
+        });
+        std::fs::write(run.join("summary.json"), summary.to_string()).unwrap();
+        let md = markdown_claims(&[run]).unwrap();
+        assert!(md.starts_with("1 of 2 claims hold."), "{md}");
+        assert!(
+            md.contains("| mlms | a \\| b | +12.6 % | `1.01 >= 1.126` | no |"),
+            "{md}"
+        );
+        assert!(md.contains("| mlms | c | x | `0 == 0` | yes |"), "{md}");
+        assert_eq!(md.lines().filter(|l| l.starts_with("| mlms")).count(), 2);
     }
 }

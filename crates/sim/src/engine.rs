@@ -129,6 +129,10 @@ struct Tier {
     migrations: u64,
     /// Per tenant, whether its blocks may be placed (SANCACHE boosts selected volumes).
     volumes: Option<Vec<bool>>,
+    /// The admission spec the scenario configured.
+    admission: String,
+    /// The controller's threshold in force (`plan.boost`), once one was applied.
+    threshold: Option<u32>,
 }
 
 struct Host {
@@ -143,7 +147,6 @@ struct Server {
     nic: Station,
     disk: Station,
     tier: Option<Tier>,
-    class_of: Vec<usize>,
 }
 
 struct TenantRun {
@@ -248,16 +251,11 @@ impl<'a> Engine<'a> {
                             .volumes
                             .as_ref()
                             .map(|v| (0..sc.tenants.len()).map(|i| v.contains(&i)).collect()),
+                        admission: t.admission.clone(),
+                        threshold: None,
                     })
                 }
             };
-            let members: Vec<usize> = (0..sc.tenants.len())
-                .filter(|&i| sc.tenants[i].servers.contains(&s))
-                .collect();
-            let mut class_of = vec![0; sc.tenants.len()];
-            for (c, &i) in members.iter().enumerate() {
-                class_of[i] = c;
-            }
             servers.push(Server {
                 level: Level {
                     parts: Vec::new(),
@@ -267,7 +265,6 @@ impl<'a> Engine<'a> {
                 nic: mk(sc.network, 4000 + s as u64),
                 disk: mk(spec.disk, 5000 + s as u64),
                 tier,
-                class_of,
             });
         }
         let profiled = !matches!(
@@ -371,14 +368,13 @@ impl<'a> Engine<'a> {
                     .collect();
                 let total: f64 = members.iter().map(|&i| w[i]).sum();
                 if members.len() >= 2 && total > 0.0 {
-                    let shares = members.iter().map(|&i| w[i] / total).collect();
-                    server.disk.set_scheduler(
-                        Scheduler::Quanta {
-                            quantum: sc.quantum,
-                            shares,
-                        },
-                        0.0,
-                    );
+                    let shares = members
+                        .iter()
+                        .map(|&i| (i, w[i] / total))
+                        .collect::<Vec<_>>();
+                    server
+                        .disk
+                        .set_scheduler(scheduler(sc, sc.tenants.len(), &shares), 0.0);
                 }
             }
         }
@@ -392,6 +388,7 @@ impl<'a> Engine<'a> {
     fn build_partitions(&mut self, plan: &Plan) -> Result<(), SimError> {
         let sc = self.sc;
         let hist = self.history();
+        let chooses = self.scheme.policy_choice.is_some();
         let active = |i: usize| self.tenants[i].is_some();
         for (h, host) in self.hosts.iter_mut().enumerate() {
             match plan.layout {
@@ -409,9 +406,11 @@ impl<'a> Engine<'a> {
                     for (i, tp) in plan.tenants.iter().enumerate() {
                         if tp.l1.node == h && active(i) {
                             host.level.of_tenant[i] = Some(host.level.parts.len());
-                            host.level
-                                .parts
-                                .push(Part::new(tp.l1.size, &tp.eviction, hist)?);
+                            host.level.parts.push(Part::new(
+                                tp.l1.size,
+                                running_policy(sc, chooses, tp),
+                                hist,
+                            )?);
                         }
                     }
                 }
@@ -435,10 +434,11 @@ impl<'a> Engine<'a> {
                         for p in tp.l2.iter().filter(|p| p.node == s) {
                             if active(i) {
                                 server.level.of_tenant[i] = Some(server.level.parts.len());
-                                server
-                                    .level
-                                    .parts
-                                    .push(Part::new(p.size, &tp.eviction, hist)?);
+                                server.level.parts.push(Part::new(
+                                    p.size,
+                                    running_policy(sc, chooses, tp),
+                                    hist,
+                                )?);
                             }
                         }
                     }
@@ -450,8 +450,10 @@ impl<'a> Engine<'a> {
 
     /// Applies a new plan: resizes, switches policies, sets bandwidth shares.
     fn apply(&mut self, plan: &Plan, now: f64) -> Result<(), SimError> {
+        let chooses = self.scheme.policy_choice.is_some();
         if plan.layout == Layout::Partitioned {
             for (i, tp) in plan.tenants.iter().enumerate() {
+                let policy = running_policy(self.sc, chooses, tp);
                 if self.tenants[i].is_none() {
                     continue;
                 }
@@ -459,7 +461,7 @@ impl<'a> Engine<'a> {
                 if let Some(k) = self.hosts[h].level.of_tenant[i] {
                     let mut ev = std::mem::take(&mut self.evicted);
                     let part = &mut self.hosts[h].level.parts[k];
-                    part.switch(&tp.eviction)?;
+                    part.switch(policy)?;
                     part.resize(tp.l1.size, &mut ev);
                     self.evicted = ev;
                     self.absorb_l1_evictions(now);
@@ -468,7 +470,7 @@ impl<'a> Engine<'a> {
                     if let Some(k) = self.servers[p.node].level.of_tenant[i] {
                         let mut ev = std::mem::take(&mut self.evicted2);
                         let part = &mut self.servers[p.node].level.parts[k];
-                        part.switch(&tp.eviction)?;
+                        part.switch(policy)?;
                         part.resize(p.size, &mut ev);
                         self.evicted2 = ev;
                         self.absorb_l2_evictions(p.node, now);
@@ -476,12 +478,22 @@ impl<'a> Engine<'a> {
                 }
             }
         }
-        for r in &plan.bandwidth {
-            let shares: Vec<f64> = r.shares.iter().map(|s| s.1).collect();
-            let sched = Scheduler::Quanta {
-                quantum: self.sc.quantum,
-                shares,
+        for b in &plan.boost {
+            let Some(tier) = self.servers.get_mut(b.server).and_then(|s| s.tier.as_mut()) else {
+                continue;
             };
+            if tier.threshold != Some(b.threshold) {
+                let spec = controlled_admission(&tier.admission, b.threshold);
+                let adm = policy::admission::build_admission(&spec)
+                    .map_err(|e| SimError::Plan(format!("hot tier `{spec}`: {e}")))?;
+                let lru = policy::build("lru").map_err(|e| SimError::Plan(e.to_string()))?;
+                let cache = std::mem::replace(&mut tier.cache, BlockCache::new(1, lru));
+                tier.cache = cache.with_admission(adm);
+                tier.threshold = Some(b.threshold);
+            }
+        }
+        for r in &plan.bandwidth {
+            let sched = scheduler(self.sc, self.sc.tenants.len(), &r.shares);
             match r.level.as_str() {
                 "server" => self.servers[r.node].disk.set_scheduler(sched, now),
                 _ => self.hosts[r.node].nic.set_scheduler(sched, now),
@@ -734,7 +746,8 @@ impl<'a> Engine<'a> {
                 l2_size: tp.l2_total(),
                 target_ms: tp.target_latency_ms,
                 slo_met: None,
-                eviction: tp.eviction.clone(),
+                eviction: running_policy(self.sc, self.scheme.policy_choice.is_some(), tp)
+                    .to_string(),
                 l1_reason: tp.l1.reason.to_string(),
                 l2_reason: tp
                     .l2
@@ -954,8 +967,8 @@ impl<'a> Engine<'a> {
             disk_blocks.clear();
             if write && lower_writes {
                 // Data travels down; level 2 applies its own write policy.
-                let t_host = self.hosts[h].nic.serve(0, now, 0, nbytes, true);
-                let ready = server.nic.serve(0, t_host, 0, nbytes, true);
+                let t_host = self.hosts[h].nic.serve(i, now, 0, nbytes, true);
+                let ready = server.nic.serve(i, t_host, 0, nbytes, true);
                 for &b in &blocks {
                     let key = key_of(i, b);
                     if let Some(p) = part {
@@ -1035,8 +1048,8 @@ impl<'a> Engine<'a> {
                 } else {
                     served = served.max_with(Served::Level2);
                 }
-                let t_out = server.nic.serve(0, t_data, 0, nbytes, false);
-                let t_in = self.hosts[h].nic.serve(0, t_out, 0, nbytes, false);
+                let t_out = server.nic.serve(i, t_data, 0, nbytes, false);
+                let t_in = self.hosts[h].nic.serve(i, t_out, 0, nbytes, false);
                 done = done.max(t_in);
             }
             self.scratch = disk_blocks;
@@ -1086,8 +1099,8 @@ impl<'a> Engine<'a> {
             if sc.inclusive && !dirty {
                 continue;
             }
-            let t_host = self.hosts[spec.host].nic.serve(0, now, 0, bs, true);
-            let arrive = self.servers[s].nic.serve(0, t_host, 0, bs, true);
+            let t_host = self.hosts[spec.host].nic.serve(t, now, 0, bs, true);
+            let arrive = self.servers[s].nic.serve(t, t_host, 0, bs, true);
             let mut to_disk = dirty;
             if let Some(p) = self.servers[s].level.of_tenant[t] {
                 let keep = dirty && sc.l2_write == WritePolicy::WriteBack;
@@ -1148,6 +1161,55 @@ impl Served {
     }
 }
 
+/// The hot tier's admission under the controller's threshold (`plan.boost`): the
+/// configured rule's kind and period with the plan's threshold. A fixed threshold stays a
+/// fixed threshold; MRFU and the tier's own adaptive rule become MRFU with the plan's
+/// threshold (the controller's rule replaces the tier's own). Candidates' counts restart
+/// when the threshold changes (the admission policy is rebuilt).
+fn controlled_admission(configured: &str, threshold: u32) -> String {
+    let (name, params) = configured.split_once(':').unwrap_or((configured, ""));
+    let name = name.trim().to_ascii_lowercase();
+    if name == "threshold" || name == "mfu" {
+        return format!("threshold:n={threshold}");
+    }
+    let mut spec = format!("mrfu:threshold={threshold}");
+    for kv in params.split(',') {
+        let key = kv.split_once('=').map_or("", |(k, _)| k.trim());
+        if matches!(key, "period" | "decay" | "sequential" | "candidates") {
+            spec.push(',');
+            spec.push_str(kv.trim());
+        }
+    }
+    spec
+}
+
+/// The eviction policy a partition of `tp` runs: the plan's when the scheme chooses
+/// policies (SOPA), else the scenario's `eviction` (a variant's policy reaches partitioned
+/// schemes as it reaches shared caches; `control` plans `lru` when it does not choose).
+fn running_policy<'p>(sc: &'p Scenario, chooses: bool, tp: &'p control::TenantPlan) -> &'p str {
+    if chooses {
+        &tp.eviction
+    } else {
+        &sc.eviction
+    }
+}
+
+/// The scheduler that enforces `shares` (`(tenant, proportion)`) among `n` tenants: weighted
+/// fair sharing, or time quanta when the scenario sets `sim.quantum`. Classes are tenant
+/// indices; tenants not listed get no share (they do not use the resource).
+fn scheduler(sc: &Scenario, n: usize, shares: &[(usize, f64)]) -> Scheduler {
+    let mut w = vec![0.0; n];
+    for &(i, x) in shares {
+        if i < n {
+            w[i] = x;
+        }
+    }
+    match sc.quantum {
+        Some(quantum) => Scheduler::Quanta { quantum, shares: w },
+        None => Scheduler::Weighted { weights: w },
+    }
+}
+
 /// The byte offset on the server's disk of a tenant's block (stripes of `su` blocks
 /// dealt round-robin over `n` servers; each tenant in its own region).
 fn disk_offset(
@@ -1175,7 +1237,7 @@ fn disk_runs(
     at: f64,
     write: bool,
 ) -> f64 {
-    let class = server.class_of[tenant];
+    let class = tenant;
     let mut done = at;
     let mut k = 0;
     while k < blocks.len() {

@@ -11,6 +11,8 @@
 //! duration = "1h"             # optional: stop at this simulated time
 //! l1_write = "write-back"     # write-back | write-through | write-around
 //! l2_write = "write-back"
+//! quantum = "10ms"            # optional: enforce proportions by time quanta of this round
+//!                             # (default: weighted fair sharing, see `queue`)
 //! [[host]]
 //! name = "h1"
 //! cache = "512MiB"
@@ -160,9 +162,6 @@ fn default_admission() -> String {
 fn default_seed() -> u64 {
     1
 }
-fn default_quantum() -> Seconds {
-    Seconds(0.01)
-}
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -193,8 +192,8 @@ struct SimSection {
     ram: Option<DeviceSpec>,
     #[serde(default)]
     candidates: Option<Vec<String>>,
-    #[serde(default = "default_quantum")]
-    quantum: Seconds,
+    #[serde(default)]
+    quantum: Option<Seconds>,
     #[serde(default)]
     phases: Vec<Seconds>,
     #[serde(default)]
@@ -430,8 +429,9 @@ pub struct Scenario {
     pub ram: DeviceSpec,
     /// SOPA's candidates (default: `control`'s).
     pub candidates: Option<Vec<String>>,
-    /// Round of the proportional-share scheduler (seconds).
-    pub quantum: f64,
+    /// Bandwidth proportions are enforced by weighted fair sharing, or, with a round
+    /// length in seconds (`sim.quantum`), by time quanta ([`crate::queue::Scheduler`]).
+    pub quantum: Option<f64>,
     /// Hosts.
     pub hosts: Vec<HostSpec>,
     /// Servers.
@@ -500,6 +500,11 @@ impl Scenario {
         }
         if !(s.interval.0.is_finite() && s.interval.0 > 0.0) {
             return Err(err("sim.interval".into(), "must be above 0".into()));
+        }
+        if let Some(q) = s.quantum {
+            if !(q.0.is_finite() && q.0 > 0.0) {
+                return Err(err("sim.quantum".into(), "must be above 0".into()));
+            }
         }
         if !(0.0..1.0).contains(&s.warmup) {
             return Err(err(
@@ -856,7 +861,7 @@ impl Scenario {
             network,
             ram,
             candidates: s.candidates.clone(),
-            quantum: s.quantum.0,
+            quantum: s.quantum.map(|q| q.0),
             hosts,
             servers,
             tenants,
