@@ -1,7 +1,8 @@
-//! `lachesis controller controller.toml [--store sqlite:PATH]`: runs the live controller
-//! (see the `controller` crate) until SIGINT or SIGTERM. The store defaults to
-//! `DATA_DIR/controller.db`; a restart with the same store resumes its tenants, nodes,
-//! control state and history.
+//! `lachesis controller controller.toml [--store sqlite:PATH | --store etcd://HOST:PORT]`:
+//! runs the live controller (see the `controller` crate) until SIGINT or SIGTERM. The store
+//! defaults to `DATA_DIR/controller.db`; a restart with the same store resumes its tenants,
+//! nodes, control state and history. With `etcd://`, several replicas may run on the same
+//! etcd: they elect a leader through a lease (`--replica` names this one).
 
 use anyhow::{bail, Context};
 use clap::Args;
@@ -13,9 +14,13 @@ use std::sync::Arc;
 pub struct ControllerArgs {
     /// The controller's configuration (see `examples/controller.toml`).
     config: PathBuf,
-    /// Where state lives: `sqlite:PATH` (default `sqlite:DATA_DIR/controller.db`).
+    /// Where state lives: `sqlite:PATH` (default `sqlite:DATA_DIR/controller.db`) or
+    /// `etcd://HOST:PORT[/PREFIX]` (replicas elect a leader).
     #[arg(long)]
     store: Option<String>,
+    /// This replica's name in the leader election (etcd only; default `HOST-PID`).
+    #[arg(long)]
+    replica: Option<String>,
 }
 
 /// Opens the store named by `spec` (or the default in `data_dir`).
@@ -26,10 +31,7 @@ pub fn open_store(
     let path = match spec {
         None => data_dir.join("controller.db"),
         Some(s) if s.starts_with("sqlite:") => PathBuf::from(&s["sqlite:".len()..]),
-        Some(s) if s.starts_with("etcd://") => {
-            bail!("--store {s}: the etcd store is not built yet; use sqlite:PATH")
-        }
-        Some(s) => bail!("--store `{s}`: expected sqlite:PATH"),
+        Some(s) => bail!("--store `{s}`: expected sqlite:PATH or etcd://HOST:PORT"),
     };
     if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
@@ -42,13 +44,27 @@ pub fn open_store(
 /// Runs `lachesis controller`.
 pub fn run(a: ControllerArgs) -> anyhow::Result<()> {
     let cfg = controller::ControllerConfig::load(&a.config)?;
-    let store = open_store(a.store.as_deref(), &cfg.controller.data_dir)?;
+    let (store, election) = match a.store.as_deref() {
+        Some(s) if s.starts_with("etcd://") => {
+            let st = controller::etcd::EtcdStore::connect(s)?;
+            let id = a.replica.clone().unwrap_or_else(|| {
+                let host = std::fs::read_to_string("/etc/hostname")
+                    .map(|h| h.trim().to_string())
+                    .unwrap_or_else(|_| "controller".into());
+                format!("{host}-{}", std::process::id())
+            });
+            let el = controller::etcd::Election::new(st.clone(), &id, cfg.controller.interval_secs);
+            (st as Arc<dyn controller::Store>, Some(el))
+        }
+        _ if a.replica.is_some() => bail!("--replica: only with --store etcd://"),
+        s => (open_store(s, &cfg.controller.data_dir)?, None),
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("starting the runtime")?;
     rt.block_on(async {
-        let c = controller::start(&cfg, store, true).await?;
+        let c = controller::start_replica(&cfg, store, true, election).await?;
         eprintln!(
             "lachesis controller: API on http://{} (token in {}), console at {}, store {}, \
              scheme {}, every {} s",

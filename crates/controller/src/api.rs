@@ -4,7 +4,7 @@
 //! |---|---|---|
 //! | GET | `/` | the operator's console (static page; polls the endpoints below) |
 //! | GET | `/healthz` | `{"status":"ok"}` |
-//! | GET | `/v1/status` | scheme, store, interval, the last interval's table |
+//! | GET | `/v1/status` | scheme, store, interval, whether this replica leads and who does (`replica`: `{me, leading, leader, leader_api}`, `null` for a sole controller), the last interval's table |
 //! | GET, POST | `/v1/tenants` | list (with status) / create a tenant (`TenantSpec`) |
 //! | GET, PUT, DELETE | `/v1/tenants/{t}` | one / replace / remove |
 //! | PUT | `/v1/tenants/{t}/slo` | `{"slo": {"latency_ms": 2.0} or null, "class": "gold"}` |
@@ -18,7 +18,8 @@
 //! | GET | `/v1/curves` | per volume its curves and planned size |
 //!
 //! Errors are `{"error": reason}` naming the field: 400 malformed or invalid, 404 unknown,
-//! 409 conflicts, 500 the controller's own failures. A rejected change writes nothing.
+//! 409 conflicts (also: a change sent to a standby replica, naming the leader), 500 the
+//! controller's own failures. A rejected change writes nothing.
 
 use crate::auth::Token;
 use crate::config::TenantSpec;
@@ -85,6 +86,8 @@ async fn status(State(s): St) -> Json<serde_json::Value> {
         "scheme": s.scheme_name(),
         "store": s.store_description(),
         "interval_secs": s.config().interval_secs,
+        "leading": s.leading(),
+        "replica": s.leader_view(),
         "last": s.last(),
     }))
 }

@@ -195,7 +195,14 @@ pub struct NodeClient {
     pub base: String,
     token: String,
     agent: ureq::Agent,
+    /// For calls that may write dirty blocks back first (shrink, remove): a node busy
+    /// writing back answers when it is done, so these wait [`WRITEBACK_TIMEOUT`].
+    slow: ureq::Agent,
 }
+
+/// How long a resize or removal may take on the node (it writes the dirty blocks that
+/// leave the cache back to the level below before it answers).
+pub const WRITEBACK_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl NodeClient {
     /// A client of the API at `base` with `token`.
@@ -209,6 +216,10 @@ impl NodeClient {
             base,
             token: token.to_string(),
             agent: ureq::AgentBuilder::new().timeout(timeout).build(),
+            slow: ureq::AgentBuilder::new()
+                .timeout_connect(timeout)
+                .timeout(WRITEBACK_TIMEOUT)
+                .build(),
         }
     }
 
@@ -218,8 +229,17 @@ impl NodeClient {
         path: &str,
         body: Option<&serde_json::Value>,
     ) -> Result<serde_json::Value, CallError> {
-        let req = self
-            .agent
+        self.call_on(&self.agent, method, path, body)
+    }
+
+    fn call_on(
+        &self,
+        agent: &ureq::Agent,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+    ) -> Result<serde_json::Value, CallError> {
+        let req = agent
             .request(method, &format!("{}{path}", self.base))
             .set("Authorization", &format!("Bearer {}", self.token));
         let res = match body {
@@ -296,7 +316,20 @@ impl NodeClient {
             b.insert("admission".into(), a.into());
         }
         let b = serde_json::Value::Object(b);
-        with_retries(|| self.call("PATCH", &format!("/v1/caches/{name}"), Some(&b))).map(|_| ())
+        // A resize may write dirty blocks back before it answers.
+        let agent = if size.is_some() {
+            &self.slow
+        } else {
+            &self.agent
+        };
+        with_retries(|| self.call_on(agent, "PATCH", &format!("/v1/caches/{name}"), Some(&b)))
+            .map(|_| ())
+    }
+
+    /// `DELETE /v1/caches/{name}` (the node writes its dirty blocks back first).
+    pub fn remove_cache(&self, name: &str) -> Result<(), CallError> {
+        with_retries(|| self.call_on(&self.slow, "DELETE", &format!("/v1/caches/{name}"), None))
+            .map(|_| ())
     }
 
     /// `POST /v1/rules` sending every request of `export` to `cache`.

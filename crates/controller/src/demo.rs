@@ -6,7 +6,9 @@
 //!   node, so tenants sharing a server contend for its disk;
 //! * four level-2 nodes and two level-1 nodes (`node::start`), each volume exported by its
 //!   level-1 node and striped over two level-2 nodes;
-//! * a controller (SQLite in the temporary directory) that the demo steps every interval;
+//! * a controller (SQLite in the temporary directory) that the demo steps every interval,
+//!   started first: each node registers itself with it (`[node] controller`, with the
+//!   controller's token) and sends heartbeats, as in a deployment;
 //! * four tenants driving real NBD I/O against their level-1 exports, closed loop:
 //!   `cloud` replays the shared CloudPhysics trace (reads and writes, looped), `db` reads a
 //!   Zipf hot set with a tight latency SLO (gold), `web` reads a wider Zipf set with an
@@ -18,7 +20,6 @@
 //! three in which each feasible SLO held, and aggregate throughput (level-1 requests).
 
 use crate::config::{ControllerConfig, ControllerSection, TenantSpec, VolumeSpec};
-use crate::registry::Registration;
 use crate::service::IntervalReport;
 use crate::store::SqliteStore;
 use bytes::Bytes;
@@ -385,46 +386,6 @@ pub async fn run_arm(
     let disks = tokio::spawn(nbd::serve(disk_listener, Arc::new(map), async {
         let _ = disk_rx.await;
     }));
-    // Level-2 nodes, then level-1 nodes.
-    let mut nodes: Vec<(String, u8, node::RunningNode, u64)> = Vec::new();
-    for s in servers {
-        let mut toml = format!(
-            "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = {}\nlevel = 2\n\
-             data_dir = \"{}\"\nbusy_poll_us = 0\n",
-            opts.l2_cache,
-            dir.join(s).display()
-        );
-        for t in ts.iter().filter(|t| t.servers.contains(&s)) {
-            toml += &format!(
-                "[[export]]\nname = \"{}\"\ntenant = \"{}\"\nupstream = [\"{disk_addr}/{s}.{}\"]\n",
-                t.name, t.name, t.name
-            );
-        }
-        let cfg = node::config::NodeConfig::parse(&toml).map_err(setup("a level-2 node"))?;
-        let n = node::start(&cfg).await.map_err(setup("a level-2 node"))?;
-        nodes.push((s.to_string(), 2, n, opts.l2_cache));
-    }
-    let nbd_of: HashMap<String, std::net::SocketAddr> = nodes
-        .iter()
-        .map(|(name, _, n, _)| (name.clone(), n.nbd_addr))
-        .collect();
-    for h in ["l1-a", "l1-b"] {
-        let mut toml = format!(
-            "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = {}\nlevel = 1\n\
-             data_dir = \"{}\"\nbusy_poll_us = 0\n",
-            opts.l1_cache,
-            dir.join(h).display()
-        );
-        for t in ts.iter().filter(|t| t.host == h) {
-            toml += &format!(
-                "[[export]]\nname = \"{}\"\ntenant = \"{}\"\nupstream = [\"{}/{}\", \"{}/{}\"]\nstripe_unit = \"64KiB\"\n",
-                t.name, t.name, nbd_of[t.servers[0]], t.name, nbd_of[t.servers[1]], t.name
-            );
-        }
-        let cfg = node::config::NodeConfig::parse(&toml).map_err(setup("a level-1 node"))?;
-        let n = node::start(&cfg).await.map_err(setup("a level-1 node"))?;
-        nodes.push((h.to_string(), 1, n, opts.l1_cache));
-    }
     // The controller.
     let tenant_specs: Vec<TenantSpec> = ts
         .iter()
@@ -466,20 +427,76 @@ pub async fn run_arm(
     let ctl = crate::start(&cfg, store, false)
         .await
         .map_err(setup("the controller"))?;
-    for (name, level, n, cache) in &nodes {
-        ctl.service
-            .register(Registration {
-                name: name.clone(),
-                level: *level,
-                api: format!("http://{}", n.api_addr),
-                nbd: Some(n.nbd_addr.to_string()),
-                cache_size: *cache,
-                block_size: 4096,
-                epoch: "registered".into(),
-                exports: Vec::new(),
-                token: n.api_token.secret().to_string(),
-            })
-            .map_err(setup("registering a node"))?;
+    let (ctl_addr, token_file) = (ctl.addr, ctl.token.file.clone());
+    let link = |name: &str| {
+        format!(
+            "name = \"{name}\"\ncontroller = \"http://{ctl_addr}\"\n\
+             controller_token_file = \"{}\"\nheartbeat_secs = {}\n",
+            token_file.display(),
+            opts.interval.as_secs_f64()
+        )
+    };
+    // Level-2 nodes, then level-1 nodes.
+    let mut nodes: Vec<(String, u8, node::RunningNode, u64)> = Vec::new();
+    for s in servers {
+        let mut toml = format!(
+            "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = {}\nlevel = 2\n\
+             data_dir = \"{}\"\nbusy_poll_us = 0\n{}",
+            opts.l2_cache,
+            dir.join(s).display(),
+            link(s)
+        );
+        for t in ts.iter().filter(|t| t.servers.contains(&s)) {
+            toml += &format!(
+                "[[export]]\nname = \"{}\"\ntenant = \"{}\"\nupstream = [\"{disk_addr}/{s}.{}\"]\n",
+                t.name, t.name, t.name
+            );
+        }
+        let cfg = node::config::NodeConfig::parse(&toml).map_err(setup("a level-2 node"))?;
+        let n = node::start(&cfg).await.map_err(setup("a level-2 node"))?;
+        nodes.push((s.to_string(), 2, n, opts.l2_cache));
+    }
+    let nbd_of: HashMap<String, std::net::SocketAddr> = nodes
+        .iter()
+        .map(|(name, _, n, _)| (name.clone(), n.nbd_addr))
+        .collect();
+    for h in ["l1-a", "l1-b"] {
+        let mut toml = format!(
+            "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = {}\nlevel = 1\n\
+             data_dir = \"{}\"\nbusy_poll_us = 0\n{}",
+            opts.l1_cache,
+            dir.join(h).display(),
+            link(h)
+        );
+        for t in ts.iter().filter(|t| t.host == h) {
+            toml += &format!(
+                "[[export]]\nname = \"{}\"\ntenant = \"{}\"\nupstream = [\"{}/{}\", \"{}/{}\"]\nstripe_unit = \"64KiB\"\n",
+                t.name, t.name, nbd_of[t.servers[0]], t.name, nbd_of[t.servers[1]], t.name
+            );
+        }
+        let cfg = node::config::NodeConfig::parse(&toml).map_err(setup("a level-1 node"))?;
+        let n = node::start(&cfg).await.map_err(setup("a level-1 node"))?;
+        nodes.push((h.to_string(), 1, n, opts.l1_cache));
+    }
+    // Every node registers itself (as in a deployment: `[node] controller`); wait for all.
+    let t0 = Instant::now();
+    loop {
+        let known = ctl
+            .service
+            .nodes()
+            .into_iter()
+            .filter(|n| n.api.is_some() && n.up)
+            .count();
+        if known == nodes.len() {
+            break;
+        }
+        if t0.elapsed() > Duration::from_secs(15) {
+            return Err(DemoError::Setup(format!(
+                "only {known} of {} nodes registered with the controller",
+                nodes.len()
+            )));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
     // Program the nodes before the workload starts (fair share at first).
     let svc = ctl.service.clone();

@@ -10,6 +10,7 @@
 //! |---|---|
 //! | [`config`] | `controller.toml`: listener, interval, scheme, nodes, tenants, volumes, SLOs |
 //! | [`store`] | persistence: the [`store::Store`] trait, embedded SQLite |
+//! | [`etcd`] | the same state in etcd, and leader election among replicas |
 //! | [`registry`] | nodes: registration, heartbeat, health, epochs |
 //! | [`client`] | the node contract: observations, caches, rules, proportions |
 //! | [`observe`] | cumulative counters to one interval's `control::Observations` |
@@ -26,6 +27,7 @@ pub mod client;
 pub mod config;
 pub mod console;
 pub mod demo;
+pub mod etcd;
 pub mod observe;
 pub mod reconcile;
 pub mod registry;
@@ -57,7 +59,18 @@ impl RunningController {
         format!("http://{}/#token={}", self.addr, self.token.secret())
     }
 
-    /// Stops the loop and the API.
+    /// Ends every task at once without a word to anyone (no lease revoked, no answer
+    /// finished): what a crash looks like to the other replicas and the nodes. For tests.
+    pub async fn abort(self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+        for t in self.tasks {
+            let _ = t.await;
+        }
+    }
+
+    /// Stops the loop and the API (a leading replica hands over its lease).
     pub async fn shutdown(self) {
         let _ = self.stop.send(true);
         for t in self.tasks {
@@ -84,11 +97,23 @@ pub async fn start(
     store: Arc<dyn Store>,
     run_loop: bool,
 ) -> Result<RunningController, StartError> {
+    start_replica(cfg, store, run_loop, None).await
+}
+
+/// [`start`] for one replica of a replicated controller: with an `election` it also runs
+/// the election (publishing this replica's API address) and leads only while it holds the
+/// lease (see [`etcd`]).
+pub async fn start_replica(
+    cfg: &ControllerConfig,
+    store: Arc<dyn Store>,
+    run_loop: bool,
+    election: Option<Arc<etcd::Election>>,
+) -> Result<RunningController, StartError> {
     let token = Arc::new(auth::Token::load(
         cfg.controller.token_file.as_deref(),
         &cfg.controller.data_dir,
     )?);
-    let svc = Service::open(cfg, store)?;
+    let svc = Service::open_replica(cfg, store, election.clone())?;
     let listener = tokio::net::TcpListener::bind(&cfg.controller.listen)
         .await
         .map_err(|e| {
@@ -108,6 +133,9 @@ pub async fn start(
             })
             .await;
     })];
+    if let Some(e) = election {
+        tasks.push(tokio::spawn(e.run(format!("http://{addr}"), rx.clone())));
+    }
     if run_loop {
         tasks.push(tokio::spawn(svc.clone().run(rx)));
     }

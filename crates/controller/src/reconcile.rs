@@ -4,7 +4,9 @@
 //! same plan twice changes nothing the second time.
 //!
 //! Order on a node: shrink caches first (freeing memory), then create and grow, then add
-//! the rule of each volume the node exports. The node refuses a cache smaller than one
+//! the rule of each volume the node exports, having first removed the caches no plan wants (a
+//! deleted tenant's, freeing their memory) with their rules: a node registered with the controller is the
+//! controller's, so a cache made on it by hand goes too. The node refuses a cache smaller than one
 //! block, so a partition planned at 0 keeps one block, taken from the node's largest
 //! partition so the node's sum stays within its capacity. Every call is retried on
 //! transport errors and 5xx answers ([`crate::client`]); a node that still fails is
@@ -43,7 +45,7 @@ pub struct Desired {
 pub struct Action {
     /// The node.
     pub node: String,
-    /// `create`, `resize`, `policy`, `rule`.
+    /// `create`, `resize`, `policy`, `rule`, `unrule`, `remove`.
     pub verb: String,
     /// The cache.
     pub cache: String,
@@ -122,6 +124,35 @@ pub fn apply(
         },
     };
     let mut first_err = None;
+    // Caches no plan wants (a deleted tenant's, a volume moved elsewhere): their rules
+    // first, so no request reaches a cache being removed, then the cache (the node writes
+    // its dirty blocks back before it answers).
+    let unwanted: Vec<&crate::client::CacheRow> = caches
+        .iter()
+        .filter(|h| !want.caches.iter().any(|w| w.name == h.name))
+        .collect();
+    if !unwanted.is_empty() {
+        let rules = c.rules().unwrap_or_default();
+        for h in unwanted {
+            for r in rules.iter().filter(|r| r.cache == h.id) {
+                let res = c.remove_rule(r.id);
+                actions.push(act("unrule", &h.name, format!("rule {}", r.id), &res));
+                if let Err(e) = res {
+                    first_err.get_or_insert(e);
+                }
+            }
+            let res = c.remove_cache(&h.name);
+            actions.push(act(
+                "remove",
+                &h.name,
+                format!("{} bytes, no plan wants it", h.size_bytes),
+                &res,
+            ));
+            if let Err(e) = res {
+                first_err.get_or_insert(e);
+            }
+        }
+    }
     // Shrinks first, then creates, grows and policy switches.
     for pass in 0..2 {
         for w in &want.caches {

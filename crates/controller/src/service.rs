@@ -8,8 +8,9 @@
 //!    ([`crate::observe`]);
 //! 3. call `control::Controller::step` (resumed from the persisted state: the same code the
 //!    simulator runs);
-//! 4. reconcile every node that is up to the plan ([`crate::reconcile`]), reading its caches
-//!    and rules back first, so re-applying a plan changes nothing;
+//! 4. reconcile every node that is up to the plan ([`crate::reconcile`]), all nodes at
+//!    once, reading caches and rules back first, so re-applying a plan changes nothing,
+//!    and removing the caches no plan wants (a deleted tenant's);
 //! 5. persist the state and append the decisions, with their numbers and reasons, to the
 //!    history.
 //!
@@ -25,6 +26,7 @@
 
 use crate::client::{CallError, NodeClient};
 use crate::config::{check_tenants, ControllerConfig, ControllerSection, TenantSpec};
+use crate::etcd::{Election, LeaderView};
 use crate::observe::{build, Deltas, Measured, Placement};
 use crate::reconcile::{self, Action, Desired};
 use crate::registry::{Heartbeat, NodeEntry, Registration};
@@ -139,6 +141,8 @@ struct Inner {
     last_obs: Option<control::Observations>,
     series: VecDeque<IntervalReport>,
     capacities: Vec<u64>,
+    /// Whether this replica led at the last loop round.
+    was_leading: bool,
 }
 
 /// The controller service.
@@ -150,6 +154,10 @@ pub struct Service {
     started: Instant,
     /// Node tokens read from the configuration's `token_file`s.
     config_tokens: HashMap<String, String>,
+    /// The whole configuration (nodes and tenants to fall back on when reloading).
+    config: ControllerConfig,
+    /// Leader election among replicas (`None`: a sole controller).
+    election: Option<Arc<Election>>,
 }
 
 fn unix_now() -> f64 {
@@ -165,67 +173,89 @@ impl Service {
         cfg: &ControllerConfig,
         store: Arc<dyn Store>,
     ) -> Result<Arc<Service>, ServiceError> {
+        Self::open_replica(cfg, store, None)
+    }
+
+    /// Opens one replica of a replicated controller: it polls and programs nodes, and
+    /// accepts changes, only while `election` says it leads (see [`crate::etcd`]); until
+    /// then it answers the read API from the store. `None` is a sole controller.
+    pub fn open_replica(
+        cfg: &ControllerConfig,
+        store: Arc<dyn Store>,
+        election: Option<Arc<Election>>,
+    ) -> Result<Arc<Service>, ServiceError> {
         let scheme = Scheme::named(&cfg.controller.scheme)
             .map_err(|e| ServiceError::BadRequest(format!("controller.scheme: {e}")))?;
-        let tenants: Vec<TenantSpec> =
-            get_json(&*store, store::TENANTS)?.unwrap_or_else(|| cfg.tenants.clone());
-        let saved: Vec<NodeEntry> = get_json(&*store, store::NODES)?.unwrap_or_default();
-        let mut nodes: BTreeMap<String, NodeEntry> =
-            saved.into_iter().map(|n| (n.name.clone(), n)).collect();
-        let mut config_tokens = HashMap::new();
-        for n in &cfg.nodes {
-            let e = nodes.entry(n.name.clone()).or_insert_with(|| NodeEntry {
-                name: n.name.clone(),
-                level: n.level,
-                block_size: cfg.controller.block_size.0,
-                ..Default::default()
-            });
-            e.level = n.level;
-            if let Some(a) = &n.api {
-                e.api = Some(a.clone());
-            }
-            if let Some(s) = n.cache_size {
-                e.cache_size = s.0;
-            }
-            if let Some(f) = &n.token_file {
-                let path = cfg.controller.data_dir.join(f);
-                let t = std::fs::read_to_string(&path).map_err(|e| {
-                    ServiceError::BadRequest(format!(
-                        "node \"{}\".token_file: {}: {e}",
-                        n.name,
-                        path.display()
-                    ))
-                })?;
-                config_tokens.insert(n.name.clone(), t.trim().to_string());
-            }
-            // Configured nodes start up until polls say otherwise.
-            if e.api.is_some() {
-                e.up = true;
-            }
-        }
-        let state: ControlState = get_json(&*store, store::STATE)?.unwrap_or_default();
-        let shape: Vec<String> = get_json(&*store, "shape")?.unwrap_or_default();
+        let config_tokens = config_tokens(cfg)?;
+        let loaded = load(cfg, &*store)?;
         let svc = Service {
             cfg: cfg.controller.clone(),
+            config: cfg.clone(),
             scheme,
             store,
             inner: Mutex::new(Inner {
-                tenants,
-                nodes,
-                state,
-                shape,
+                tenants: loaded.tenants,
+                nodes: loaded.nodes,
+                state: loaded.state,
+                shape: loaded.shape,
                 deltas: Deltas::default(),
                 last_poll: None,
-                plan: None,
+                plan: loaded.plan,
                 last_obs: None,
                 series: VecDeque::new(),
                 capacities: Vec::new(),
+                was_leading: false,
             }),
             started: Instant::now(),
             config_tokens,
+            election,
         };
-        svc.persist_config()?;
+        if svc.election.is_none() {
+            svc.persist_config()?;
+        }
         Ok(Arc::new(svc))
+    }
+
+    /// Whether this replica leads (a sole controller always does).
+    pub fn leading(&self) -> bool {
+        self.election.as_ref().is_none_or(|e| e.leading())
+    }
+
+    /// Who leads, as this replica sees it (`None`: a sole controller).
+    pub fn leader_view(&self) -> Option<LeaderView> {
+        self.election.as_ref().map(|e| e.view())
+    }
+
+    fn must_lead(&self) -> Result<(), ServiceError> {
+        if self.leading() {
+            return Ok(());
+        }
+        let v = self.leader_view().unwrap_or_default();
+        Err(ServiceError::Conflict(format!(
+            "replica `{}` is a standby: send changes to the leader ({})",
+            v.me,
+            match (v.leader, v.leader_api) {
+                (Some(id), Some(api)) => format!("`{id}` at {api}"),
+                _ => "none yet: retry".into(),
+            }
+        )))
+    }
+
+    /// Reloads tenants, nodes, the `control` state and the last plan from the store: a
+    /// replica that starts leading takes over exactly what the previous leader committed,
+    /// and a standby keeps its read API current.
+    pub fn reload(&self) -> Result<(), ServiceError> {
+        let loaded = load(&self.config, &*self.store)?;
+        let mut g = self.lock();
+        g.tenants = loaded.tenants;
+        g.nodes = loaded.nodes;
+        g.state = loaded.state;
+        g.shape = loaded.shape;
+        g.plan = loaded.plan;
+        g.deltas = Deltas::default();
+        g.last_poll = None;
+        g.capacities = Vec::new();
+        Ok(())
     }
 
     fn lock(&self) -> MutexGuard<'_, Inner> {
@@ -266,6 +296,7 @@ impl Service {
 
     /// `POST /v1/nodes/register`.
     pub fn register(&self, r: Registration) -> Result<NodeEntry, ServiceError> {
+        self.must_lead()?;
         if !crate::config::valid_name(&r.name) {
             return Err(ServiceError::BadRequest(
                 "name: use letters, digits, `-`, `_` and `.` only".into(),
@@ -307,6 +338,7 @@ impl Service {
 
     /// `POST /v1/nodes/{name}/heartbeat`; `NotFound` means "register again".
     pub fn heartbeat(&self, name: &str, hb: Heartbeat) -> Result<(), ServiceError> {
+        self.must_lead()?;
         let mut g = self.lock();
         let e = g
             .nodes
@@ -384,6 +416,7 @@ impl Service {
 
     /// Creates (`create = true`: 409 if it exists) or replaces a tenant.
     pub fn put_tenant(&self, spec: TenantSpec, create: bool) -> Result<(), ServiceError> {
+        self.must_lead()?;
         let mut g = self.lock();
         let mut next = g.tenants.clone();
         match next.iter_mut().find(|t| t.name == spec.name) {
@@ -400,8 +433,9 @@ impl Service {
         self.commit_tenants(&mut g, next)
     }
 
-    /// Removes a tenant (its caches stay on the nodes until removed by hand).
+    /// Removes a tenant; the next interval's reconcile removes its caches from the nodes.
     pub fn delete_tenant(&self, name: &str) -> Result<(), ServiceError> {
+        self.must_lead()?;
         let mut g = self.lock();
         if !g.tenants.iter().any(|t| t.name == name) {
             return Err(ServiceError::NotFound(format!("unknown tenant `{name}`")));
@@ -422,6 +456,7 @@ impl Service {
         slo: Option<Slo>,
         class: Option<String>,
     ) -> Result<(), ServiceError> {
+        self.must_lead()?;
         let mut g = self.lock();
         let mut next = g.tenants.clone();
         let t = next
@@ -592,6 +627,7 @@ impl Service {
 
     /// One enforcement interval (blocking: polls and programs the nodes).
     pub fn tick(&self) -> Result<IntervalReport, ServiceError> {
+        self.must_lead()?;
         // 1. Poll.
         let targets: Vec<(String, Option<NodeClient>)> = {
             let g = self.lock();
@@ -691,37 +727,51 @@ impl Service {
             Some(plan)
         };
         // 4. Reconcile (outside the lock).
-        let work: Vec<(String, NodeClient, Desired, bool)> = match &plan {
-            Some(p) => g
-                .nodes
-                .values()
-                .filter(|e| e.up)
-                .filter_map(|e| {
-                    let c = self.client_for(e)?;
-                    let d = reconcile::desired(&topo, p, &vols, e, self.cfg.block_size.0);
-                    Some((
-                        e.name.clone(),
-                        c,
-                        d,
-                        e.programmed.as_deref() != Some(e.epoch.as_str()),
-                    ))
-                })
-                .collect(),
-            None => Vec::new(),
-        };
+        // With no tenant at all there is no plan, and no cache is wanted anywhere.
+        let work: Vec<(String, NodeClient, Desired, bool)> = g
+            .nodes
+            .values()
+            .filter(|e| e.up)
+            .filter_map(|e| {
+                let c = self.client_for(e)?;
+                let d = match &plan {
+                    Some(p) => reconcile::desired(&topo, p, &vols, e, self.cfg.block_size.0),
+                    None => Desired::default(),
+                };
+                Some((
+                    e.name.clone(),
+                    c,
+                    d,
+                    e.programmed.as_deref() != Some(e.epoch.as_str()),
+                ))
+            })
+            .collect();
         let epochs: HashMap<String, String> = g
             .nodes
             .values()
             .map(|e| (e.name.clone(), e.epoch.clone()))
             .collect();
         drop(g);
+        // Every node at once: a node busy writing back what a shrink evicts holds up only
+        // its own reconcile.
+        let done: Vec<_> = std::thread::scope(|sc| {
+            let handles: Vec<_> = work
+                .iter()
+                .map(|(name, client, want, fresh)| {
+                    sc.spawn(move || {
+                        if *fresh {
+                            tracing::info!(node = %name, "programming the node from the plan");
+                        }
+                        (name.clone(), reconcile::apply(client, name, want))
+                    })
+                })
+                .collect();
+            handles.into_iter().filter_map(|h| h.join().ok()).collect()
+        });
         let mut actions = Vec::new();
         let mut programmed = Vec::new();
-        for (name, client, want, fresh) in work {
-            if fresh {
-                tracing::info!(node = %name, "programming the node from the plan");
-            }
-            match reconcile::apply(&client, &name, &want) {
+        for (name, r) in done {
+            match r {
                 Ok(a) => {
                     actions.extend(a);
                     programmed.push((name, Ok(())));
@@ -865,7 +915,24 @@ impl Service {
         }
     }
 
-    /// Runs [`Service::tick`] every interval until `stop` says so (on the blocking pool).
+    /// One round of the loop: a leader (or a sole controller) runs [`Service::tick`],
+    /// first reloading the store's state if it has just started leading; a standby
+    /// reloads the state so its read API follows the leader's.
+    fn round(&self) -> Result<IntervalReport, ServiceError> {
+        let leading = self.leading();
+        let was = std::mem::replace(&mut self.lock().was_leading, leading);
+        if self.election.is_some() && (!leading || !was) {
+            self.reload()?;
+            if !leading {
+                return Err(ServiceError::Conflict("standby".into()));
+            }
+            tracing::info!("took over: state loaded from the store");
+            self.persist_config()?;
+        }
+        self.tick()
+    }
+
+    /// Runs [`Service::round`] every interval until `stop` says so (on the blocking pool).
     pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         let mut every = tokio::time::interval(self.interval());
         every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -879,13 +946,76 @@ impl Service {
                 return;
             }
             let s = self.clone();
-            match tokio::task::spawn_blocking(move || s.tick()).await {
+            match tokio::task::spawn_blocking(move || s.round()).await {
                 Ok(Ok(r)) => tracing::debug!(interval = r.interval, "interval done"),
+                Ok(Err(_)) if !self.leading() => {}
                 Ok(Err(e)) => tracing::error!(%e, "interval failed"),
                 Err(e) => tracing::error!(%e, "interval panicked"),
             }
         }
     }
+}
+
+/// What the store holds, or the configuration where it holds nothing yet.
+struct Loaded {
+    tenants: Vec<TenantSpec>,
+    nodes: BTreeMap<String, NodeEntry>,
+    state: ControlState,
+    shape: Vec<String>,
+    plan: Option<Plan>,
+}
+
+fn load(cfg: &ControllerConfig, store: &dyn Store) -> Result<Loaded, ServiceError> {
+    let tenants: Vec<TenantSpec> =
+        get_json(store, store::TENANTS)?.unwrap_or_else(|| cfg.tenants.clone());
+    let saved: Vec<NodeEntry> = get_json(store, store::NODES)?.unwrap_or_default();
+    let mut nodes: BTreeMap<String, NodeEntry> =
+        saved.into_iter().map(|n| (n.name.clone(), n)).collect();
+    for n in &cfg.nodes {
+        let e = nodes.entry(n.name.clone()).or_insert_with(|| NodeEntry {
+            name: n.name.clone(),
+            level: n.level,
+            block_size: cfg.controller.block_size.0,
+            ..Default::default()
+        });
+        e.level = n.level;
+        if let Some(a) = &n.api {
+            e.api = Some(a.clone());
+        }
+        if let Some(s) = n.cache_size {
+            e.cache_size = s.0;
+        }
+        // Configured nodes start up until polls say otherwise.
+        if e.api.is_some() {
+            e.up = true;
+        }
+    }
+    Ok(Loaded {
+        tenants,
+        nodes,
+        state: get_json(store, store::STATE)?.unwrap_or_default(),
+        shape: get_json(store, "shape")?.unwrap_or_default(),
+        plan: get_json(store, "plan")?,
+    })
+}
+
+/// Node tokens read from the configuration's `token_file`s.
+fn config_tokens(cfg: &ControllerConfig) -> Result<HashMap<String, String>, ServiceError> {
+    let mut out = HashMap::new();
+    for n in &cfg.nodes {
+        if let Some(f) = &n.token_file {
+            let path = cfg.controller.data_dir.join(f);
+            let t = std::fs::read_to_string(&path).map_err(|e| {
+                ServiceError::BadRequest(format!(
+                    "node \"{}\".token_file: {}: {e}",
+                    n.name,
+                    path.display()
+                ))
+            })?;
+            out.insert(n.name.clone(), t.trim().to_string());
+        }
+    }
+    Ok(out)
 }
 
 /// A volume placed on nodes (one `control` tenant).

@@ -1,6 +1,7 @@
 //! The controller against real nodes in-process: programming them from the plan,
 //! idempotent reconcile, bad input refused with nothing changed, a restart resuming from
-//! SQLite, a node marked down and re-programmed when it returns empty.
+//! SQLite, a node marked down and re-programmed when it returns empty, a deleted tenant's
+//! caches removed from the nodes.
 
 use controller::config::ControllerConfig;
 use controller::registry::Registration;
@@ -285,6 +286,50 @@ fn programs_nodes_refuses_bad_input_and_resumes() {
     assert!(
         db_plan.l2.iter().any(|p| p.size == 0),
         "planned without it: {db_plan:?}"
+    );
+
+    // Deleting a tenant removes its caches (and their rules) from the nodes at the next
+    // interval; the other tenant's stay.
+    let web_rule = nodes[1]
+        .2
+        .state
+        .rules()
+        .iter()
+        .filter(|r| r.rule.export == "web")
+        .count();
+    assert_eq!(web_rule, 1);
+    svc.delete_tenant("web").unwrap();
+    let r = svc.tick().unwrap();
+    let removed: Vec<(&str, &str)> = r
+        .actions
+        .iter()
+        .filter(|a| a.verb == "remove")
+        .map(|a| (a.node.as_str(), a.cache.as_str()))
+        .collect();
+    assert!(
+        removed.contains(&("h", "web")) && removed.contains(&("s1", "web")),
+        "{:?}",
+        r.actions
+    );
+    assert!(
+        r.actions.iter().all(|a| a.result == "ok"),
+        "{:?}",
+        r.actions
+    );
+    for (name, _, n) in &nodes {
+        let names: Vec<String> = n.state.caches().into_iter().map(|c| c.name).collect();
+        assert_eq!(names, vec!["db".to_string()], "{name}");
+        assert!(
+            n.state.rules().iter().all(|r| r.rule.export != "web"),
+            "{name}"
+        );
+    }
+    // Reconciling again changes nothing more.
+    let r = svc.tick().unwrap();
+    assert!(
+        r.actions.iter().all(|a| a.verb != "remove"),
+        "{:?}",
+        r.actions
     );
     for (_, _, n) in nodes {
         rt.block_on(n.shutdown()).unwrap();
