@@ -59,6 +59,7 @@ mod write_back;
 
 pub use dirty::DirtyLimits;
 pub use read::Lent;
+pub(crate) use write::log_err;
 
 use crate::error::{CacheError, Result};
 use crate::stats::{AccessObserver, CacheStats, Counters};
@@ -108,6 +109,8 @@ pub struct Partition {
     bs: usize,
     volumes: Arc<VolumeTable>,
     inner: Mutex<Inner>,
+    /// The durable write log, if the cache has one (see `crate::write_log`).
+    log: std::sync::RwLock<Option<Arc<crate::write_log::WriteLog>>>,
 }
 
 impl Partition {
@@ -149,6 +152,7 @@ impl Partition {
                     clean_debt: 0.0,
                 },
             }),
+            log: std::sync::RwLock::new(None),
         })
     }
 
