@@ -12,6 +12,7 @@
 //! | [`curve_methods`] | the same, on keys held in memory (the `bench_mrc` example) | the exact curve |
 //! | [`allocation`] | the fast utility method; MLMS with its server LP | plain water-filling |
 //! | [`nbd`] | the node's data path over NBD with fio | nbdkit, qemu-nbd |
+//! | [`writeback`] | sustained writes through a write-back cache at 100 % dirty | the slow backend (nbdkit with its rate filter) alone |
 //! | [`control`] | one control step at 10,000 tenants; SLOs met and throughput on the demo | static fair share |
 //!
 //! Owns: timing, peers, printing reports. Does not own: anything the product runs.
@@ -24,5 +25,6 @@ pub mod error;
 pub mod nbd;
 pub mod sim;
 mod workload;
+pub mod writeback;
 
 pub use error::{BenchError, Result};

@@ -23,13 +23,13 @@ use std::time::Duration;
 
 /// What one fio run measured.
 #[derive(Clone, Copy, Debug, Default)]
-struct Fio {
-    iops: f64,
-    bw: f64,
-    lat_us: f64,
+pub(crate) struct Fio {
+    pub(crate) iops: f64,
+    pub(crate) bw: f64,
+    pub(crate) lat_us: f64,
 }
 
-fn fio(uri: &str, rw: &str, bs: &str, qd: u32, seconds: u32, size: &str) -> Result<Fio> {
+pub(crate) fn fio(uri: &str, rw: &str, bs: &str, qd: u32, seconds: u32, size: &str) -> Result<Fio> {
     let out = Command::new("fio")
         .args([
             "--name=bench",
@@ -148,7 +148,7 @@ fn compare(
     Ok(best[0])
 }
 
-fn fill(uri: &str, size: &str) -> Result<()> {
+pub(crate) fn fill(uri: &str, size: &str) -> Result<()> {
     let out = Command::new("fio")
         .args([
             "--name=fill",
@@ -168,11 +168,11 @@ fn fill(uri: &str, size: &str) -> Result<()> {
     Ok(())
 }
 
-fn free_port() -> Result<u16> {
+pub(crate) fn free_port() -> Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
-struct Peer(Child);
+pub(crate) struct Peer(Child);
 
 impl Drop for Peer {
     fn drop(&mut self) {
@@ -181,7 +181,7 @@ impl Drop for Peer {
     }
 }
 
-fn peer(cmd: &str, args: &[&str], port: u16) -> Result<Peer> {
+pub(crate) fn peer(cmd: &str, args: &[&str], port: u16) -> Result<Peer> {
     let child = Command::new(cmd)
         .args(args)
         .stdout(Stdio::null())
@@ -197,7 +197,7 @@ fn peer(cmd: &str, args: &[&str], port: u16) -> Result<Peer> {
     bail!("{cmd} did not start listening on port {port}")
 }
 
-fn node_config(dir: &Path, body: &str) -> Result<node::config::NodeConfig> {
+pub(crate) fn node_config(dir: &Path, body: &str) -> Result<node::config::NodeConfig> {
     let text = format!("[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\n{body}");
     let mut cfg = node::config::NodeConfig::parse(&text).map_err(BenchError::Failed)?;
     cfg.node.data_dir = Some(dir.to_path_buf());

@@ -92,6 +92,15 @@ pub enum CacheError {
         /// Why the write-back failed.
         reason: String,
     },
+    /// The durable write log failed (the write was not acknowledged).
+    #[error("write log {path}: {source}")]
+    Log {
+        /// The log's configured path.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
     /// The backend failed.
     #[error("backend I/O of export `{export}`: {source}")]
     Io {

@@ -44,6 +44,7 @@ pub mod rules;
 pub mod stats;
 pub mod striped;
 pub mod volume;
+pub mod write_log;
 pub mod write_policy;
 
 pub use backend::{Backend, FileBackend, MemBackend};

@@ -16,6 +16,13 @@
 //! The node has a total cache size in blocks; the caches' capacities never sum to more.
 //! Creating or growing a cache past it fails with the number of blocks still free.
 //!
+//! ## Durable write logs
+//! A cache may have a durable write log (`crate::write_log`): every write and trim it
+//! applies is logged before the call returns. The cleaner thread checkpoints a log once it
+//! holds [`LOG_CHECKPOINT_BYTES`] or its cache is clean ([`CacheNode::checkpoint_logs`]);
+//! removing a rule checkpoints its cache's log (writes no longer routed there bypass it),
+//! removing a cache deletes its log after the final write-back and flush.
+//!
 //! ## Removal
 //! `remove_cache` writes the cache's dirty blocks back once while requests still run, then
 //! takes the routing table, removes the cache's rules, writes back what was dirtied
@@ -34,6 +41,9 @@ use policy::{AdmissionPolicy, EvictionSpec};
 use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex, RwLock, RwLockReadGuard};
+
+/// Bytes a durable write log grows to before the cleaner checkpoints it.
+pub const LOG_CHECKPOINT_BYTES: u64 = 64 << 20;
 
 /// Changes to one cache; `None` leaves a setting as it is.
 #[derive(Default)]
@@ -227,11 +237,86 @@ impl CacheNode {
         part.write_back(None).map_err(unwritable)?;
         let mut r = self.write_routing();
         part.write_back(None).map_err(unwritable)?;
+        if let Some(log) = part.log() {
+            // Every logged write is on the backends once they flush; then the log goes.
+            Self::flush_exports(&r, &log.exports(true)).map_err(unwritable)?;
+            log.remove_all()
+                .map_err(|e| crate::partition::log_err(&log, e))?;
+            part.set_log(None);
+        }
         for rule in r.rules.of_cache(id) {
             r.rules.remove(rule);
         }
         r.caches.remove(&id);
         Ok(())
+    }
+
+    /// Flushes the backends of the exports called `names` (unknown ones are skipped).
+    fn flush_exports(r: &Routing, names: &[String]) -> Result<()> {
+        for n in names {
+            if let Some(ex) = r.exports.get(n) {
+                ex.vol.backend().flush().map_err(|e| ex.vol.io_err(e))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Attaches a durable write log to a cache (`None` detaches it); see
+    /// [`crate::write_log`].
+    pub fn set_log(&self, id: CacheId, log: Option<Arc<crate::write_log::WriteLog>>) -> Result<()> {
+        self.partition(id)?.set_log(log);
+        Ok(())
+    }
+
+    /// A cache's durable write log, if it has one.
+    pub fn log(&self, id: CacheId) -> Result<Option<Arc<crate::write_log::WriteLog>>> {
+        Ok(self.partition(id)?.log())
+    }
+
+    /// A cache's dirty limits.
+    pub fn dirty_limits(&self, id: CacheId) -> Result<DirtyLimits> {
+        Ok(self.partition(id)?.dirty_limits())
+    }
+
+    /// Checkpoints a cache's durable write log: starts a new generation, writes every
+    /// dirty block back, flushes the backends of the exports the older generations name
+    /// and deletes those. `Ok(false)` if the cache has no log.
+    pub fn checkpoint(&self, id: CacheId) -> Result<bool> {
+        let r = read_lock(&self.routing);
+        let part = Self::part_of(&r, id)?;
+        Self::checkpoint_with(&r, part)
+    }
+
+    fn checkpoint_with(r: &Routing, part: &Partition) -> Result<bool> {
+        let Some(log) = part.log() else {
+            return Ok(false);
+        };
+        let gen = log
+            .rotate()
+            .map_err(|e| crate::partition::log_err(&log, e))?;
+        part.write_back(None)?;
+        Self::flush_exports(r, &log.exports(false))?;
+        log.retire(gen)
+            .map_err(|e| crate::partition::log_err(&log, e))?;
+        Ok(true)
+    }
+
+    /// Checkpoints every durable write log that holds `threshold` bytes or more since its
+    /// last checkpoint, or holds anything while its cache has no dirty block (so a log
+    /// shrinks soon after cleaning). Returns how many were checkpointed; failures are
+    /// retried on the next call.
+    pub fn checkpoint_logs(&self, threshold: u64) -> usize {
+        let r = read_lock(&self.routing);
+        let mut n = 0;
+        for c in r.caches.values() {
+            let Some(log) = c.part.log() else { continue };
+            let (bytes, older) = log.pending();
+            let idle = c.part.dirty_blocks() == 0 && (bytes > 0 || older);
+            if (bytes >= threshold || idle) && Self::checkpoint_with(&r, &c.part).is_ok() {
+                n += 1;
+            }
+        }
+        n
     }
 
     /// Changes a cache online (Moirai's `configureCache`). Every setting is checked before
@@ -318,6 +403,12 @@ impl CacheNode {
                 r.rules.insert(vol_id, entry);
                 return Err(e);
             }
+        }
+        // Writes to the blocks no longer routed here bypass the cache's log from now on,
+        // so its older records must never be replayed over them: checkpoint it now.
+        if let Err(e) = Self::checkpoint_with(&r, &c.part) {
+            r.rules.insert(vol_id, entry);
+            return Err(e);
         }
         Ok(())
     }
@@ -476,6 +567,7 @@ impl CacheNode {
             .spawn(move || loop {
                 let Some(node) = weak.upgrade() else { return };
                 let written = node.clean(1024);
+                node.checkpoint_logs(LOG_CHECKPOINT_BYTES);
                 drop(node);
                 if written == 0 {
                     std::thread::sleep(every);

@@ -31,6 +31,19 @@ enum BenchWhat {
         #[arg(long, value_delimiter = ',')]
         only: Vec<String>,
     },
+    /// Sustained writes through a 100 %-dirty write-back cache against a slow backend
+    /// (nbdkit's rate filter over a file), beside the backend's own speed (needs fio, nbdkit).
+    Writeback {
+        /// Seconds per side.
+        #[arg(long, default_value_t = 10)]
+        seconds: u32,
+        /// The backend's limit, nbdkit's syntax in bits per second.
+        #[arg(long, default_value = "64M")]
+        rate: String,
+        /// Cache size in MiB (the writes cover eight times it).
+        #[arg(long, default_value_t = 16)]
+        cache_mib: u64,
+    },
     /// One control step for 10,000 tenants over 1,000 nodes; the demo's workload under
     /// lachesis against static fair share (SLOs met, throughput).
     Control {
@@ -127,6 +140,13 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             repeat,
             only,
         } => bench::nbd::run(seconds, repeat, &only)?,
+        BenchWhat::Writeback {
+            seconds,
+            rate,
+            cache_mib,
+        } => {
+            bench::writeback::run(seconds, &rate, cache_mib)?;
+        }
         BenchWhat::Control { seconds, trace } => bench::control::run(
             (seconds > 0).then(|| std::time::Duration::from_secs(seconds)),
             trace.or_else(|| {

@@ -8,8 +8,8 @@
 //! | GET | `/healthz` | `{"status":"ok"}` while the node serves |
 //! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends |
-//! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile","exclusive"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
-//! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission","exclusive"}` / remove |
+//! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile","exclusive","dirty_ratio","dirty_bytes","log","durable"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
+//! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission","exclusive","dirty_ratio","dirty_bytes"}` / remove |
 //! | GET | `/v1/caches/{id or name}/curve?window=true&points=N` | online hit-ratio curve (`"status": "no data"` and no points before any access) |
 //! | GET, POST | `/v1/rules` | list / create `{"export","cache","client","op","range"}` |
 //! | DELETE | `/v1/rules/{id}` | remove |
@@ -62,7 +62,7 @@ impl IntoResponse for NodeError {
                 | CacheError::ExportExists(_)
                 | CacheError::ExportInUse { .. }
                 | CacheError::DirtyUnwritable { .. } => StatusCode::CONFLICT,
-                CacheError::Io { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+                CacheError::Io { .. } | CacheError::Log { .. } => StatusCode::INTERNAL_SERVER_ERROR,
                 _ => StatusCode::BAD_REQUEST,
             },
             NodeError::Io(_) | NodeError::Listen { .. } => StatusCode::INTERNAL_SERVER_ERROR,
@@ -169,7 +169,9 @@ async fn list_caches(State(s): St) -> impl IntoResponse {
 
 async fn create_cache(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
     let spec: CacheSpec = body(&b)?;
-    let (id, created) = s.ensure_cache(&spec)?;
+    let st = s.clone();
+    // A durable cache replays its write log first (backend I/O): on the blocking pool.
+    let (id, created) = blocking(move || st.ensure_cache(&spec)).await?;
     let status = if created {
         StatusCode::CREATED
     } else {

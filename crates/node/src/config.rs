@@ -27,6 +27,10 @@
 //! export = "demo"
 //! cache = "demo"
 //! ```
+//!
+//! A cache may keep a durable write log (`log = "PATH"` or `durable = true`, see
+//! `cache::write_log`): without one, write-back data not yet flushed lives in the node's
+//! memory only and a crash loses it.
 
 use crate::units::ByteSize;
 use crate::NodeError;
@@ -299,6 +303,26 @@ pub struct CacheSpec {
     /// drops the blocks it serves to reads (see `demote`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub exclusive: bool,
+    /// A durable write log at this path (relative to `data_dir`; files `PATH.1`, `PATH.2`,
+    /// ...): every write is logged and synced before it is acknowledged and replayed at
+    /// the next start. Without a log, write-back data not yet flushed lives in memory only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<PathBuf>,
+    /// A durable write log at `DATA_DIR/cache-NAME.log` (the same as `log` with that path).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub durable: bool,
+}
+
+impl CacheSpec {
+    /// Where the cache's durable write log lives, if it has one (relative to the data
+    /// directory unless absolute).
+    pub fn log_path(&self) -> Option<PathBuf> {
+        match (&self.log, self.durable) {
+            (Some(p), _) => Some(p.clone()),
+            (None, true) => Some(PathBuf::from(format!("cache-{}.log", self.name))),
+            (None, false) => None,
+        }
+    }
 }
 
 fn default_write_policy() -> String {
@@ -467,6 +491,14 @@ impl NodeConfig {
             c.write_policy
                 .parse::<WritePolicy>()
                 .map_err(|e| format!("cache[{i}].write_policy: {e}"))?;
+            if let Some(p) = &c.log {
+                if p.as_os_str().is_empty() || p.file_name().is_none() {
+                    return Err(format!(
+                        "cache[{i}].log: `{}` is not a file path",
+                        p.display()
+                    ));
+                }
+            }
         }
         for (i, r) in self.rules.iter().enumerate() {
             if !names.contains(r.export.as_str()) {

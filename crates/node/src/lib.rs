@@ -275,6 +275,7 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
     let mut state = NodeState::new(blocks, bs, cfg.node.level, cfg.node.bandwidth.0)?;
     state.phantom_policies = cfg.node.phantom_policies.clone();
     state.name = cfg.node.name.clone().unwrap_or_default();
+    state.data_dir = cfg.node.data_dir.clone();
     for e in &cfg.exports {
         let (mut backend, mut desc) = open_backend(cfg, e, &state.demoter).await?;
         let mut tier = None;

@@ -18,6 +18,7 @@ use mrc::HitRatioCurve;
 use policy::EvictionSpec;
 use serde::Serialize;
 use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 
@@ -72,6 +73,12 @@ pub struct CachePatch {
     /// Exclusive levels on or off (see `demote`).
     #[serde(default)]
     pub exclusive: Option<bool>,
+    /// New dirty limit as a fraction of the cache, in (0, 1] (the byte limit stays).
+    #[serde(default)]
+    pub dirty_ratio: Option<f64>,
+    /// New dirty limit in bytes, at least one block; 0 removes it (the ratio stays).
+    #[serde(default)]
+    pub dirty_bytes: Option<crate::units::ByteSize>,
 }
 
 /// One cache as the API shows it.
@@ -87,6 +94,13 @@ pub struct CacheView {
     pub stats: CacheStats,
     /// Hits per lookup.
     pub hit_ratio: f64,
+    /// Most dirty data as a fraction of the capacity.
+    pub dirty_ratio: f64,
+    /// Most dirty bytes (0: the ratio alone).
+    pub dirty_bytes: u64,
+    /// The durable write log's path, if the cache has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
 }
 
 /// One rule as the API shows it.
@@ -146,6 +160,8 @@ pub struct NodeState {
     /// The NBD server's node-wide limits (bytes in flight, workers), for `/metrics`; set
     /// by `start` before the node is shared.
     pub nbd_limits: Option<Arc<nbd::Limits>>,
+    /// Where relative paths of caches' write logs are taken from (`[node] data_dir`).
+    pub data_dir: Option<PathBuf>,
 }
 
 /// Bits of a profiled block key left for the block number (the export's index above).
@@ -188,6 +204,7 @@ impl NodeState {
             observers: Mutex::default(),
             demoter: crate::demote::Demoter::new(),
             nbd_limits: None,
+            data_dir: None,
         })
     }
 
@@ -283,6 +300,12 @@ impl NodeState {
         if spec.exclusive {
             self.set_exclusive(id, true)?;
         }
+        if let Some(path) = spec.log_path() {
+            if let Err(e) = self.open_log(id, &path) {
+                let _ = self.cache.remove_cache(id);
+                return Err(e);
+            }
+        }
         if spec.profile {
             let p = Arc::new(Mutex::new(OnlineProfiler::new(
                 PROFILER_SMAX,
@@ -294,6 +317,67 @@ impl NodeState {
         }
         tracing::info!(id, name = %spec.name, blocks, eviction = %spec.eviction, "cache created");
         Ok(id)
+    }
+
+    /// Replays what an earlier run left in the durable write log at `path` (relative to
+    /// the data directory) straight through the node (the new cache has no rule yet, so
+    /// the records reach the backends or the caches routing them), flushes the exports
+    /// they name, deletes the replayed files and attaches a new log to cache `id`. A
+    /// torn tail is ignored with a warning; a corrupt record, an unknown export or a
+    /// backend that refuses the data is an error naming the file.
+    fn open_log(&self, id: CacheId, path: &Path) -> Result<(), NodeError> {
+        let path = match &self.data_dir {
+            Some(d) if path.is_relative() => d.join(path),
+            _ => path.to_path_buf(),
+        };
+        let err = |file: &Path, msg: String| NodeError::Config {
+            file: file.display().to_string(),
+            msg,
+        };
+        let gens = cache::write_log::generations(&path).map_err(|e| err(&path, e.to_string()))?;
+        let mut exports = std::collections::BTreeSet::new();
+        let mut replayed = 0usize;
+        for (_, file) in &gens {
+            let f = cache::write_log::read_log(file).map_err(|e| err(file, e.to_string()))?;
+            if let Some(t) = &f.torn_tail {
+                tracing::warn!(file = %file.display(), "write log: ignoring a torn last record ({t})");
+            }
+            for (i, r) in f.records.iter().enumerate() {
+                let (export, res) = match r {
+                    cache::write_log::LogRecord::Write {
+                        export,
+                        offset,
+                        data,
+                    } => (
+                        export,
+                        self.cache.write(export, "log-replay", *offset, data, false),
+                    ),
+                    cache::write_log::LogRecord::Trim {
+                        export,
+                        offset,
+                        len,
+                    } => (export, self.cache.trim(export, "log-replay", *offset, *len)),
+                };
+                res.map_err(|e| err(file, format!("replaying record {i}: {e}")))?;
+                exports.insert(export.clone());
+                replayed += 1;
+            }
+        }
+        for e in &exports {
+            self.cache
+                .flush(e)
+                .map_err(|e| err(&path, format!("flushing the replayed writes: {e}")))?;
+        }
+        for (_, file) in &gens {
+            std::fs::remove_file(file).map_err(|e| err(file, e.to_string()))?;
+        }
+        if !gens.is_empty() {
+            tracing::info!(log = %path.display(), files = gens.len(), records = replayed, "replayed the write log");
+        }
+        let log = cache::write_log::WriteLog::create(&path, &[])
+            .map_err(|e| err(&path, e.to_string()))?;
+        self.cache.set_log(id, Some(Arc::new(log)))?;
+        Ok(())
     }
 
     /// Creates a cache, or finds the one called `spec.name` if it has the same settings
@@ -376,6 +460,30 @@ impl NodeState {
             ),
             None => None,
         };
+        let dirty = if patch.dirty_ratio.is_some() || patch.dirty_bytes.is_some() {
+            let mut d = self.cache.dirty_limits(id)?;
+            if let Some(r) = patch.dirty_ratio {
+                if !(r > 0.0 && r <= 1.0) {
+                    return Err(NodeError::Invalid(format!(
+                        "dirty_ratio: {r} must be in (0, 1]"
+                    )));
+                }
+                d.ratio = r;
+            }
+            if let Some(b) = patch.dirty_bytes {
+                let bs = self.cache.block_size() as u64;
+                if b.0 != 0 && b.0 < bs {
+                    return Err(NodeError::Invalid(format!(
+                        "dirty_bytes: {} is less than one block of {bs} bytes (0 removes the byte limit)",
+                        b.0
+                    )));
+                }
+                d.bytes = b.0;
+            }
+            Some(d)
+        } else {
+            None
+        };
         self.cache.configure_cache(
             id,
             CacheConfig {
@@ -383,7 +491,7 @@ impl NodeState {
                 eviction: patch.eviction.clone(),
                 write_policy,
                 admission,
-                dirty: None,
+                dirty,
             },
         )?;
         if let Some(on) = patch.exclusive {
@@ -485,12 +593,16 @@ impl NodeState {
 
     fn cache_view(&self, id: CacheId, name: String) -> Result<CacheView, NodeError> {
         let stats = self.cache.get_cache_stats(id)?;
+        let dirty = self.cache.dirty_limits(id)?;
         Ok(CacheView {
             id,
             name,
             size_bytes: stats.capacity as u64 * self.cache.block_size() as u64,
             hit_ratio: stats.hit_ratio(),
             stats,
+            dirty_ratio: dirty.ratio,
+            dirty_bytes: dirty.bytes,
+            log: self.cache.log(id)?.map(|l| l.base().display().to_string()),
         })
     }
 

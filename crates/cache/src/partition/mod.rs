@@ -63,6 +63,7 @@ mod write_back;
 pub use demote::{DemoteOutcome, DemoteSink, Exclusive};
 pub use dirty::DirtyLimits;
 pub use read::Lent;
+pub(crate) use write::log_err;
 
 use crate::error::{CacheError, Result};
 use crate::stats::{AccessObserver, CacheStats, Counters};
@@ -112,6 +113,8 @@ pub struct Partition {
     bs: usize,
     volumes: Arc<VolumeTable>,
     inner: Mutex<Inner>,
+    /// The durable write log, if the cache has one (see `crate::write_log`).
+    log: std::sync::RwLock<Option<Arc<crate::write_log::WriteLog>>>,
 }
 
 impl Partition {
@@ -155,6 +158,7 @@ impl Partition {
                     vols: volumes,
                 },
             }),
+            log: std::sync::RwLock::new(None),
         })
     }
 

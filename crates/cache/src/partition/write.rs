@@ -9,15 +9,29 @@
 //! A trim discards the whole blocks it covers (dirty ones without writing them back) and
 //! passes them to the backend, which then reads them as zeros; partial blocks at its ends
 //! are left alone (trim is advisory in NBD).
+//!
+//! With a durable write log attached (`crate::write_log`), every write (whatever the write
+//! policy or route) and every trim is appended to it after it is applied and before the
+//! call returns, so an acknowledged write survives a crash of the node; without one,
+//! write-back data not yet flushed lives in memory only.
 
 use super::{seg, Inner, Partition, Route};
 use crate::error::{CacheError, Result};
 use crate::stats::OpOutcome;
 use crate::volume::{lock, Volume};
+use crate::write_log::WriteLog;
 use crate::write_policy::WritePolicy;
 use policy::Key;
 use std::ops::Range;
 use std::sync::Arc;
+
+/// A failure of the durable write log, naming it.
+pub(crate) fn log_err(log: &WriteLog, e: std::io::Error) -> CacheError {
+    CacheError::Log {
+        path: log.base().display().to_string(),
+        source: e,
+    }
+}
 
 impl Inner {
     /// Places dirty data for `key`; if admission declines it goes to the write-back table.
@@ -102,6 +116,9 @@ impl Partition {
                     break;
                 }
             }
+        }
+        if !data.is_empty() {
+            self.log_write(vol, offset, data)?;
         }
         if fua {
             if !data.is_empty() {
@@ -312,6 +329,31 @@ impl Partition {
         let stop = (end * bs).min(vol.size());
         let res = vol.backend().trim(start, stop - start);
         lock(&self.inner).st.touch_range(vol, first, end);
-        res.map_err(|e| vol.io_err(e))
+        res.map_err(|e| vol.io_err(e))?;
+        if let Some(log) = self.log() {
+            log.append_trim(vol.name(), start, stop - start)
+                .map_err(|e| log_err(&log, e))?;
+        }
+        Ok(())
+    }
+
+    /// Attaches (or detaches) the durable write log: from now on every write and trim the
+    /// partition applies is appended to it before it returns.
+    pub fn set_log(&self, log: Option<Arc<WriteLog>>) {
+        *self.log.write().unwrap_or_else(|e| e.into_inner()) = log;
+    }
+
+    /// The durable write log, if attached.
+    pub fn log(&self) -> Option<Arc<WriteLog>> {
+        self.log.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Appends an applied write to the log (if any) and waits until it is durable.
+    fn log_write(&self, vol: &Volume, offset: u64, data: &[u8]) -> Result<()> {
+        if let Some(log) = self.log() {
+            log.append_write(vol.name(), offset, data)
+                .map_err(|e| log_err(&log, e))?;
+        }
+        Ok(())
     }
 }
