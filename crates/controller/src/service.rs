@@ -218,7 +218,7 @@ impl Service {
 
     /// Whether this replica leads (a sole controller always does).
     pub fn leading(&self) -> bool {
-        self.election.as_ref().is_none_or(|e| e.leading())
+        self.election.as_ref().map_or(true, |e| e.leading())
     }
 
     /// Who leads, as this replica sees it (`None`: a sole controller).
