@@ -64,21 +64,7 @@ cache = "c"
 "#;
 
 fn start() -> TestNode {
-    let dir = tempfile::tempdir().unwrap();
-    make_certs(dir.path());
-    let mut cfg = NodeConfig::parse(NODE).unwrap();
-    cfg.node.data_dir = Some(dir.path().to_path_buf());
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let node = rt.block_on(node::start(&cfg)).unwrap();
-    TestNode {
-        rt,
-        node: Some(node),
-        dir,
-    }
+    TestNode::start_prepared(NODE, make_certs)
 }
 
 fn qemu_io(args: &[&str]) -> (bool, String) {

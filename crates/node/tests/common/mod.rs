@@ -16,12 +16,19 @@ pub struct TestNode {
 impl TestNode {
     /// Starts a node from `toml` (listeners on port 0, data in a temp dir).
     pub fn start(toml: &str) -> Self {
-        let dir = tempfile::tempdir().unwrap();
         let text = toml.replace(
             "[node]",
             "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"",
         );
-        let mut cfg = NodeConfig::parse(&text).unwrap();
+        Self::start_prepared(&text, |_| {})
+    }
+
+    /// Starts a node from `toml` as given, after `prepare` has put files in its data
+    /// directory (certificates, images).
+    pub fn start_prepared(toml: &str, prepare: impl FnOnce(&std::path::Path)) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        prepare(dir.path());
+        let mut cfg = NodeConfig::parse(toml).unwrap();
         cfg.node.data_dir = Some(dir.path().to_path_buf());
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(2)
