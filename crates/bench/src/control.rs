@@ -92,6 +92,7 @@ pub fn step_at_scale(tenants: usize, hosts: usize, servers: usize, runs: usize) 
                     Class::BestEffort
                 },
                 depth: Some(4.0),
+                ..Default::default()
             })
             .collect(),
     };

@@ -516,7 +516,9 @@ impl Controller {
                 service: self.state.tenants[i]
                     .service
                     .unwrap_or(self.topology.service),
-                levels: self.topology.levels,
+                levels: self.topology.tenants[i]
+                    .levels
+                    .unwrap_or(self.topology.levels),
             })
             .collect()
     }

@@ -263,6 +263,7 @@ mod tests {
             slo: Some(Slo::Iops(1000.0)),
             class: Default::default(),
             depth: Some(4.0),
+            levels: None,
         };
         assert_eq!(latency_target(&t, 1.0, None, 1.0), Some(4.0));
         t.depth = None;

@@ -22,6 +22,7 @@ fn tenant(name: &str, host: usize, servers: Vec<usize>) -> Tenant {
         slo: None,
         class: Class::Silver,
         depth: None,
+        levels: None,
     }
 }
 

@@ -38,6 +38,7 @@ fn tenant(name: &str, host: usize, servers: Vec<usize>, slo: Option<Slo>) -> Ten
         slo,
         class: Class::Silver,
         depth: None,
+        levels: None,
     }
 }
 

@@ -76,7 +76,8 @@ pub struct ControllerSection {
     /// miss to disk.
     #[serde(default = "default_service")]
     pub service_ms: [f64; 3],
-    /// Exclusive (`true`, default) or inclusive levels.
+    /// Exclusive (`true`, default) or inclusive levels, for volumes that do not say
+    /// (`[[tenant.volume]] exclusive`).
     #[serde(default = "default_true")]
     pub exclusive: bool,
 }
@@ -160,6 +161,12 @@ pub struct VolumeSpec {
     /// Stripe unit (default 1 MiB).
     #[serde(default)]
     pub stripe_unit: Option<ByteSize>,
+    /// Exclusive levels for this volume (default: `[controller] exclusive`): the controller
+    /// plans its two levels as one LRU stack and creates its caches exclusive (the level-1
+    /// cache demotes its clean victims to level 2, which needs the host's export to name
+    /// its servers' APIs in `upstream_api`; each level-2 cache drops what it serves up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive: Option<bool>,
 }
 
 impl TenantSpec {
