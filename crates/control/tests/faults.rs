@@ -72,6 +72,7 @@ fn one(requests: u64, footprint: u64) -> TenantObservation {
             policy: "lru".into(),
             curve: curve(footprint),
         }],
+        ..Default::default()
     }
 }
 

@@ -81,6 +81,7 @@ fn obs_of(requests: &[u64], footprints: &[u64]) -> Observations {
                         curve: curve(f),
                     })
                     .collect(),
+                ..Default::default()
             })
             .collect(),
         tiers: vec![],

@@ -217,6 +217,17 @@ pub fn build(
             p99_latency_ms: l1.latency.p99_ms,
             service,
             curves,
+            // The nodes count bytes by direction, not requests: the write share of the
+            // requests is taken as that of the bytes. They do not time reads and writes
+            // apart, so the latencies are left unknown (the model then treats every
+            // request as a read).
+            writes: if bytes > 0 {
+                (l1.requests as f64 * l1.write_bytes as f64 / bytes as f64).round() as u64
+            } else {
+                0
+            },
+            read_latency_ms: None,
+            write_latency_ms: None,
         });
         measured.push(Measured {
             tenant: p.name.to_string(),

@@ -47,6 +47,7 @@ fn model(footprint: u64) -> LatencyModel {
             miss_ms: 10.0,
         },
         levels: Levels::Exclusive,
+        writes: None,
     }
 }
 
