@@ -418,6 +418,7 @@ pub async fn run_arm(
                 servers: t.servers.iter().map(|s| s.to_string()).collect(),
                 stripe_unit: Some(units::ByteSize(65536)),
                 exclusive: None,
+                hosts: Vec::new(),
             }],
         })
         .collect();

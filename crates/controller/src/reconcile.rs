@@ -59,7 +59,7 @@ pub struct Action {
 
 /// The caches the plan wants on node `e`.
 pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs: u64) -> Desired {
-    let mut caches = Vec::new();
+    let mut caches: Vec<WantCache> = Vec::new();
     for (i, tp) in plan.tenants.iter().enumerate() {
         let v = &vols[i];
         let blocks = if e.level == 1 && topo.hosts[tp.l1.node].name == e.name {
@@ -73,12 +73,18 @@ pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs:
             None
         };
         if let Some(b) = blocks {
+            // A volume on several hosts is several tenants: on a server, its one cache
+            // holds all their level-2 partitions.
+            if let Some(c) = caches.iter_mut().find(|c| c.name == v.cache) {
+                c.size += b * bs;
+                continue;
+            }
             caches.push(WantCache {
-                name: v.name.clone(),
+                name: v.cache.clone(),
                 size: b * bs,
                 eviction: tp.eviction.clone(),
                 admission: tp.admission.clone(),
-                exported: e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.name),
+                exported: e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.cache),
                 exclusive: v.exclusive,
             });
         }
@@ -331,6 +337,7 @@ mod tests {
             .iter()
             .map(|n| Volume {
                 name: n.to_string(),
+                cache: n.to_string(),
                 owner: n.to_string(),
                 host: "h".into(),
                 servers: vec!["s".into()],

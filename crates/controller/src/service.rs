@@ -562,7 +562,7 @@ impl Service {
                 .cloned();
             let curves = self.curves_of(&g, &v.name);
             vols.push(serde_json::json!({
-                "volume": v.name, "host": v.host, "servers": v.servers,
+                "volume": v.name, "host": v.host, "hosts": v.hosts, "servers": v.servers,
                 "plan": plan, "measured": row, "shortfall": shortfall, "curves": curves,
             }));
         }
@@ -701,6 +701,7 @@ impl Service {
             .iter()
             .map(|v| Placement {
                 name: &v.name,
+                cache: &v.cache,
                 host: &v.host,
                 servers: v.servers.iter().map(String::as_str).collect(),
             })
@@ -863,12 +864,13 @@ impl Service {
                 allocations
                     .entry(topo.hosts[tp.l1.node].name.clone())
                     .or_default()
-                    .insert(v.name.clone(), tp.l1.size * bs);
+                    .insert(v.cache.clone(), tp.l1.size * bs);
                 for p in &tp.l2 {
-                    allocations
+                    *allocations
                         .entry(topo.servers[p.node].name.clone())
                         .or_default()
-                        .insert(v.name.clone(), p.size * bs);
+                        .entry(v.cache.clone())
+                        .or_default() += p.size * bs;
                 }
             }
             rows.push(Row {
@@ -1009,11 +1011,14 @@ fn config_tokens(cfg: &ControllerConfig) -> Result<HashMap<String, String>, Serv
     Ok(out)
 }
 
-/// A volume placed on nodes (one `control` tenant).
+/// A volume placed on nodes as one `control` tenant: a volume exported on several hosts
+/// is one of these per host (the first named as the volume, the others `VOLUME@HOST`).
 #[derive(Clone, Debug)]
 pub struct Volume {
-    /// Its name.
+    /// The `control` tenant's name.
     pub name: String,
+    /// The volume's name: its export and its cache on every node.
+    pub cache: String,
     /// Its owner.
     pub owner: String,
     /// Level-1 node.
@@ -1053,42 +1058,50 @@ pub fn topology(
     for t in tenants {
         let class = t.class().unwrap_or_default();
         for v in &t.volumes {
-            let host = hosts.iter().position(|h| h.name == v.host);
-            let srv: Option<Vec<usize>> = v
-                .servers
-                .iter()
-                .map(|s| servers.iter().position(|x| &x.name == s))
-                .collect();
-            let (host, srv) = match (host, srv) {
-                (Some(h), Some(s)) => (h, s),
-                _ if strict => (usize::MAX, Vec::new()),
-                _ => {
-                    tracing::warn!(volume = %v.name, "volume names an unknown node; left out");
-                    continue;
-                }
-            };
-            let exclusive = v.exclusive.unwrap_or(cfg.exclusive);
-            out.push(Tenant {
-                name: v.name.clone(),
-                host,
-                servers: srv,
-                stripe_unit: (v.stripe_unit.map_or(1 << 20, |s| s.0) / bs).max(1),
-                slo: t.slo,
-                class,
-                depth: t.depth,
-                levels: (exclusive != cfg.exclusive).then_some(if exclusive {
-                    Levels::Exclusive
+            for (k, vhost) in std::iter::once(&v.host).chain(&v.hosts).enumerate() {
+                let cname = if k == 0 {
+                    v.name.clone()
                 } else {
-                    Levels::Inclusive
-                }),
-            });
-            vols.push(Volume {
-                name: v.name.clone(),
-                owner: t.name.clone(),
-                host: v.host.clone(),
-                servers: v.servers.clone(),
-                exclusive,
-            });
+                    format!("{}@{vhost}", v.name)
+                };
+                let host = hosts.iter().position(|h| &h.name == vhost);
+                let srv: Option<Vec<usize>> = v
+                    .servers
+                    .iter()
+                    .map(|s| servers.iter().position(|x| &x.name == s))
+                    .collect();
+                let (host, srv) = match (host, srv) {
+                    (Some(h), Some(s)) => (h, s),
+                    _ if strict => (usize::MAX, Vec::new()),
+                    _ => {
+                        tracing::warn!(volume = %v.name, "volume names an unknown node; left out");
+                        continue;
+                    }
+                };
+                let exclusive = v.exclusive.unwrap_or(cfg.exclusive);
+                out.push(Tenant {
+                    name: cname.clone(),
+                    host,
+                    servers: srv,
+                    stripe_unit: (v.stripe_unit.map_or(1 << 20, |s| s.0) / bs).max(1),
+                    slo: t.slo,
+                    class,
+                    depth: t.depth,
+                    levels: (exclusive != cfg.exclusive).then_some(if exclusive {
+                        Levels::Exclusive
+                    } else {
+                        Levels::Inclusive
+                    }),
+                });
+                vols.push(Volume {
+                    name: cname,
+                    cache: v.name.clone(),
+                    owner: t.name.clone(),
+                    host: vhost.clone(),
+                    servers: v.servers.clone(),
+                    exclusive,
+                });
+            }
         }
     }
     let [a, b, c] = cfg.service_ms;

@@ -250,3 +250,104 @@ fn a_tenant_added_while_running_keeps_the_others_state() {
     assert_eq!(e["volumes"][0]["volume"], "db");
     assert!(e["volumes"][0]["plan"]["tenant"] == "db");
 }
+
+#[test]
+fn a_volume_on_two_hosts_is_planned_on_each_and_merged_at_level_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let ex = "[[export]]\nname = \"db\"\nfile = \"db.img\"\nsize = \"8MiB\"\n";
+    let cfg =
+        node::config::NodeConfig::parse(&node_toml(&dir.path().join("s1"), 2, "4MiB", ex)).unwrap();
+    let s1 = rt.block_on(node::start(&cfg)).unwrap();
+    let mut nodes = vec![("s1", 2u8, s1)];
+    for h in ["h1", "h2"] {
+        let ex = format!(
+            "[[export]]\nname = \"db\"\nupstream = [\"{}/db\"]\n",
+            nodes[0].2.nbd_addr
+        );
+        let cfg = node::config::NodeConfig::parse(&node_toml(&dir.path().join(h), 1, "1MiB", &ex))
+            .unwrap();
+        nodes.push((h, 1, rt.block_on(node::start(&cfg)).unwrap()));
+    }
+    let mut cfg = ControllerConfig::parse(
+        r#"
+[controller]
+listen = "127.0.0.1:0"
+interval_secs = 1
+scheme = "lachesis"
+exclusive = false
+[[tenant]]
+name = "db"
+[[tenant.volume]]
+name = "db"
+host = "h1"
+hosts = ["h2"]
+servers = ["s1"]
+"#,
+    )
+    .unwrap();
+    cfg.controller.data_dir = dir.path().join("ctl");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("ctl.db")).unwrap());
+    let ctl = rt.block_on(controller::start(&cfg, store, false)).unwrap();
+    let svc = ctl.service.clone();
+    for (name, level, n) in &nodes {
+        svc.register(Registration {
+            name: name.to_string(),
+            level: *level,
+            api: format!("http://{}", n.api_addr),
+            nbd: Some(n.nbd_addr.to_string()),
+            cache_size: if *level == 1 { 1 << 20 } else { 4 << 20 },
+            block_size: 4096,
+            epoch: "e0".into(),
+            exports: vec![],
+            token: n.api_token.secret().to_string(),
+        })
+        .unwrap();
+    }
+    let r = svc.tick().unwrap();
+    assert!(
+        r.actions.iter().all(|a| a.result == "ok"),
+        "{:?}",
+        r.actions
+    );
+    let names: Vec<&str> = r.rows.iter().map(|r| r.tenant.as_str()).collect();
+    assert_eq!(names, ["db", "db@h2"]);
+    // Each host has its level-1 partition; the server one cache holding both tenants'
+    // level-2 partitions.
+    let size = |n: &node::RunningNode| {
+        let c = n.state.caches();
+        assert_eq!(c.len(), 1, "one cache");
+        assert_eq!(c[0].name, "db");
+        c[0].size_bytes
+    };
+    let plan = svc.plan().unwrap();
+    let bs = 4096;
+    assert_eq!(size(&nodes[1].2), plan.tenants[0].l1.size * bs);
+    assert_eq!(size(&nodes[2].2), plan.tenants[1].l1.size * bs);
+    let l2_sum = (plan.tenants[0].l2_total() + plan.tenants[1].l2_total()) * bs;
+    assert_eq!(size(&nodes[0].2), l2_sum.max(bs));
+    assert_eq!(r.allocations["s1"]["db"], l2_sum);
+
+    // I/O through h2 only: its tenant has the requests and all of level 2's lookups.
+    rt.block_on(async {
+        let c = nbd::NbdClient::connect(nodes[2].2.nbd_addr, "db")
+            .await
+            .unwrap();
+        for k in 0..100u64 {
+            c.read(k * 4096, 4096).await.unwrap();
+        }
+        let _ = c.disconnect().await;
+    });
+    let r = svc.tick().unwrap();
+    let row = |t: &str| r.rows.iter().find(|r| r.tenant == t).unwrap().clone();
+    assert_eq!(row("db").requests, 0);
+    assert_eq!(row("db@h2").requests, 100);
+    assert!(row("db@h2").l2_hit_ratio <= 1.0);
+    let obs_names = svc.explain("db").unwrap();
+    assert_eq!(obs_names["volumes"][0]["hosts"][0], "h2");
+    drop(ctl);
+}
