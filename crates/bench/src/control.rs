@@ -92,6 +92,7 @@ pub fn step_at_scale(tenants: usize, hosts: usize, servers: usize, runs: usize) 
                     Class::BestEffort
                 },
                 depth: Some(4.0),
+                ..Default::default()
             })
             .collect(),
     };
@@ -124,6 +125,7 @@ pub fn step_at_scale(tenants: usize, hosts: usize, servers: usize, runs: usize) 
                         curve: curve(i, k as f64 * 0.01),
                     })
                     .collect(),
+                ..Default::default()
             })
             .collect(),
         tiers: Vec::new(),

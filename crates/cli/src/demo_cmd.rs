@@ -32,6 +32,13 @@ pub struct DemoArgs {
     /// Skip the static fair-share arm (no `throughput_vs_fair`).
     #[arg(long)]
     no_fair: bool,
+    /// Exclusive levels: the controller plans both levels as one LRU stack and creates the
+    /// caches exclusive; level-1 nodes demote the clean blocks they evict to level 2.
+    #[arg(long)]
+    exclusive: bool,
+    /// Print the fair-share arm's intervals too (tables, or JSON lines with `"arm": "fair"`).
+    #[arg(long)]
+    show_fair: bool,
     /// The CloudPhysics trace (default: `shared/traces/cloudPhysicsIO.csv` above the
     /// working directory).
     #[arg(long)]
@@ -74,7 +81,9 @@ fn row_json(r: &IntervalReport) -> Vec<serde_json::Value> {
             json!({"interval": r.interval, "tenant": row.tenant, "slo": row.slo,
                 "latency_ms": row.latency_ms, "l1_hit_ratio": row.l1_hit_ratio,
                 "l2_hit_ratio": row.l2_hit_ratio, "l1_size": row.l1_size,
-                "l2_size": row.l2_size, "slo_met": row.slo_met})
+                "l2_size": row.l2_size, "slo_met": row.slo_met,
+                "target_ms": row.target_ms, "l1_applied": row.l1_applied,
+                "l2_applied": row.l2_applied, "iops": row.iops, "seconds": r.seconds})
         })
         .collect()
 }
@@ -152,6 +161,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         interval,
         trace,
         listen: a.listen.clone(),
+        exclusive: a.exclusive,
         ..DemoOptions::default()
     };
     let dir = tempfile::tempdir().context("creating the demo's temporary directory")?;
@@ -199,12 +209,22 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         }
         let mut fo = opts.clone();
         fo.listen = "127.0.0.1:0".into();
+        let show = a.show_fair;
         Some(rt.block_on(run_arm(
             &fo,
             "fair",
             &dir.path().join("fair"),
             |_| {},
-            |_| {},
+            |r| match (show, json_out) {
+                (false, _) => {}
+                (true, true) => {
+                    for mut v in row_json(r) {
+                        v["arm"] = json!("fair");
+                        println!("{v}");
+                    }
+                }
+                (true, false) => print_table(r),
+            },
             Duration::ZERO,
         ))?)
     };

@@ -4,7 +4,7 @@
 use crate::allocate::{self, Inputs, Sizes};
 use crate::bandwidth::BandwidthState;
 use crate::hysteresis::limit_moves;
-use crate::model::{latency_target, LatencyModel};
+use crate::model::{latency_target, LatencyModel, WriteMix};
 use crate::observe::Observations;
 use crate::plan::{BoostPlan, Layout, Partition, Plan, Reason, Shortfall, TenantPlan};
 use crate::policy_choice::ChoiceState;
@@ -39,6 +39,10 @@ pub struct TenantState {
     pub curve: Option<HitRatioCurve>,
     /// SOPA's decision state.
     pub choice: ChoiceState,
+    /// Its write mix (smoothed), once writes were observed apart from reads; MLMS's
+    /// samples then hold the latency of its reads.
+    #[serde(default)]
+    pub writes: Option<WriteMix>,
 }
 
 /// A node as the previous plan saw it.
@@ -204,6 +208,7 @@ impl ControlState {
                 samples: self.old_samples.get(i).cloned().unwrap_or_default(),
                 curve: self.old_curves.get(i).cloned().flatten(),
                 choice: self.old_choice.get(i).cloned().unwrap_or_default(),
+                writes: None,
             })
             .collect();
         let keep = |nodes: &[crate::topology::Node], boost: &[Option<ThresholdState>]| {
@@ -482,6 +487,22 @@ impl Controller {
             } else {
                 0
             };
+            // Writes observed apart from reads: the mix is smoothed as the service times
+            // are, and the sample's latency is that of the reads (what the sizes change).
+            let split = match (o.read_latency_ms, o.write_latency_ms) {
+                (Some(r), Some(w)) if o.requests > 0 && r.is_finite() && w.is_finite() => {
+                    Some((r, w))
+                }
+                _ => None,
+            };
+            if let Some((_, w)) = split {
+                let share = (o.writes as f64 / o.requests as f64).clamp(0.0, 1.0);
+                let m = st.writes.get_or_insert(WriteMix { share, ms: w });
+                m.share = 0.5 * m.share + 0.5 * share;
+                if o.writes > 0 && w > 0.0 {
+                    m.ms = 0.5 * m.ms + 0.5 * w;
+                }
+            }
             if o.requests > 0 {
                 if let Some(tp) = prev.get(st.name.as_str()) {
                     let v = &mut st.samples;
@@ -491,7 +512,7 @@ impl Controller {
                     v.push(Sample {
                         c1: tp.l1.size as f64,
                         c2: tp.l2_total() as f64,
-                        latency: o.mean_latency_ms,
+                        latency: split.map_or(o.mean_latency_ms, |(r, _)| r),
                     });
                 }
             }
@@ -516,14 +537,36 @@ impl Controller {
                 service: self.state.tenants[i]
                     .service
                     .unwrap_or(self.topology.service),
-                levels: self.topology.levels,
+                levels: self.topology.tenants[i]
+                    .levels
+                    .unwrap_or(self.topology.levels),
+                writes: self.state.tenants[i].writes,
             })
             .collect()
     }
 
     /// MLMS's regression for tenant `i`, once three distinct allocations were observed.
+    /// A tenant whose writes are observed apart has samples of its reads' latency; they
+    /// are restated at its current write mix (`(1 − w)·reads + w·W`), so the fit predicts
+    /// its whole latency, as its target is.
     fn regression(&self, i: usize, k1: u64, k2: u64) -> Option<Regression> {
-        let v = &self.state.tenants[i].samples;
+        let st = &self.state.tenants[i];
+        let restated: Vec<Sample>;
+        let v = match st.writes {
+            Some(w) => {
+                let share = w.share.clamp(0.0, 1.0);
+                restated = st
+                    .samples
+                    .iter()
+                    .map(|s| Sample {
+                        latency: (1.0 - share) * s.latency + share * w.ms,
+                        ..*s
+                    })
+                    .collect();
+                &restated
+            }
+            None => &st.samples,
+        };
         let mut distinct: Vec<(u64, u64)> = v.iter().map(|s| (s.c1 as u64, s.c2 as u64)).collect();
         distinct.sort_unstable();
         distinct.dedup();

@@ -37,6 +37,7 @@ pub mod scheme;
 pub mod topology;
 
 pub use controller::{ControlState, Controller, NodeState, TenantState, STATE_VERSION};
+pub use model::WriteMix;
 pub use observe::{
     LevelCount, Observations, ObservedService, PolicyCurve, TenantObservation, TierObservation,
 };

@@ -10,10 +10,24 @@
 //!
 //! and `lat = a·h1 + b·(h12 − h1) + d·(1 − h12)`. The service times are what the tenant
 //! observed last (so queueing at a busy disk raises `d` and makes space there worth more),
-//! or the topology's figures before it observed any.
+//! or the topology's figures before it observed any. That is the latency of a read; a
+//! tenant whose writes were observed apart (share `w`, mean `W`) is modelled as
+//! `(1 − w)·lat + w·W`: the cache sizes change only its reads' part.
 
 use crate::topology::{Levels, ServiceTimes, Slo, Tenant};
 use mrc::HitRatioCurve;
+use serde::{Deserialize, Serialize};
+
+/// A tenant's write mix: the share of its requests that are writes and their mean
+/// latency, which the cache sizes do not change (a write-back cache absorbs a write
+/// whatever its size; a write-through one sends it to the disk whatever its size).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct WriteMix {
+    /// Writes over requests, in `[0, 1]`.
+    pub share: f64,
+    /// Mean latency of a write (ms).
+    pub ms: f64,
+}
 
 /// One tenant's latency model.
 #[derive(Clone, Debug)]
@@ -24,6 +38,9 @@ pub struct LatencyModel {
     pub service: ServiceTimes,
     /// How the levels relate.
     pub levels: Levels,
+    /// Its writes, where observed apart from its reads (`None`: every request is modelled
+    /// as a read).
+    pub writes: Option<WriteMix>,
 }
 
 impl LatencyModel {
@@ -37,11 +54,19 @@ impl LatencyModel {
         (h1, h12.max(h1))
     }
 
-    /// Predicted mean latency (ms) at `(c1, c2)`.
+    /// Predicted mean latency (ms) at `(c1, c2)`: of reads, or with a write mix `w` at
+    /// `W` ms, `(1 − w)·reads + w·W`.
     pub fn latency(&self, c1: f64, c2: f64) -> f64 {
         let (h1, h12) = self.hit_ratios(c1, c2);
         let s = &self.service;
-        s.l1_hit_ms * h1 + s.l2_hit_ms * (h12 - h1) + s.miss_ms * (1.0 - h12)
+        let reads = s.l1_hit_ms * h1 + s.l2_hit_ms * (h12 - h1) + s.miss_ms * (1.0 - h12);
+        match self.writes {
+            Some(w) => {
+                let share = w.share.clamp(0.0, 1.0);
+                (1.0 - share) * reads + share * w.ms
+            }
+            None => reads,
+        }
     }
 
     /// The level-1 size from which [`LatencyModel::latency`] no longer changes with `c1`,
@@ -171,6 +196,7 @@ mod tests {
                 miss_ms: 10.0,
             },
             levels,
+            writes: None,
         }
     }
 
@@ -220,6 +246,7 @@ mod tests {
                 curve: lachesis_alloc::monotone_envelope(&curve_of(&pts)),
                 service: ServiceTimes { l1_hit_ms: 0.1, l2_hit_ms: 1.0, miss_ms: 10.0 },
                 levels,
+                writes: None,
             };
             let lat2 = |v: u64| m.latency(c1 as f64, (n * v) as f64);
             let (full, b1) = normalised_curve(lat2, cap, 256);
@@ -263,6 +290,7 @@ mod tests {
             slo: Some(Slo::Iops(1000.0)),
             class: Default::default(),
             depth: Some(4.0),
+            levels: None,
         };
         assert_eq!(latency_target(&t, 1.0, None, 1.0), Some(4.0));
         t.depth = None;

@@ -69,6 +69,15 @@ pub struct TenantObservation {
     pub service: ObservedService,
     /// Curves, one per candidate policy; the first is the policy in use (or LRU).
     pub curves: Vec<PolicyCurve>,
+    /// Of `requests`, how many were writes (0 where the observer does not tell).
+    #[serde(default)]
+    pub writes: u64,
+    /// Mean latency of the reads alone (ms), where the observer measured it.
+    #[serde(default)]
+    pub read_latency_ms: Option<f64>,
+    /// Mean latency of the writes alone (ms), where the observer measured it.
+    #[serde(default)]
+    pub write_latency_ms: Option<f64>,
 }
 
 impl TenantObservation {

@@ -124,7 +124,7 @@ impl Class {
 }
 
 /// One tenant (a volume of one client).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Tenant {
     /// Its name (unique).
     pub name: String,
@@ -143,6 +143,10 @@ pub struct Tenant {
     /// objective into a latency one by Little's law; measured when absent).
     #[serde(default)]
     pub depth: Option<f64>,
+    /// How its two levels relate, where it differs from the topology's
+    /// [`Topology::levels`] (absent: the topology's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub levels: Option<Levels>,
 }
 
 /// Mean latency of each way a request can be served, in milliseconds: the device figures

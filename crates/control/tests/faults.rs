@@ -22,6 +22,7 @@ fn tenant(name: &str, host: usize, servers: Vec<usize>) -> Tenant {
         slo: None,
         class: Class::Silver,
         depth: None,
+        levels: None,
     }
 }
 
@@ -71,6 +72,7 @@ fn one(requests: u64, footprint: u64) -> TenantObservation {
             policy: "lru".into(),
             curve: curve(footprint),
         }],
+        ..Default::default()
     }
 }
 

@@ -38,6 +38,7 @@ fn tenant(name: &str, host: usize, servers: Vec<usize>, slo: Option<Slo>) -> Ten
         slo,
         class: Class::Silver,
         depth: None,
+        levels: None,
     }
 }
 
@@ -80,6 +81,7 @@ fn obs_of(requests: &[u64], footprints: &[u64]) -> Observations {
                         curve: curve(f),
                     })
                     .collect(),
+                ..Default::default()
             })
             .collect(),
         tiers: vec![],

@@ -156,6 +156,9 @@ pub struct CacheStatsRow {
     /// Admission policy.
     #[serde(default)]
     pub admission: String,
+    /// Exclusive mode: `off`, `upper` or `lower` (empty from a node that does not say).
+    #[serde(default)]
+    pub exclusive: String,
 }
 
 /// A rule as `GET /v1/rules` lists it.
@@ -291,9 +294,13 @@ impl NodeClient {
         size: u64,
         eviction: &str,
         admission: &str,
+        exclusive: bool,
     ) -> Result<(), CallError> {
-        let b = serde_json::json!({"name": name, "size": size, "eviction": eviction,
+        let mut b = serde_json::json!({"name": name, "size": size, "eviction": eviction,
             "admission": admission});
+        if exclusive {
+            b["exclusive"] = true.into();
+        }
         with_retries(|| self.call("POST", "/v1/caches", Some(&b))).map(|_| ())
     }
 
@@ -304,8 +311,12 @@ impl NodeClient {
         size: Option<u64>,
         eviction: Option<&str>,
         admission: Option<&str>,
+        exclusive: Option<bool>,
     ) -> Result<(), CallError> {
         let mut b = serde_json::Map::new();
+        if let Some(x) = exclusive {
+            b.insert("exclusive".into(), x.into());
+        }
         if let Some(s) = size {
             b.insert("size".into(), s.into());
         }

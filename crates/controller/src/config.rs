@@ -76,7 +76,8 @@ pub struct ControllerSection {
     /// miss to disk.
     #[serde(default = "default_service")]
     pub service_ms: [f64; 3],
-    /// Exclusive (`true`, default) or inclusive levels.
+    /// Exclusive (`true`, default) or inclusive levels, for volumes that do not say
+    /// (`[[tenant.volume]] exclusive`).
     #[serde(default = "default_true")]
     pub exclusive: bool,
 }
@@ -155,11 +156,22 @@ pub struct VolumeSpec {
     pub name: String,
     /// The level-1 node that exports it.
     pub host: String,
+    /// Further level-1 nodes that export it too (a volume used from several hosts): each
+    /// host has its own level-1 partition of it, planned as a `control` tenant of its own
+    /// named `VOLUME@HOST`, and the level-2 partition on each server serves them all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hosts: Vec<String>,
     /// The level-2 nodes it is striped over.
     pub servers: Vec<String>,
     /// Stripe unit (default 1 MiB).
     #[serde(default)]
     pub stripe_unit: Option<ByteSize>,
+    /// Exclusive levels for this volume (default: `[controller] exclusive`): the controller
+    /// plans its two levels as one LRU stack and creates its caches exclusive (the level-1
+    /// cache demotes its clean victims to level 2, which needs the host's export to name
+    /// its servers' APIs in `upstream_api`; each level-2 cache drops what it serves up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusive: Option<bool>,
 }
 
 impl TenantSpec {
@@ -290,6 +302,11 @@ pub fn check_tenants(tenants: &[TenantSpec], nodes: Option<&[(String, u8)]>) -> 
             if v.servers.is_empty() {
                 return Err(format!("{vat}.servers: the volume is on no level-2 node"));
             }
+            for (k, h) in v.hosts.iter().enumerate() {
+                if *h == v.host || v.hosts[..k].contains(h) {
+                    return Err(format!("{vat}.hosts: node `{h}` is listed twice"));
+                }
+            }
             if v.stripe_unit.is_some_and(|s| s.0 == 0) {
                 return Err(format!("{vat}.stripe_unit must be above 0"));
             }
@@ -300,6 +317,15 @@ pub fn check_tenants(tenants: &[TenantSpec], nodes: Option<&[(String, u8)]>) -> 
                     Some(1) => {}
                     Some(l) => {
                         return Err(format!("{vat}.host: node `{}` is level {l}, not 1", v.host))
+                    }
+                }
+                for h in &v.hosts {
+                    match level(h) {
+                        None => return Err(format!("{vat}.hosts: unknown node `{h}`")),
+                        Some(1) => {}
+                        Some(l) => {
+                            return Err(format!("{vat}.hosts: node `{h}` is level {l}, not 1"))
+                        }
                     }
                 }
                 for (k, s) in v.servers.iter().enumerate() {

@@ -52,6 +52,10 @@ pub struct DemoOptions {
     pub l2_cache: u64,
     /// The db tenant's latency SLO (ms).
     pub db_slo_ms: f64,
+    /// Exclusive levels: the controller plans both levels as one LRU stack and creates
+    /// the caches exclusive; each level-1 export names its level-2 nodes' APIs
+    /// (`upstream_api`), where its cache demotes the clean blocks it evicts.
+    pub exclusive: bool,
 }
 
 impl Default for DemoOptions {
@@ -65,6 +69,7 @@ impl Default for DemoOptions {
             l1_cache: 24 << 20,
             l2_cache: 32 << 20,
             db_slo_ms: 1.5,
+            exclusive: false,
         }
     }
 }
@@ -329,6 +334,19 @@ async fn drive(
 
 // ----- one arm -----
 
+/// When the interval after one due at `due` starts: `interval` later, or, if the step
+/// ran past that (a reconcile waiting for a resize's write-back), `interval` after the
+/// step ended, as the service's own loop does (`MissedTickBehavior::Delay`). Catching up
+/// instead would measure the next interval over a few milliseconds and plan from that.
+fn after(due: Instant, interval: Duration) -> Instant {
+    let (next, now) = (due + interval, Instant::now());
+    if now > next {
+        now + interval
+    } else {
+        next
+    }
+}
+
 /// What one arm measured.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct ArmResult {
@@ -399,6 +417,8 @@ pub async fn run_arm(
                 host: t.host.into(),
                 servers: t.servers.iter().map(|s| s.to_string()).collect(),
                 stripe_unit: Some(units::ByteSize(65536)),
+                exclusive: None,
+                hosts: Vec::new(),
             }],
         })
         .collect();
@@ -412,8 +432,7 @@ pub async fn run_arm(
             token_file: None,
             down_after: 3,
             service_ms: [0.05, 0.3, opts.seek_ms + 0.5],
-            // The nodes keep what they read at both levels (no demotion yet).
-            exclusive: false,
+            exclusive: opts.exclusive,
         },
         nodes: Vec::new(),
         tenants: tenant_specs,
@@ -460,6 +479,18 @@ pub async fn run_arm(
         .iter()
         .map(|(name, _, n, _)| (name.clone(), n.nbd_addr))
         .collect();
+    // Each level-2 node's API and a file with its token, for the level-1 exports' demotions.
+    let mut api_of: HashMap<&str, (std::net::SocketAddr, PathBuf)> = HashMap::new();
+    for (name, _, n, _) in &nodes {
+        let f = dir.join(format!("{name}.api-token"));
+        std::fs::write(&f, n.api_token.secret()).map_err(setup("a node's token file"))?;
+        let s = servers
+            .iter()
+            .find(|s| **s == name.as_str())
+            .copied()
+            .unwrap_or("");
+        api_of.insert(s, (n.api_addr, f));
+    }
     for h in ["l1-a", "l1-b"] {
         let mut toml = format!(
             "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = {}\nlevel = 1\n\
@@ -473,6 +504,15 @@ pub async fn run_arm(
                 "[[export]]\nname = \"{}\"\ntenant = \"{}\"\nupstream = [\"{}/{}\", \"{}/{}\"]\nstripe_unit = \"64KiB\"\n",
                 t.name, t.name, nbd_of[t.servers[0]], t.name, nbd_of[t.servers[1]], t.name
             );
+            if opts.exclusive {
+                for s in t.servers {
+                    toml += &format!(
+                        "[[export.upstream_api]]\nurl = \"http://{}\"\ntoken_file = \"{}\"\n",
+                        api_of[s].0,
+                        api_of[s].1.display()
+                    );
+                }
+            }
         }
         let cfg = node::config::NodeConfig::parse(&toml).map_err(setup("a level-1 node"))?;
         let n = node::start(&cfg).await.map_err(setup("a level-1 node"))?;
@@ -550,7 +590,6 @@ pub async fn run_arm(
     let mut next = began + opts.interval;
     while began.elapsed() < opts.duration {
         tokio::time::sleep_until(next.into()).await;
-        next += opts.interval;
         let svc = ctl.service.clone();
         match tokio::task::spawn_blocking(move || svc.tick()).await {
             Ok(Ok(r)) => {
@@ -560,37 +599,52 @@ pub async fn run_arm(
             Ok(Err(e)) => tracing::warn!(%e, "demo interval failed"),
             Err(e) => tracing::warn!(%e, "demo interval panicked"),
         }
+        next = after(next, opts.interval);
     }
     let seconds = began.elapsed().as_secs_f64();
     // Keep serving (workload and intervals) for a look at the console; not counted.
     while began.elapsed() < opts.duration + linger {
         tokio::time::sleep_until(next.into()).await;
-        next += opts.interval;
         let svc = ctl.service.clone();
         let _ = tokio::task::spawn_blocking(move || svc.tick()).await;
+        next = after(next, opts.interval);
     }
     stop.store(true, Ordering::Relaxed);
     for d in drivers {
         let _ = d.await;
     }
-    // Stop everything, level 1 before level 2 so each level's dirty blocks are written
-    // back into the one below while it still serves (the nodes of a level stop together:
-    // each writes to its own disk). A node still draining after the grace is not waited
-    // for (the temporary directory goes with the process).
-    let _ = tokio::time::timeout(Duration::from_secs(3), ctl.shutdown()).await;
-    let grace = Duration::from_secs(30);
+    // Stop everything, level 1 before level 2, so each level's dirty blocks are written
+    // back into the one below while it still serves: the level-1 nodes stop together and
+    // are waited for (their write-back into level 2 ends before level 2 stops), then the
+    // level-2 nodes (writing back to the disks), then the disks. The controller stops
+    // last, so no node's heartbeat finds it gone. A node still draining after `grace`
+    // is reported and not waited for further (the temporary directory goes with the
+    // process).
+    let grace = Duration::from_secs(120);
     let (level1, level2): (Vec<_>, Vec<_>) = nodes.into_iter().partition(|n| n.1 == 1);
     for level in [level1, level2] {
         let stopping: Vec<_> = level
             .into_iter()
-            .map(|(_, _, n, _)| tokio::spawn(n.shutdown()))
+            .map(|(name, _, n, _)| (name, tokio::spawn(n.shutdown())))
             .collect();
-        for s in stopping {
-            let _ = tokio::time::timeout(grace, s).await;
+        let t0 = Instant::now();
+        for (name, s) in stopping {
+            match tokio::time::timeout(grace.saturating_sub(t0.elapsed()), s).await {
+                Ok(Ok(Ok(()))) => {}
+                Ok(Ok(Err(e))) => {
+                    tracing::warn!(node = %name, %e, "demo node stopped with an error")
+                }
+                Ok(Err(e)) => tracing::warn!(node = %name, %e, "demo node's shutdown panicked"),
+                Err(_) => {
+                    tracing::warn!(node = %name, "demo node still writing back after the grace; not waited for")
+                }
+            }
         }
+        tracing::debug!(seconds = t0.elapsed().as_secs_f64(), "demo level stopped");
     }
     let _ = disk_stop.send(());
-    let _ = tokio::time::timeout(grace, disks).await;
+    let _ = tokio::time::timeout(Duration::from_secs(30), disks).await;
+    let _ = tokio::time::timeout(Duration::from_secs(3), ctl.shutdown()).await;
     Ok(ArmResult {
         scheme: scheme.into(),
         reports,

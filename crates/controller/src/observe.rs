@@ -6,7 +6,8 @@
 //! everything since its start as the interval's numbers.
 //!
 //! [`build`] joins a volume's level-1 counters (its host) and level-2 counters (summed over
-//! its servers) into one `TenantObservation`: requests, bytes and mean latency as the
+//! its servers; for a volume on several hosts, each host's share of them by its level-1
+//! misses) into one `TenantObservation`: requests, bytes and mean latency as the
 //! level-1 node saw them; lookups and hits per level; service times per way of service
 //! (a level-2 hit costs the level-2 node's hit time plus the network overhead the level-1
 //! node measured on top of what the level-2 node did, a miss likewise); curves from the
@@ -102,8 +103,10 @@ fn mean(a: Acc) -> Option<f64> {
 
 /// Where a volume lives: its host's name and its servers' names.
 pub struct Placement<'a> {
-    /// The volume's name (its cache on every node).
+    /// The `control` tenant's name.
     pub name: &'a str,
+    /// The volume's name (its cache on every node).
+    pub cache: &'a str,
     /// Level-1 node.
     pub host: &'a str,
     /// Level-2 nodes.
@@ -125,26 +128,48 @@ pub fn build(
     };
     let mut measured = Vec::new();
     let empty = TenantCounters::default();
-    for p in placements {
-        let l1 = by_node
+    let l1_of = |p: &Placement<'_>| {
+        by_node
             .get(p.host)
-            .and_then(|m| m.get(p.name))
-            .unwrap_or(&empty);
+            .and_then(|m| m.get(p.cache))
+            .unwrap_or(&empty)
+    };
+    // A volume on several hosts: its level-2 counters serve every host's misses, so each
+    // host's tenant takes the share of them its level-1 misses make.
+    let mut misses: HashMap<&str, (u64, usize)> = HashMap::new();
+    for p in placements {
+        let l1 = l1_of(p);
+        let e = misses.entry(p.cache).or_default();
+        e.0 += l1.lookups.saturating_sub(l1.hits);
+        e.1 += 1;
+    }
+    for p in placements {
+        let l1 = l1_of(p);
+        let share = match misses.get(p.cache) {
+            Some(&(_, 1)) | None => 1.0,
+            Some(&(0, n)) => 1.0 / n as f64,
+            Some(&(all, _)) => l1.lookups.saturating_sub(l1.hits) as f64 / all as f64,
+        };
+        let scale = |x: u64| (x as f64 * share).round() as u64;
         let l2: Vec<&TenantCounters> = p
             .servers
             .iter()
-            .filter_map(|s| by_node.get(*s).and_then(|m| m.get(p.name)))
+            .filter_map(|s| by_node.get(*s).and_then(|m| m.get(p.cache)))
             .collect();
-        let l2_lookups: u64 = l2.iter().map(|c| c.lookups).sum();
-        let l2_hits: u64 = l2.iter().map(|c| c.hits).sum();
+        let l2_lookups: u64 = scale(l2.iter().map(|c| c.lookups).sum());
+        let l2_hits: u64 = scale(l2.iter().map(|c| c.hits).sum());
         let sum = |f: &dyn Fn(&TenantCounters) -> Acc| {
-            l2.iter().fold(Acc::default(), |a, c| {
+            let a = l2.iter().fold(Acc::default(), |a, c| {
                 let x = f(c);
                 Acc {
                     count: a.count + x.count,
                     sum_ms: a.sum_ms + x.sum_ms,
                 }
-            })
+            });
+            Acc {
+                count: scale(a.count),
+                sum_ms: a.sum_ms * share,
+            }
         };
         let a2 = mean(sum(&|c| c.served.hit));
         let d2 = mean(sum(&|c| c.served.miss));
@@ -217,6 +242,17 @@ pub fn build(
             p99_latency_ms: l1.latency.p99_ms,
             service,
             curves,
+            // The nodes count bytes by direction, not requests: the write share of the
+            // requests is taken as that of the bytes. They do not time reads and writes
+            // apart, so the latencies are left unknown (the model then treats every
+            // request as a read).
+            writes: if bytes > 0 {
+                (l1.requests as f64 * l1.write_bytes as f64 / bytes as f64).round() as u64
+            } else {
+                0
+            },
+            read_latency_ms: None,
+            write_latency_ms: None,
         });
         measured.push(Measured {
             tenant: p.name.to_string(),
@@ -318,6 +354,7 @@ mod tests {
         by.insert("b".to_string(), HashMap::from([("v".to_string(), s2)]));
         let p = [Placement {
             name: "v",
+            cache: "v",
             host: "h",
             servers: vec!["a", "b"],
         }];
@@ -336,5 +373,45 @@ mod tests {
         assert!((m[0].l2_hit_ratio - 0.5).abs() < 1e-12);
         assert_eq!(m[0].iops, 500.0);
         assert_eq!(m[0].l2_size, 2 << 20);
+    }
+
+    #[test]
+    fn a_volume_on_two_hosts_splits_level_2_by_level_1_misses() {
+        // h1 missed 300 of 400, h2 100 of 400; the server saw the 400 misses, 200 hits.
+        let mut by = HashMap::new();
+        by.insert(
+            "h1".to_string(),
+            HashMap::from([("v".to_string(), counters("v", 400, 100, 0.1, 3.0))]),
+        );
+        by.insert(
+            "h2".to_string(),
+            HashMap::from([("v".to_string(), counters("v", 400, 300, 0.1, 3.0))]),
+        );
+        by.insert(
+            "s".to_string(),
+            HashMap::from([("v".to_string(), counters("v", 400, 200, 0.5, 4.5))]),
+        );
+        let p = [
+            Placement {
+                name: "v",
+                cache: "v",
+                host: "h1",
+                servers: vec!["s"],
+            },
+            Placement {
+                name: "v@h2",
+                cache: "v",
+                host: "h2",
+                servers: vec!["s"],
+            },
+        ];
+        let (o, m) = build(&p, &by, 4096, 1.0);
+        assert_eq!(o.tenants[0].l2.lookups, 300);
+        assert_eq!(o.tenants[1].l2.lookups, 100);
+        assert_eq!(o.tenants[0].l2.hits, 150);
+        assert_eq!(o.tenants[1].l2.hits, 50);
+        assert_eq!(m[0].requests, 400);
+        assert_eq!(m[1].requests, 400);
+        assert!((m[1].l1_hit_ratio - 0.75).abs() < 1e-12);
     }
 }

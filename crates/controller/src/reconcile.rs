@@ -31,6 +31,8 @@ pub struct WantCache {
     pub admission: String,
     /// Whether the node exports the volume (then a rule sends it to the cache).
     pub exported: bool,
+    /// Exclusive levels (`upper` on a level-1 node, `lower` on a level-2 node).
+    pub exclusive: bool,
 }
 
 /// What the plan wants on one node.
@@ -57,7 +59,7 @@ pub struct Action {
 
 /// The caches the plan wants on node `e`.
 pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs: u64) -> Desired {
-    let mut caches = Vec::new();
+    let mut caches: Vec<WantCache> = Vec::new();
     for (i, tp) in plan.tenants.iter().enumerate() {
         let v = &vols[i];
         let blocks = if e.level == 1 && topo.hosts[tp.l1.node].name == e.name {
@@ -71,12 +73,19 @@ pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs:
             None
         };
         if let Some(b) = blocks {
+            // A volume on several hosts is several tenants: on a server, its one cache
+            // holds all their level-2 partitions.
+            if let Some(c) = caches.iter_mut().find(|c| c.name == v.cache) {
+                c.size += b * bs;
+                continue;
+            }
             caches.push(WantCache {
-                name: v.name.clone(),
+                name: v.cache.clone(),
                 size: b * bs,
                 eviction: tp.eviction.clone(),
                 admission: tp.admission.clone(),
-                exported: e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.name),
+                exported: e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.cache),
+                exclusive: v.exclusive,
             });
         }
     }
@@ -159,7 +168,7 @@ pub fn apply(
             let have = caches.iter().find(|x| x.name == w.name);
             let r = match (pass, have) {
                 (0, Some(h)) if w.size < h.size_bytes => {
-                    let r = c.configure_cache(&w.name, Some(w.size), None, None);
+                    let r = c.configure_cache(&w.name, Some(w.size), None, None, None);
                     actions.push(act(
                         "resize",
                         &w.name,
@@ -169,11 +178,16 @@ pub fn apply(
                     r
                 }
                 (1, None) => {
-                    let r = c.create_cache(&w.name, w.size, &w.eviction, &w.admission);
+                    let r = c.create_cache(&w.name, w.size, &w.eviction, &w.admission, w.exclusive);
                     actions.push(act(
                         "create",
                         &w.name,
-                        format!("{} bytes, {}", w.size, w.eviction),
+                        format!(
+                            "{} bytes, {}{}",
+                            w.size,
+                            w.eviction,
+                            if w.exclusive { ", exclusive" } else { "" }
+                        ),
                         &r,
                     ));
                     r
@@ -182,10 +196,14 @@ pub fn apply(
                     let grow = (w.size > h.size_bytes).then_some(w.size);
                     let evict = (!h.stats.eviction.is_empty() && h.stats.eviction != w.eviction)
                         .then_some(w.eviction.as_str());
-                    if grow.is_none() && evict.is_none() {
+                    // A node that does not report the mode is left as it is.
+                    let excl = (!h.stats.exclusive.is_empty()
+                        && (h.stats.exclusive != "off") != w.exclusive)
+                        .then_some(w.exclusive);
+                    if grow.is_none() && evict.is_none() && excl.is_none() {
                         continue;
                     }
-                    let r = c.configure_cache(&w.name, grow, evict, None);
+                    let r = c.configure_cache(&w.name, grow, evict, None, excl);
                     let mut what = Vec::new();
                     if let Some(g) = grow {
                         what.push(format!("{} -> {}", h.size_bytes, g));
@@ -193,7 +211,16 @@ pub fn apply(
                     if let Some(e) = evict {
                         what.push(format!("{} -> {}", h.stats.eviction, e));
                     }
-                    let verb = if grow.is_some() { "resize" } else { "policy" };
+                    if let Some(x) = excl {
+                        what.push(format!("exclusive {} -> {x}", h.stats.exclusive));
+                    }
+                    let verb = if grow.is_some() {
+                        "resize"
+                    } else if evict.is_some() {
+                        "policy"
+                    } else {
+                        "exclusive"
+                    };
                     actions.push(act(verb, &w.name, what.join(", "), &r));
                     r
                 }
@@ -310,9 +337,11 @@ mod tests {
             .iter()
             .map(|n| Volume {
                 name: n.to_string(),
+                cache: n.to_string(),
                 owner: n.to_string(),
                 host: "h".into(),
                 servers: vec!["s".into()],
+                exclusive: false,
             })
             .collect();
         let e = NodeEntry {

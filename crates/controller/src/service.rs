@@ -19,10 +19,13 @@
 //! a rejected change writes nothing and touches no node. Accepted changes are written in
 //! one store batch and take effect at the next interval.
 //!
-//! When a node's capacity changes (it went down or came back), the previous plan is
-//! dropped from the state so hysteresis re-plans from scratch. When the set of volumes or
-//! nodes changes shape, the `control` state (indexed by tenant
-//! and node) starts afresh; the `control` crate has no way yet to carry it over by name.
+//! The `control` state is keyed by volume and node name (`control`'s state version 2), so
+//! it is handed to the step as it is whatever changed since the last interval: a volume
+//! added or deleted, a node registered, gone down (capacity 0) or back. `control` matches
+//! it to the new topology by name, keeps every other volume's history (latency samples,
+//! curves, policy choice) and hysteresis, and re-plans at once only the nodes whose
+//! capacity or volumes changed. Views that name a volume ([`Service::explain`], the
+//! console's curves) find it by name in the last observations.
 
 use crate::client::{CallError, NodeClient};
 use crate::config::{check_tenants, ControllerConfig, ControllerSection, TenantSpec};
@@ -83,6 +86,13 @@ pub struct Row {
     pub l1_size: u64,
     /// Planned level-2 size over its servers (bytes).
     pub l2_size: u64,
+    /// Level-1 size its host reported this interval, before this interval's reconcile
+    /// (bytes; the previous plan as applied).
+    #[serde(default)]
+    pub l1_applied: u64,
+    /// Level-2 size its servers reported this interval, summed (bytes).
+    #[serde(default)]
+    pub l2_applied: u64,
     /// Whether the measured latency met the target (`None`: no SLO or no requests).
     pub slo_met: Option<bool>,
     /// Latency the model predicts at the planned sizes (ms).
@@ -134,13 +144,12 @@ struct Inner {
     tenants: Vec<TenantSpec>,
     nodes: BTreeMap<String, NodeEntry>,
     state: ControlState,
-    shape: Vec<String>,
     deltas: Deltas,
     last_poll: Option<Instant>,
     plan: Option<Plan>,
-    last_obs: Option<control::Observations>,
+    /// The last interval's observations, with the volume each one is of.
+    last_obs: Option<(Vec<String>, control::Observations)>,
     series: VecDeque<IntervalReport>,
-    capacities: Vec<u64>,
     /// Whether this replica led at the last loop round.
     was_leading: bool,
 }
@@ -197,13 +206,11 @@ impl Service {
                 tenants: loaded.tenants,
                 nodes: loaded.nodes,
                 state: loaded.state,
-                shape: loaded.shape,
                 deltas: Deltas::default(),
                 last_poll: None,
                 plan: loaded.plan,
                 last_obs: None,
                 series: VecDeque::new(),
-                capacities: Vec::new(),
                 was_leading: false,
             }),
             started: Instant::now(),
@@ -250,11 +257,9 @@ impl Service {
         g.tenants = loaded.tenants;
         g.nodes = loaded.nodes;
         g.state = loaded.state;
-        g.shape = loaded.shape;
         g.plan = loaded.plan;
         g.deltas = Deltas::default();
         g.last_poll = None;
-        g.capacities = Vec::new();
         Ok(())
     }
 
@@ -473,6 +478,11 @@ impl Service {
 
     // ----- views -----
 
+    /// The `control` state carried to the next interval.
+    pub fn control_state(&self) -> ControlState {
+        self.lock().state.clone()
+    }
+
     /// The last plan.
     pub fn plan(&self) -> Option<Plan> {
         self.lock().plan.clone()
@@ -552,7 +562,7 @@ impl Service {
                 .cloned();
             let curves = self.curves_of(&g, &v.name);
             vols.push(serde_json::json!({
-                "volume": v.name, "host": v.host, "servers": v.servers,
+                "volume": v.name, "host": v.host, "hosts": v.hosts, "servers": v.servers,
                 "plan": plan, "measured": row, "shortfall": shortfall, "curves": curves,
             }));
         }
@@ -563,10 +573,10 @@ impl Service {
     }
 
     fn curves_of(&self, g: &Inner, volume: &str) -> serde_json::Value {
-        let Some(obs) = &g.last_obs else {
+        let Some((names, obs)) = &g.last_obs else {
             return serde_json::Value::Null;
         };
-        let Some(i) = g.shape.iter().position(|s| s == &format!("v:{volume}")) else {
+        let Some(i) = names.iter().position(|n| n == volume) else {
             return serde_json::Value::Null;
         };
         let bs = self.cfg.block_size.0;
@@ -687,28 +697,11 @@ impl Service {
         }
         // 2. Observations and 3. the step.
         let (topo, vols) = topology(&self.cfg, &g.tenants, &g.nodes, false);
-        let shape = shape_of(&topo);
-        if shape != g.shape {
-            tracing::info!("volumes or nodes changed: the control state starts afresh");
-            g.state = ControlState::default();
-            g.shape = shape.clone();
-        }
-        // A node went down or came back: hysteresis must not hold sizes planned for the
-        // old capacities (the `control` crate damps against the previous plan as is).
-        let caps: Vec<u64> = topo
-            .hosts
-            .iter()
-            .chain(&topo.servers)
-            .map(|n| n.capacity)
-            .collect();
-        if caps != g.capacities {
-            g.state.previous = None;
-            g.capacities = caps;
-        }
         let placements: Vec<Placement> = vols
             .iter()
             .map(|v| Placement {
                 name: &v.name,
+                cache: &v.cache,
                 host: &v.host,
                 servers: v.servers.iter().map(String::as_str).collect(),
             })
@@ -809,7 +802,6 @@ impl Service {
         let mut batch = vec![
             (store::STATE, Some(to_json(&g.state))),
             (store::NODES, Some(to_json(&nodes))),
-            ("shape", Some(to_json(&g.shape))),
         ];
         if let Some(p) = &plan {
             batch.push(("plan", Some(to_json(p))));
@@ -836,7 +828,7 @@ impl Service {
             .collect();
         self.store.append_history(&hist)?;
         g.plan = plan;
-        g.last_obs = Some(obs);
+        g.last_obs = Some((vols.iter().map(|v| v.name.clone()).collect(), obs));
         g.series.push_back(report.clone());
         while g.series.len() > SERIES {
             g.series.pop_front();
@@ -872,12 +864,13 @@ impl Service {
                 allocations
                     .entry(topo.hosts[tp.l1.node].name.clone())
                     .or_default()
-                    .insert(v.name.clone(), tp.l1.size * bs);
+                    .insert(v.cache.clone(), tp.l1.size * bs);
                 for p in &tp.l2 {
-                    allocations
+                    *allocations
                         .entry(topo.servers[p.node].name.clone())
                         .or_default()
-                        .insert(v.name.clone(), p.size * bs);
+                        .entry(v.cache.clone())
+                        .or_default() += p.size * bs;
                 }
             }
             rows.push(Row {
@@ -890,6 +883,8 @@ impl Service {
                 l2_hit_ratio: m.l2_hit_ratio,
                 l1_size: tp.map_or(0, |t| t.l1.size * bs),
                 l2_size: tp.map_or(0, |t| t.l2_total() * bs),
+                l1_applied: m.l1_size,
+                l2_applied: m.l2_size,
                 slo_met: met,
                 predicted_ms: tp.map_or(0.0, |t| t.predicted_latency_ms),
                 l1_reason: tp.map_or(String::new(), |t| t.l1.reason.to_string()),
@@ -961,7 +956,6 @@ struct Loaded {
     tenants: Vec<TenantSpec>,
     nodes: BTreeMap<String, NodeEntry>,
     state: ControlState,
-    shape: Vec<String>,
     plan: Option<Plan>,
 }
 
@@ -994,7 +988,6 @@ fn load(cfg: &ControllerConfig, store: &dyn Store) -> Result<Loaded, ServiceErro
         tenants,
         nodes,
         state: get_json(store, store::STATE)?.unwrap_or_default(),
-        shape: get_json(store, "shape")?.unwrap_or_default(),
         plan: get_json(store, "plan")?,
     })
 }
@@ -1018,17 +1011,22 @@ fn config_tokens(cfg: &ControllerConfig) -> Result<HashMap<String, String>, Serv
     Ok(out)
 }
 
-/// A volume placed on nodes (one `control` tenant).
+/// A volume placed on nodes as one `control` tenant: a volume exported on several hosts
+/// is one of these per host (the first named as the volume, the others `VOLUME@HOST`).
 #[derive(Clone, Debug)]
 pub struct Volume {
-    /// Its name.
+    /// The `control` tenant's name.
     pub name: String,
+    /// The volume's name: its export and its cache on every node.
+    pub cache: String,
     /// Its owner.
     pub owner: String,
     /// Level-1 node.
     pub host: String,
     /// Level-2 nodes.
     pub servers: Vec<String>,
+    /// Whether its levels are exclusive (its caches are created so).
+    pub exclusive: bool,
 }
 
 /// The `control` topology of the known nodes and the tenants' volumes. Nodes are in name
@@ -1060,35 +1058,50 @@ pub fn topology(
     for t in tenants {
         let class = t.class().unwrap_or_default();
         for v in &t.volumes {
-            let host = hosts.iter().position(|h| h.name == v.host);
-            let srv: Option<Vec<usize>> = v
-                .servers
-                .iter()
-                .map(|s| servers.iter().position(|x| &x.name == s))
-                .collect();
-            let (host, srv) = match (host, srv) {
-                (Some(h), Some(s)) => (h, s),
-                _ if strict => (usize::MAX, Vec::new()),
-                _ => {
-                    tracing::warn!(volume = %v.name, "volume names an unknown node; left out");
-                    continue;
-                }
-            };
-            out.push(Tenant {
-                name: v.name.clone(),
-                host,
-                servers: srv,
-                stripe_unit: (v.stripe_unit.map_or(1 << 20, |s| s.0) / bs).max(1),
-                slo: t.slo,
-                class,
-                depth: t.depth,
-            });
-            vols.push(Volume {
-                name: v.name.clone(),
-                owner: t.name.clone(),
-                host: v.host.clone(),
-                servers: v.servers.clone(),
-            });
+            for (k, vhost) in std::iter::once(&v.host).chain(&v.hosts).enumerate() {
+                let cname = if k == 0 {
+                    v.name.clone()
+                } else {
+                    format!("{}@{vhost}", v.name)
+                };
+                let host = hosts.iter().position(|h| &h.name == vhost);
+                let srv: Option<Vec<usize>> = v
+                    .servers
+                    .iter()
+                    .map(|s| servers.iter().position(|x| &x.name == s))
+                    .collect();
+                let (host, srv) = match (host, srv) {
+                    (Some(h), Some(s)) => (h, s),
+                    _ if strict => (usize::MAX, Vec::new()),
+                    _ => {
+                        tracing::warn!(volume = %v.name, "volume names an unknown node; left out");
+                        continue;
+                    }
+                };
+                let exclusive = v.exclusive.unwrap_or(cfg.exclusive);
+                out.push(Tenant {
+                    name: cname.clone(),
+                    host,
+                    servers: srv,
+                    stripe_unit: (v.stripe_unit.map_or(1 << 20, |s| s.0) / bs).max(1),
+                    slo: t.slo,
+                    class,
+                    depth: t.depth,
+                    levels: (exclusive != cfg.exclusive).then_some(if exclusive {
+                        Levels::Exclusive
+                    } else {
+                        Levels::Inclusive
+                    }),
+                });
+                vols.push(Volume {
+                    name: cname,
+                    cache: v.name.clone(),
+                    owner: t.name.clone(),
+                    host: vhost.clone(),
+                    servers: v.servers.clone(),
+                    exclusive,
+                });
+            }
         }
     }
     let [a, b, c] = cfg.service_ms;
@@ -1111,16 +1124,6 @@ pub fn topology(
         },
         vols,
     )
-}
-
-/// Volumes first (so a volume's position is its `control` tenant index), then nodes.
-fn shape_of(t: &Topology) -> Vec<String> {
-    t.tenants
-        .iter()
-        .map(|v| format!("v:{}", v.name))
-        .chain(t.hosts.iter().map(|h| format!("h:{}", h.name)))
-        .chain(t.servers.iter().map(|s| format!("s:{}", s.name)))
-        .collect()
 }
 
 fn to_json<T: Serialize + ?Sized>(v: &T) -> String {

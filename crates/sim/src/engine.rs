@@ -694,6 +694,7 @@ impl<'a> Engine<'a> {
                     miss_ms: c.kind_ms(Served::Disk),
                 },
                 curves,
+                ..Default::default()
             });
             counters.push(c);
         }

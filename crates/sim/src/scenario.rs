@@ -1009,6 +1009,7 @@ impl Scenario {
                         Pacing::Depth(d) => Some(d as f64),
                         _ => None,
                     },
+                    ..Default::default()
                 })
                 .collect(),
         }

@@ -19,6 +19,7 @@ fn tenant(name: &str, host: usize, servers: Vec<usize>, slo: Option<Slo>) -> Ten
         slo,
         class: Class::Silver,
         depth: None,
+        levels: None,
     }
 }
 
@@ -46,6 +47,7 @@ fn model(footprint: u64) -> LatencyModel {
             miss_ms: 10.0,
         },
         levels: Levels::Exclusive,
+        writes: None,
     }
 }
 

@@ -1,0 +1,169 @@
+//! Writes in the latency model: a tenant whose writes are observed apart from its reads is
+//! modelled as `(1 − w)·reads + w·W`, so space goes where reads need it; MLMS's samples
+//! hold the reads' latency; observations and states written before these fields load.
+
+use control::model::LatencyModel;
+use control::*;
+use mrc::HitRatioCurve;
+
+fn node(name: &str, capacity: u64) -> Node {
+    Node {
+        name: name.into(),
+        capacity,
+        hot_tier: false,
+    }
+}
+
+fn topo() -> Topology {
+    let t = |name: &str| Tenant {
+        name: name.into(),
+        host: 0,
+        servers: vec![0],
+        stripe_unit: 16,
+        slo: None,
+        class: Class::BestEffort,
+        depth: None,
+        levels: None,
+    };
+    Topology {
+        block_size: 4096,
+        hosts: vec![node("h", 1000)],
+        servers: vec![node("s", 400)],
+        levels: Levels::Exclusive,
+        service: ServiceTimes {
+            l1_hit_ms: 0.05,
+            l2_hit_ms: 0.5,
+            miss_ms: 8.0,
+        },
+        tenants: vec![t("reader"), t("writer")],
+    }
+}
+
+/// Both tenants have the same curve (footprint 2,000 blocks); `writes` of 1,000 requests
+/// were writes, each taking 0.1 ms, reads taking 4 ms on average.
+fn obs(writes: u64) -> TenantObservation {
+    let curve =
+        HitRatioCurve::from_pairs((0..=10).map(|k| (k * 200, 1.0 - k as f64 / 10.0))).unwrap();
+    TenantObservation {
+        requests: 1000,
+        bytes: 1000 * 4096,
+        l1: LevelCount {
+            lookups: 1000,
+            hits: 300,
+        },
+        l2: LevelCount {
+            lookups: 700,
+            hits: 100,
+        },
+        mean_latency_ms: (1000 - writes) as f64 / 1000.0 * 4.0 + writes as f64 / 1000.0 * 0.1,
+        p99_latency_ms: 9.0,
+        service: ObservedService {
+            l1_hit_ms: Some(0.05),
+            l2_hit_ms: Some(0.5),
+            miss_ms: Some(8.0),
+        },
+        curves: vec![PolicyCurve {
+            policy: "lru".into(),
+            curve,
+        }],
+        writes,
+        read_latency_ms: Some(4.0),
+        write_latency_ms: Some(0.1),
+    }
+}
+
+#[test]
+fn the_model_weighs_reads_by_their_share() {
+    let m = LatencyModel {
+        curve: HitRatioCurve::from_pairs([(0, 1.0), (100, 0.0)]).unwrap(),
+        service: ServiceTimes {
+            l1_hit_ms: 0.1,
+            l2_hit_ms: 1.0,
+            miss_ms: 10.0,
+        },
+        levels: Levels::Exclusive,
+        writes: None,
+    };
+    // Reads alone at (20, 30): h1 = 0.2, h12 = 0.5: 0.02 + 0.3 + 5.0.
+    assert!((m.latency(20.0, 30.0) - 5.32).abs() < 1e-9);
+    let w = LatencyModel {
+        writes: Some(WriteMix {
+            share: 0.75,
+            ms: 0.2,
+        }),
+        ..m.clone()
+    };
+    // A quarter reads at 5.32, three quarters writes at 0.2.
+    assert!((w.latency(20.0, 30.0) - (0.25 * 5.32 + 0.75 * 0.2)).abs() < 1e-9);
+    // Space changes only the reads' part: the same gain, a quarter as large.
+    let gain = |m: &LatencyModel| m.latency(0.0, 0.0) - m.latency(50.0, 0.0);
+    assert!((gain(&w) - 0.25 * gain(&m)).abs() < 1e-9);
+}
+
+#[test]
+fn space_goes_to_the_reads_that_need_it() {
+    let mut c = Controller::new(topo(), Scheme::named("lachesis").unwrap()).unwrap();
+    let o = Observations {
+        seconds: 1.0,
+        tenants: vec![obs(0), obs(900)],
+        tiers: vec![],
+    };
+    let mut plan = c.step(0.0, &o).unwrap();
+    for k in 1..4 {
+        plan = c.step(k as f64, &o).unwrap();
+    }
+    let st = c.state();
+    let w = st.tenants[1].writes.expect("the writer's mix is known");
+    assert!((w.share - 0.9).abs() < 1e-9, "{w:?}");
+    assert!((w.ms - 0.1).abs() < 1e-9, "{w:?}");
+    assert_eq!(st.tenants[0].writes.map(|w| w.share), Some(0.0));
+    // Same curves, same reads' latency: the reader, all of whose requests the cache can
+    // speed up, gets more of the host than the writer, nine tenths of whose requests it
+    // cannot.
+    let (r, wr) = (&plan.tenants[0], &plan.tenants[1]);
+    assert!(
+        r.l1.size + r.l2_total() > wr.l1.size + wr.l2_total(),
+        "reader {} + {}, writer {} + {}",
+        r.l1.size,
+        r.l2_total(),
+        wr.l1.size,
+        wr.l2_total()
+    );
+    // MLMS's samples hold the reads' latency (4 ms), not the mean (0.49 ms).
+    let s = st.tenants[1].samples.last().expect("samples");
+    assert!((s.latency - 4.0).abs() < 1e-9, "{s:?}");
+    // The writer's predicted latency is mostly its writes'.
+    assert!(wr.predicted_latency_ms < 0.1 * 0.9 + 8.0 * 0.1 + 1e-9);
+}
+
+#[test]
+fn observations_and_states_without_the_write_fields_load() {
+    // An observation as written before the write fields.
+    let mut v = serde_json::to_value(obs(500)).unwrap();
+    for k in ["writes", "read_latency_ms", "write_latency_ms"] {
+        v.as_object_mut().unwrap().remove(k);
+    }
+    let o: TenantObservation = serde_json::from_value(v).unwrap();
+    assert_eq!(o.writes, 0);
+    assert_eq!(o.read_latency_ms, None);
+    // A state as written before: no `writes` per tenant, no `levels` per tenant.
+    let mut c = Controller::new(topo(), Scheme::named("mlms").unwrap()).unwrap();
+    let obs2 = Observations {
+        seconds: 1.0,
+        tenants: vec![o.clone(), o],
+        tiers: vec![],
+    };
+    c.step(0.0, &obs2).unwrap();
+    let mut s = serde_json::to_value(c.state()).unwrap();
+    for t in s["tenants"].as_array_mut().unwrap() {
+        t.as_object_mut().unwrap().remove("writes");
+    }
+    let old: ControlState = serde_json::from_value(s).unwrap();
+    assert!(old.tenants.iter().all(|t| t.writes.is_none()));
+    let mut again = Controller::resume(topo(), Scheme::named("mlms").unwrap(), old).unwrap();
+    let p = again.step(1.0, &obs2).unwrap();
+    assert_eq!(p.tenants.len(), 2);
+    // Without a split the mean latency is the sample, as before.
+    let s = again.state().tenants[0].samples.last().unwrap();
+    assert!((s.latency - obs2.tenants[0].mean_latency_ms).abs() < 1e-9);
+}
