@@ -3,7 +3,8 @@
 //! Storage is a map from page number to a 4 KiB page, split over 16 shards by page
 //! number, each behind its own `RwLock`, so concurrent requests to different pages rarely
 //! contend. Pages never written read as zeroes; trim and write-zeroes drop whole pages and
-//! zero the partial ends, so a trimmed range reads back as zeroes. Memory is "durable" the
+//! zero the partial ends, so a trimmed range reads back as zeroes. Block status reports
+//! pages not held as `HOLE | ZERO` and the rest as data. Memory is "durable" the
 //! moment a write returns, so flush and FUA only count calls (see [`MemStats`]), which the
 //! tests use to check that flags arrive.
 //!

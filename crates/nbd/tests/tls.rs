@@ -242,6 +242,19 @@ fn nbdinfo_over_tls_and_plain_clients_refused() {
     let (ok, out) = run("nbdinfo", "libnbd-bin", &[&uri]);
     assert!(ok, "{out}");
     assert!(out.contains("with TLS"), "{out}");
+    // Block status (structured replies) inside TLS: the written page is data, the rest
+    // a hole.
+    let (ok, out) = run("nbdinfo", "libnbd-bin", &["--map", "--json", &uri]);
+    assert!(ok, "nbdinfo --map over TLS failed:\n{out}");
+    let map: Vec<serde_json::Value> = serde_json::from_str(&out).expect(&out);
+    let got: Vec<(u64, u64, u64)> = map
+        .iter()
+        .map(|e| {
+            let n = |k: &str| e[k].as_u64().unwrap();
+            (n("offset"), n("length"), n("type"))
+        })
+        .collect();
+    assert_eq!(got, vec![(0, 4096, 0), (4096, SIZE - 4096, 3)], "{out}");
 
     // Plain clients get nothing: nbdinfo and qemu-io without TLS fail.
     let plain = format!("nbd://127.0.0.1:{}/disk", s.port);
