@@ -26,7 +26,8 @@
 //! (`rustls`; off, optional or required) and per-export client allow-lists (CIDR). Not
 //! implemented: oldstyle negotiation, other metadata contexts, reads split into data and
 //! hole chunks, extended headers; the client asks for neither structured replies nor
-//! block status.
+//! block status. The client upgrades with `NBD_OPT_STARTTLS` when asked to
+//! ([`NbdClient::connect_tls`], [`ClientTls`]).
 
 pub mod client;
 pub mod file;
@@ -41,6 +42,7 @@ pub mod wire;
 pub use client::{ClientError, NbdClient};
 pub use file::FileExport;
 pub use mem::MemExport;
+pub use server::tls::{ClientTls, TlsError};
 pub use server::{
     serve, serve_limited, serve_tls, serve_with, Capabilities, Export, ExportMap, ExportProvider,
     Limits, LimitsGauge, Listener, ServerConfig, Tls, TlsMode, INLINE_READ_MAX,
