@@ -11,7 +11,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use nbd::server::ExportMap;
+use nbd::server::{BoxFuture, Export, ExportMap};
 use nbd::MemExport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -52,13 +52,12 @@ impl Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(nbd::serve(
-            listener,
-            Arc::new(ExportMap::new().with("disk", mem)),
-            async move {
-                let _ = rx.await;
-            },
-        ));
+        let exports = ExportMap::new()
+            .with("disk", mem.clone())
+            .with("lent", Arc::new(Lending(mem)));
+        let task = tokio::spawn(nbd::serve(listener, Arc::new(exports), async move {
+            let _ = rx.await;
+        }));
         Server {
             addr,
             stop: Some(stop),
@@ -73,6 +72,50 @@ impl Server {
             .expect("serve returns after shutdown")
             .unwrap()
             .unwrap();
+    }
+}
+
+/// `disk`'s memory lent in two slices ([`Export::read_now_borrowed`], what the cache
+/// node does for large hits), so the threaded path sends large reads from it directly.
+struct Lending(Arc<MemExport>);
+
+impl Export for Lending {
+    fn size(&self) -> u64 {
+        self.0.size()
+    }
+    fn capabilities(&self) -> nbd::Capabilities {
+        self.0.capabilities()
+    }
+    fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, std::io::Result<bytes::Bytes>> {
+        self.0.read(offset, len)
+    }
+    fn read_now_borrowed(
+        &self,
+        offset: u64,
+        len: usize,
+        out: &mut dyn FnMut(&[&[u8]]),
+    ) -> Option<std::io::Result<()>> {
+        let data = self.0.read_sync(offset, len);
+        let (a, b) = data.split_at(len / 2);
+        out(&[a, b]);
+        Some(Ok(()))
+    }
+    fn write(
+        &self,
+        offset: u64,
+        data: bytes::Bytes,
+        fua: bool,
+    ) -> BoxFuture<'_, std::io::Result<()>> {
+        self.0.write(offset, data, fua)
+    }
+    fn flush(&self) -> BoxFuture<'_, std::io::Result<()>> {
+        self.0.flush()
+    }
+    fn trim(&self, offset: u64, len: u32) -> BoxFuture<'_, std::io::Result<()>> {
+        self.0.trim(offset, len)
+    }
+    fn write_zeroes(&self, offset: u64, len: u32, fua: bool) -> BoxFuture<'_, std::io::Result<()>> {
+        self.0.write_zeroes(offset, len, fua)
     }
 }
 
@@ -338,6 +381,33 @@ async fn negotiation_and_block_status() {
     let r = read_n(&mut s, 20).await;
     assert_eq!(&r[..4], &SIMPLE_MAGIC);
     assert_eq!(&r[16..], &[0x5a; 4]);
+    drop(s);
+
+    // A large read lent by the export (sent from its memory on the threaded path) is one
+    // OFFSET_DATA chunk as well; the export without block status says "all data".
+    let mut s = connect(&server).await;
+    send_opt(&mut s, 8, &[]).await;
+    assert_eq!(opt_reply(&mut s).await.1, ACK);
+    send_opt(&mut s, 10, &meta_body("lent", &["base:allocation"])).await;
+    assert_eq!(opt_reply(&mut s).await.1, META_CONTEXT);
+    assert_eq!(opt_reply(&mut s).await.1, ACK);
+    go(&mut s, "lent").await;
+    s.write_all(&request(0, READ, 15, 508 << 10, 512 << 10))
+        .await
+        .unwrap();
+    let (flags, kind, handle, p) = chunk(&mut s).await;
+    assert_eq!((flags, kind, handle), (1, TYPE_OFFSET_DATA, 15));
+    assert_eq!(&p[..8], &(508u64 << 10).to_be_bytes());
+    assert_eq!(p.len(), 8 + (512 << 10));
+    assert!(p[8..8 + 4096].iter().all(|&b| b == 0));
+    assert!(p[8 + 4096..8 + 12288].iter().all(|&b| b == 0xa5));
+    assert!(p[8 + 12288..].iter().all(|&b| b == 0));
+    s.write_all(&request(0, BLOCK_STATUS, 16, 0, 8192))
+        .await
+        .unwrap();
+    let (_, kind, _, p) = chunk(&mut s).await;
+    assert_eq!(kind, TYPE_BLOCK_STATUS);
+    assert_eq!(extents(&p).1, vec![(8192, 0)]);
     drop(s);
     server.stop().await;
 }
