@@ -15,7 +15,8 @@
 //! Implementations: [`FileBackend`] (a file or block device, positional I/O through
 //! `std::os::unix::fs::FileExt`; trim punches holes with `fallocate(PUNCH_HOLE |
 //! KEEP_SIZE)`, so a sparse image stays sparse, falling back to writing zeros where the
-//! file system cannot punch) and [`MemBackend`] (a byte vector for tests, which also
+//! file system cannot punch; [`Backend::allocation`] reports the file's holes with
+//! `lseek(SEEK_DATA / SEEK_HOLE)`) and [`MemBackend`] (a byte vector for tests, which also
 //! counts the calls it gets).
 //!
 //! **The image is the data.** A [`FileBackend`] remembers the device and inode of the
@@ -50,7 +51,19 @@ pub trait Backend: Send + Sync {
     fn flush(&self) -> io::Result<()>;
     /// Discards `len` bytes at `offset`; they read back as zeros afterwards.
     fn trim(&self, offset: u64, len: u64) -> io::Result<()>;
+
+    /// Which parts of `len` bytes at `offset` are allocated: consecutive runs from
+    /// `offset`, each `(length, hole)`, where a hole is unallocated and reads as zeros.
+    /// The runs may stop short of `len` but cover at least one byte. The default calls
+    /// the whole range allocated, which is always true.
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
+        let _ = offset;
+        Ok(vec![(len, false)])
+    }
 }
+
+/// Most runs [`FileBackend::allocation`] reports per call.
+const MAX_RUNS: usize = 8192;
 
 fn check_range(offset: u64, len: usize, size: u64) -> io::Result<()> {
     match offset.checked_add(len as u64) {
@@ -151,6 +164,47 @@ impl FileBackend {
     }
 }
 
+impl FileBackend {
+    /// The file's holes and data in `[offset, offset + len)`, from `lseek(SEEK_DATA)` and
+    /// `lseek(SEEK_HOLE)`; a file system that cannot tell gets "all allocated".
+    fn seek_runs(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
+        use nix::errno::Errno;
+        use nix::unistd::{lseek, Whence};
+        let end = offset + len;
+        let seek = |pos: u64, whence| match lseek(&self.file, pos as i64, whence) {
+            Ok(p) => Ok(Some(p as u64)),
+            // No data past `pos` (SEEK_DATA), or `pos` at the end of the file.
+            Err(Errno::ENXIO) => Ok(None),
+            Err(e) => Err(e),
+        };
+        let mut out = Vec::new();
+        let mut pos = offset;
+        while pos < end && out.len() < MAX_RUNS {
+            let data = match seek(pos, Whence::SeekData) {
+                Ok(d) => d.unwrap_or(end).min(end),
+                Err(Errno::EINVAL | Errno::EOPNOTSUPP) if out.is_empty() => {
+                    return Ok(vec![(len, false)])
+                }
+                Err(e) => return Err(e.into()),
+            };
+            if data > pos {
+                out.push((data - pos, true));
+                pos = data;
+                continue;
+            }
+            let hole = seek(pos, Whence::SeekHole)?.unwrap_or(end).min(end);
+            if hole <= pos {
+                // The file changed between the two calls: call the rest allocated.
+                out.push((end - pos, false));
+                break;
+            }
+            out.push((hole - pos, false));
+            pos = hole;
+        }
+        Ok(out)
+    }
+}
+
 impl Backend for FileBackend {
     fn size(&self) -> u64 {
         self.size
@@ -188,6 +242,17 @@ impl Backend for FileBackend {
             }
             Err(e) => Err(e.into()),
         }
+    }
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
+        check_range(
+            offset,
+            usize::try_from(len).unwrap_or(usize::MAX),
+            self.size,
+        )?;
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        self.seek_runs(offset, len)
     }
 }
 
@@ -310,6 +375,25 @@ mod tests {
         let mut buf = vec![1u8; 4096];
         b.read_at(5 << 20, &mut buf).unwrap();
         assert!(buf.iter().all(|&x| x == 0));
+    }
+
+    #[test]
+    fn allocation_reports_holes_and_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let b = FileBackend::create(dir.path().join("sparse"), 16 << 20).unwrap();
+        b.write_at(4 << 20, &[3u8; 1 << 20]).unwrap();
+        let runs = b.allocation(0, 16 << 20).unwrap();
+        assert_eq!(runs.iter().map(|r| r.0).sum::<u64>(), 16 << 20, "{runs:?}");
+        assert_eq!(runs[0], (4 << 20, true), "{runs:?}");
+        assert_eq!(runs[1], (1 << 20, false), "{runs:?}");
+        assert_eq!(runs[2], (11 << 20, true), "{runs:?}");
+        // After a trim the data is a hole again.
+        b.trim(4 << 20, 1 << 20).unwrap();
+        assert_eq!(b.allocation(0, 16 << 20).unwrap(), vec![(16 << 20, true)]);
+        assert!(b.allocation(16 << 20, 1).is_err(), "past the end");
+        // Other backends call everything allocated.
+        let m = MemBackend::new(4096);
+        assert_eq!(m.allocation(0, 4096).unwrap(), vec![(4096, false)]);
     }
 
     #[test]

@@ -810,6 +810,73 @@ impl CacheNode {
         ex.vol.backend().flush().map_err(|e| ex.vol.io_err(e))
     }
 
+    /// The allocation of `[offset, offset + len)` of `export` as seen through the caches:
+    /// consecutive runs from `offset`, each `(length, hole)`, where a hole is unallocated
+    /// on the backend ([`Backend::allocation`]) and no cache holds newer bytes of it, so
+    /// it reads as zeros. Blocks a cache holds dirty (not yet written back) are always
+    /// allocated; clean ones hold what the backend holds. The caches are asked before the
+    /// backend, so a block written back meanwhile is found on one or the other. The runs
+    /// may stop short of `len`.
+    pub fn block_status(&self, export: &str, offset: u64, len: u64) -> Result<Vec<(u64, bool)>> {
+        let r = read_lock(&self.routing);
+        let ex = Self::export(&r, export, offset, len)?;
+        let vol = &*ex.vol;
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        let bs = self.block_size as u64;
+        let (first, end) = (offset / bs, (offset + len).div_ceil(bs));
+        let mut held: Vec<u64> = r
+            .caches
+            .values()
+            .flat_map(|c| c.part.unwritten_blocks(vol, first, end))
+            .collect();
+        held.sort_unstable();
+        held.dedup();
+        let runs = vol
+            .backend()
+            .allocation(offset, len)
+            .map_err(|e| vol.io_err(e))?;
+        // Split each hole around the held blocks inside it.
+        let mut out: Vec<(u64, bool)> = Vec::with_capacity(runs.len());
+        let mut push = |n: u64, hole: bool| match out.last_mut() {
+            Some(last) if last.1 == hole => last.0 += n,
+            _ if n > 0 => out.push((n, hole)),
+            _ => {}
+        };
+        let mut at = offset;
+        let mut next = 0; // first held block not yet passed
+        for (n, hole) in runs {
+            let stop = at + n;
+            if !hole {
+                push(n, false);
+                at = stop;
+                continue;
+            }
+            while next < held.len() && (held[next] + 1) * bs <= at {
+                next += 1;
+            }
+            while at < stop {
+                match held.get(next) {
+                    Some(&b) if b * bs < stop => {
+                        let (bstart, bend) = ((b * bs).max(at), ((b + 1) * bs).min(stop));
+                        push(bstart - at, true);
+                        push(bend - bstart, false);
+                        at = bend;
+                        if (b + 1) * bs <= bend {
+                            next += 1;
+                        }
+                    }
+                    _ => {
+                        push(stop - at, true);
+                        at = stop;
+                    }
+                }
+            }
+        }
+        Ok(out)
+    }
+
     /// Discards the whole blocks of `[offset, offset + len)` of `export`; they read back
     /// as zeros. Partial blocks at the ends are left alone.
     pub fn trim(&self, export: &str, client: &str, offset: u64, len: u64) -> Result<()> {

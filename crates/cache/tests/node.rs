@@ -352,3 +352,120 @@ proptest! {
 fn lru() -> EvictionSpec {
     EvictionSpec::default()
 }
+
+/// A backend that says every byte is a hole (what a sparse image says of blocks a
+/// write-back cache has not written yet), except the runs it is told about.
+struct SaysHole {
+    mem: MemBackend,
+    /// (offset, length) runs it calls allocated, sorted.
+    data: Vec<(u64, u64)>,
+}
+
+impl cache::Backend for SaysHole {
+    fn size(&self) -> u64 {
+        self.mem.size()
+    }
+    fn read_at(&self, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+        self.mem.read_at(offset, buf)
+    }
+    fn write_at(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+        self.mem.write_at(offset, data)
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        self.mem.flush()
+    }
+    fn trim(&self, offset: u64, len: u64) -> std::io::Result<()> {
+        self.mem.trim(offset, len)
+    }
+    fn allocation(&self, offset: u64, len: u64) -> std::io::Result<Vec<(u64, bool)>> {
+        let end = offset + len;
+        let mut out = Vec::new();
+        let mut at = offset;
+        for &(o, n) in &self.data {
+            let (s, e) = (o.max(at), (o + n).min(end));
+            if s >= e {
+                continue;
+            }
+            if s > at {
+                out.push((s - at, true));
+            }
+            out.push((e - s, false));
+            at = e;
+        }
+        if at < end {
+            out.push((end - at, true));
+        }
+        Ok(out)
+    }
+}
+
+proptest! {
+    /// Block status never calls a block a cache holds (dirty, never written back) a hole,
+    /// covers the range exactly, and keeps the backend's holes elsewhere.
+    #[test]
+    fn block_status_never_calls_held_data_a_hole(
+        written in prop::collection::btree_set(0u64..64, 0..20),
+        data in prop::collection::vec((0u64..64 * BS as u64, 1u64..3000), 0..4),
+        offset in 0u64..40 * BS as u64,
+        len in 1u64..24 * BS as u64,
+    ) {
+        let mut data: Vec<(u64, u64)> = data;
+        data.sort_unstable();
+        let node = CacheNode::new(100, BS).unwrap();
+        let backend = Arc::new(SaysHole { mem: MemBackend::new(64 * BS as u64), data: data.clone() });
+        node.add_export("vol", backend).unwrap();
+        let c = node.create_cache("c", 64, &lru(), WritePolicy::WriteBack).unwrap();
+        node.create_rule(all("vol"), c).unwrap();
+        for &b in &written {
+            node.write("vol", "t", b * BS as u64, &[1u8; BS], false).unwrap();
+        }
+        let runs = node.block_status("vol", offset, len).unwrap();
+        prop_assert_eq!(runs.iter().map(|r| r.0).sum::<u64>(), len);
+        prop_assert!(runs.iter().all(|r| r.0 > 0));
+        let mut at = offset;
+        for (n, hole) in runs {
+            if hole {
+                for byte in [at, at + n - 1] {
+                    prop_assert!(!written.contains(&(byte / BS as u64)), "held block {} in a hole", byte / BS as u64);
+                    prop_assert!(!data.iter().any(|&(o, l)| o <= byte && byte < o + l), "backend data at {} called a hole", byte);
+                }
+                let blocks = at / BS as u64..=(at + n - 1) / BS as u64;
+                prop_assert!(!written.iter().any(|b| blocks.contains(b)));
+            }
+            at += n;
+        }
+    }
+}
+
+#[test]
+fn block_status_of_a_sparse_file_through_a_write_back_cache() {
+    let dir = tempfile::tempdir().unwrap();
+    let node = CacheNode::new(100, 4096).unwrap();
+    let file = Arc::new(cache::FileBackend::create(dir.path().join("img"), 1 << 20).unwrap());
+    node.add_export("vol", file.clone()).unwrap();
+    let c = node
+        .create_cache("c", 64, &lru(), WritePolicy::WriteBack)
+        .unwrap();
+    node.create_rule(all("vol"), c).unwrap();
+    assert_eq!(
+        node.block_status("vol", 0, 1 << 20).unwrap(),
+        vec![(1 << 20, true)]
+    );
+    // Dirty in the cache, a hole on disk: data.
+    node.write("vol", "t", 8192, &[7u8; 4096], false).unwrap();
+    use cache::Backend;
+    assert_eq!(file.allocation(0, 1 << 20).unwrap(), vec![(1 << 20, true)]);
+    let want = vec![(8192, true), (4096, false), ((1 << 20) - 12288, true)];
+    assert_eq!(node.block_status("vol", 0, 1 << 20).unwrap(), want);
+    // Written back: still data, now from the file too.
+    node.flush("vol").unwrap();
+    assert_eq!(node.block_status("vol", 0, 1 << 20).unwrap(), want);
+    // Trimmed: a hole again.
+    node.trim("vol", "t", 8192, 4096).unwrap();
+    assert_eq!(
+        node.block_status("vol", 0, 1 << 20).unwrap(),
+        vec![(1 << 20, true)]
+    );
+    assert!(node.block_status("vol", 1 << 20, 1).is_err());
+    assert!(node.block_status("nope", 0, 1).is_err());
+}

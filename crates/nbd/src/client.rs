@@ -6,6 +6,14 @@
 //! (or a server that closes after `EXPORT_NAME`) is [`ClientError::UnknownExport`].
 //! Structured replies are not requested, so every reply is a simple reply.
 //!
+//! **TLS.** [`NbdClient::connect_tls`] sends `NBD_OPT_STARTTLS` right after the client
+//! flags and, on `NBD_REP_ACK`, runs the TLS handshake ([`ClientTls`]: the CA it trusts,
+//! optionally a client certificate) and the rest of the negotiation and the whole
+//! transmission phase inside it. A server that refuses `STARTTLS` gets
+//! [`ClientError::TlsRefused`] when TLS is required; with TLS optional the client goes on
+//! in clear. A failed handshake (a server certificate the CA did not sign, say) is
+//! [`ClientError::Tls`]; nothing is ever sent in clear after `STARTTLS`.
+//!
 //! **Pipelining.** Any number of tasks may call the request methods at once on a shared
 //! `&NbdClient`. Each request takes a slot in a slab of in-flight requests; the handle on
 //! the wire is `generation << 32 | slot`, so matching a reply is an index, not a hash
@@ -43,6 +51,7 @@ use crate::framed::read_parsed;
 use crate::handshake::{self, InfoItem};
 use crate::reply::parse_simple_reply;
 use crate::request::{encode_request, RequestHeader};
+use crate::server::tls::{ClientTls, TlsMode};
 use crate::wire::{
     opt, rep, Command, Errno, Parse, ProtocolError, TransmissionFlags, CLIENT_FLAG_FIXED_NEWSTYLE,
     CLIENT_FLAG_NO_ZEROES, CMD_FLAG_FUA, HS_FLAG_FIXED_NEWSTYLE, HS_FLAG_NO_ZEROES, MAX_PAYLOAD,
@@ -79,6 +88,15 @@ pub enum ClientError {
     /// The connection is closed.
     #[error("the connection is closed")]
     Disconnected,
+    /// TLS is required and the server refused `NBD_OPT_STARTTLS`.
+    #[error("TLS is required but the server refused NBD_OPT_STARTTLS (reply type {reply:#x})")]
+    TlsRefused {
+        /// The server's reply type.
+        reply: u32,
+    },
+    /// The TLS handshake failed.
+    #[error("TLS handshake failed: {0}")]
+    Tls(io::Error),
 }
 
 type Reply = Result<Bytes, ClientError>;
@@ -181,6 +199,53 @@ impl NbdClient {
         Self::handshake(r, w, export).await
     }
 
+    /// Connect over TCP to `addr` (`host:port`) and open `export`, upgrading to TLS first
+    /// as `tls` says (see the module docs); the server must prove it is `host`.
+    pub async fn connect_tls(
+        addr: &str,
+        export: &str,
+        tls: &ClientTls,
+    ) -> Result<Self, ClientError> {
+        let mut s = TcpStream::connect(addr).await?;
+        s.set_nodelay(true)?;
+        let mut buf = BytesMut::with_capacity(64 * 1024);
+        let (fixed, no_zeroes) = {
+            let (mut r, mut w) = s.split();
+            greet(&mut r, &mut w, &mut buf).await?
+        };
+        if tls.mode == TlsMode::Off {
+            let (r, w) = s.into_split();
+            return Self::open(r, w, buf, export, fixed, no_zeroes).await;
+        }
+        let mut out = Vec::new();
+        handshake::encode_option(&mut out, opt::STARTTLS, &[]);
+        s.write_all(&out).await?;
+        s.flush().await?;
+        let eof = || ClientError::Io(io::ErrorKind::UnexpectedEof.into());
+        let (reply, used) = read_parsed(&mut s, &mut buf, handshake::parse_option_reply)
+            .await?
+            .ok_or_else(eof)?;
+        buf.advance(used);
+        if reply.reply_type != rep::ACK {
+            if tls.mode == TlsMode::Required {
+                return Err(ClientError::TlsRefused {
+                    reply: reply.reply_type,
+                });
+            }
+            let (r, w) = s.into_split();
+            return Self::open(r, w, buf, export, fixed, no_zeroes).await;
+        }
+        if !buf.is_empty() {
+            return Err(ClientError::Protocol(ProtocolError::Malformed(
+                "bytes after the STARTTLS acknowledgement, before TLS",
+            )));
+        }
+        let host = host_of(addr);
+        let secured = tls.connect(host, s).await.map_err(ClientError::Tls)?;
+        let (r, w) = tokio::io::split(secured);
+        Self::open(r, w, buf, export, fixed, no_zeroes).await
+    }
+
     /// Connect over a Unix-domain socket and open `export`.
     pub async fn connect_unix(path: impl AsRef<Path>, export: &str) -> Result<Self, ClientError> {
         let (r, w) = UnixStream::connect(path).await?.into_split();
@@ -195,7 +260,24 @@ impl NbdClient {
         W: AsyncWrite + Unpin + Send + 'static,
     {
         let mut buf = BytesMut::with_capacity(64 * 1024);
-        let (size, flags) = negotiate(&mut r, &mut w, &mut buf, export).await?;
+        let (fixed, no_zeroes) = greet(&mut r, &mut w, &mut buf).await?;
+        Self::open(r, w, buf, export, fixed, no_zeroes).await
+    }
+
+    /// Open `export` (after the greeting), then start the reader and writer tasks.
+    async fn open<R, W>(
+        mut r: R,
+        mut w: W,
+        mut buf: BytesMut,
+        export: &str,
+        fixed: bool,
+        no_zeroes: bool,
+    ) -> Result<Self, ClientError>
+    where
+        R: AsyncRead + Unpin + Send + 'static,
+        W: AsyncWrite + Unpin + Send + 'static,
+    {
+        let (size, flags) = negotiate(&mut r, &mut w, &mut buf, export, fixed, no_zeroes).await?;
         let shared = Arc::new(Shared {
             slots: Mutex::new(Slots::default()),
             permits: Semaphore::new(MAX_IN_FLIGHT),
@@ -360,12 +442,14 @@ impl NbdClient {
     }
 }
 
-async fn negotiate<R, W>(
-    r: &mut R,
-    w: &mut W,
-    buf: &mut BytesMut,
-    export: &str,
-) -> Result<(u64, TransmissionFlags), ClientError>
+/// The host part of `host:port` (`[v6]:port` included), for TLS.
+fn host_of(addr: &str) -> &str {
+    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
+    host.trim_start_matches('[').trim_end_matches(']')
+}
+
+/// Read the greeting and send the client flags; returns (fixed newstyle, no zeroes).
+async fn greet<R, W>(r: &mut R, w: &mut W, buf: &mut BytesMut) -> Result<(bool, bool), ClientError>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
@@ -384,8 +468,26 @@ where
     if no_zeroes {
         cflags |= CLIENT_FLAG_NO_ZEROES;
     }
+    w.write_all(&cflags.to_be_bytes()).await?;
+    w.flush().await?;
+    Ok((fixed, no_zeroes))
+}
+
+/// Open `export` after the greeting: `NBD_OPT_GO`, else `NBD_OPT_EXPORT_NAME`.
+async fn negotiate<R, W>(
+    r: &mut R,
+    w: &mut W,
+    buf: &mut BytesMut,
+    export: &str,
+    fixed: bool,
+    no_zeroes: bool,
+) -> Result<(u64, TransmissionFlags), ClientError>
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin,
+{
+    let eof = || ClientError::Io(io::ErrorKind::UnexpectedEof.into());
     let mut out = Vec::with_capacity(64 + export.len());
-    out.extend_from_slice(&cflags.to_be_bytes());
     if fixed {
         let body = handshake::encode_info_request(export, &[]);
         handshake::encode_option(&mut out, opt::GO, &body);

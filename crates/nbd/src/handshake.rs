@@ -15,8 +15,10 @@
 //!
 //! Follows the "Handshake" and "Values" sections of the NBD protocol document. Oldstyle
 //! negotiation is not implemented; `NBD_OPT_STARTTLS` is decoded here and carried out by
-//! the server (`server::tls`); `NBD_OPT_STRUCTURED_REPLY` is understood but
-//! refused with `NBD_REP_ERR_UNSUP`, so every reply in transmission is a simple reply.
+//! the server (`server::tls`). `NBD_OPT_STRUCTURED_REPLY`, `NBD_OPT_LIST_META_CONTEXT`
+//! and `NBD_OPT_SET_META_CONTEXT` are decoded here ([`ClientOption::MetaContext`],
+//! [`encode_meta_context_request`], [`rep_meta_context`]); what the server answers is in
+//! `server::negotiate`.
 
 use bytes::BufMut;
 
@@ -140,6 +142,15 @@ pub enum ClientOption {
     StructuredReply,
     /// `NBD_OPT_STARTTLS`.
     StartTls,
+    /// `NBD_OPT_LIST_META_CONTEXT` (`set == false`) or `NBD_OPT_SET_META_CONTEXT`.
+    MetaContext {
+        /// Whether this selects (`SET`) rather than lists.
+        set: bool,
+        /// Export name.
+        name: String,
+        /// Queries (`namespace:leaf`).
+        queries: Vec<String>,
+    },
     /// Any other option code (answered with `NBD_REP_ERR_UNSUP`).
     Unknown(u32),
 }
@@ -171,6 +182,14 @@ impl OptionRequest {
             opt::STARTTLS => Err(bad("NBD_OPT_STARTTLS carries no data")),
             opt::STRUCTURED_REPLY if d.is_empty() => Ok(ClientOption::StructuredReply),
             opt::STRUCTURED_REPLY => Err(bad("NBD_OPT_STRUCTURED_REPLY carries no data")),
+            opt::LIST_META_CONTEXT | opt::SET_META_CONTEXT => {
+                let (name, queries) = meta_context_from(d).map_err(bad)?;
+                Ok(ClientOption::MetaContext {
+                    set: self.code == opt::SET_META_CONTEXT,
+                    name,
+                    queries,
+                })
+            }
             opt::INFO | opt::GO => {
                 if d.len() < 6 {
                     return Err(bad("info request shorter than 6 bytes"));
@@ -195,6 +214,63 @@ impl OptionRequest {
             other => Ok(ClientOption::Unknown(other)),
         }
     }
+}
+
+/// Most queries one meta context option may carry.
+const MAX_QUERIES: usize = 64;
+
+fn meta_context_from(d: &[u8]) -> Result<(String, Vec<String>), &'static str> {
+    // A length-prefixed string at the front of `d`, and what follows it.
+    fn string(d: &[u8]) -> Result<(String, &[u8]), &'static str> {
+        if d.len() < 4 {
+            return Err("meta context option cut short");
+        }
+        let n = be_u32(d) as usize;
+        if n > d.len() - 4 {
+            return Err("string longer than the option");
+        }
+        Ok((name_from(&d[4..4 + n])?, &d[4 + n..]))
+    }
+    let (name, rest) = string(d)?;
+    if rest.len() < 4 {
+        return Err("meta context option without a query count");
+    }
+    let count = be_u32(rest) as usize;
+    if count > MAX_QUERIES {
+        return Err("too many meta context queries");
+    }
+    let mut rest = &rest[4..];
+    let mut queries = Vec::with_capacity(count);
+    for _ in 0..count {
+        let (q, r) = string(rest)?;
+        queries.push(q);
+        rest = r;
+    }
+    if !rest.is_empty() {
+        return Err("bytes after the last meta context query");
+    }
+    Ok((name, queries))
+}
+
+/// Body of an `NBD_OPT_LIST_META_CONTEXT` / `NBD_OPT_SET_META_CONTEXT` request.
+pub fn encode_meta_context_request(name: &str, queries: &[&str]) -> Vec<u8> {
+    let mut d = Vec::new();
+    d.put_u32(name.len() as u32);
+    d.put_slice(name.as_bytes());
+    d.put_u32(queries.len() as u32);
+    for q in queries {
+        d.put_u32(q.len() as u32);
+        d.put_slice(q.as_bytes());
+    }
+    d
+}
+
+/// Body of `NBD_REP_META_CONTEXT`: the context id, then its name (not length-prefixed).
+pub fn rep_meta_context(id: u32, name: &str) -> Vec<u8> {
+    let mut d = Vec::with_capacity(4 + name.len());
+    d.put_u32(id);
+    d.put_slice(name.as_bytes());
+    d
 }
 
 fn name_from(bytes: &[u8]) -> Result<String, &'static str> {
@@ -435,6 +511,39 @@ mod tests {
             data: vec![],
         };
         assert_eq!(req.decode().unwrap(), ClientOption::Unknown(99));
+    }
+
+    #[test]
+    fn meta_context_options_decode() {
+        let body = encode_meta_context_request("disk", &["base:allocation", "qemu:dirty"]);
+        let req = OptionRequest {
+            code: opt::SET_META_CONTEXT,
+            data: body.clone(),
+        };
+        assert_eq!(
+            req.decode().unwrap(),
+            ClientOption::MetaContext {
+                set: true,
+                name: "disk".into(),
+                queries: vec!["base:allocation".into(), "qemu:dirty".into()]
+            }
+        );
+        // Cut anywhere, or with a byte too many, it is invalid, never a panic.
+        for cut in 0..body.len() {
+            let req = OptionRequest {
+                code: opt::LIST_META_CONTEXT,
+                data: body[..cut].to_vec(),
+            };
+            assert!(req.decode().is_err(), "cut at {cut}");
+        }
+        let mut long = body;
+        long.push(0);
+        let req = OptionRequest {
+            code: opt::LIST_META_CONTEXT,
+            data: long,
+        };
+        assert!(req.decode().is_err());
+        assert_eq!(rep_meta_context(1, "base:allocation")[..4], [0, 0, 0, 1]);
     }
 
     #[test]

@@ -9,7 +9,7 @@
 //! | [`wire`] | magics, flags, codes, error values, the [`wire::Parse`] outcome |
 //! | [`handshake`] | fixed newstyle negotiation messages, pure parse/encode |
 //! | [`request`] | transmission request framing and validation, pure |
-//! | [`reply`] | simple reply framing, pure |
+//! | [`reply`] | simple replies and structured reply chunks, block status payloads, pure |
 //! | [`server`] | accept loop, negotiation I/O, connections (threaded with blocking sockets, or async), node-wide limits (bytes in flight, worker threads), command execution, the [`server::Export`] trait |
 //! | [`client`] | the pipelined [`client::NbdClient`] |
 //! | [`mem`], [`file`](mod@file) | two exports: sparse memory and a positional-I/O file |
@@ -18,10 +18,16 @@
 //! [`wire::Parse::Incomplete`], and malformed input is an error value, never a panic.
 //! Follows the NBD protocol document of the reference implementation (`doc/proto.md`):
 //! fixed newstyle negotiation with `NBD_OPT_GO`/`INFO`/`LIST`/`ABORT`/`EXPORT_NAME`, simple
-//! replies, commands READ, WRITE (FUA), FLUSH, TRIM, WRITE_ZEROES and DISC. TLS with
-//! `NBD_OPT_STARTTLS` (`rustls`; off, optional or required) and per-export client
-//! allow-lists (CIDR). Not implemented: oldstyle negotiation, structured replies (refused with
-//! `NBD_REP_ERR_UNSUP`), block status, extended headers.
+//! replies, commands READ, WRITE (FUA), FLUSH, TRIM, WRITE_ZEROES and DISC. Structured
+//! replies (`NBD_OPT_STRUCTURED_REPLY`: a read is one `OFFSET_DATA` chunk, an error an
+//! `ERROR` chunk) and the `base:allocation` metadata context (`NBD_OPT_LIST_META_CONTEXT`,
+//! `NBD_OPT_SET_META_CONTEXT`, `NBD_CMD_BLOCK_STATUS` answered from
+//! [`server::Export::block_status`]) on the server side. TLS with `NBD_OPT_STARTTLS`
+//! (`rustls`; off, optional or required) and per-export client allow-lists (CIDR). Not
+//! implemented: oldstyle negotiation, other metadata contexts, reads split into data and
+//! hole chunks, extended headers; the client asks for neither structured replies nor
+//! block status. The client upgrades with `NBD_OPT_STARTTLS` when asked to
+//! ([`NbdClient::connect_tls`], [`ClientTls`]).
 
 pub mod client;
 pub mod file;
@@ -36,6 +42,7 @@ pub mod wire;
 pub use client::{ClientError, NbdClient};
 pub use file::FileExport;
 pub use mem::MemExport;
+pub use server::tls::{ClientTls, TlsError};
 pub use server::{
     serve, serve_limited, serve_tls, serve_with, Capabilities, Export, ExportMap, ExportProvider,
     Limits, LimitsGauge, Listener, ServerConfig, Tls, TlsMode, INLINE_READ_MAX,

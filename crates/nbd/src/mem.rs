@@ -3,7 +3,8 @@
 //! Storage is a map from page number to a 4 KiB page, split over 16 shards by page
 //! number, each behind its own `RwLock`, so concurrent requests to different pages rarely
 //! contend. Pages never written read as zeroes; trim and write-zeroes drop whole pages and
-//! zero the partial ends, so a trimmed range reads back as zeroes. Memory is "durable" the
+//! zero the partial ends, so a trimmed range reads back as zeroes. Block status reports
+//! pages not held as `HOLE | ZERO` and the rest as data. Memory is "durable" the
 //! moment a write returns, so flush and FUA only count calls (see [`MemStats`]), which the
 //! tests use to check that flags arrive.
 //!
@@ -16,7 +17,9 @@ use std::sync::RwLock;
 
 use bytes::{Bytes, BytesMut};
 
+use crate::reply::Extent;
 use crate::server::{BoxFuture, Capabilities, Export};
+use crate::wire::{STATE_HOLE, STATE_ZERO};
 
 const PAGE: usize = 4096;
 const SHARDS: usize = 16;
@@ -112,6 +115,26 @@ impl MemExport {
             let p = shard.entry(page).or_insert_with(|| Box::new([0u8; PAGE]));
             p[start..start + range.len()].copy_from_slice(&data[range]);
         }
+    }
+
+    /// The `base:allocation` status of `len` bytes at `offset`: pages never written (or
+    /// freed by trim or write-zeroes) are holes that read as zeroes, the rest is data.
+    pub fn extents_sync(&self, offset: u64, len: usize) -> Vec<Extent> {
+        let mut out: Vec<Extent> = Vec::new();
+        for (page, _, range) in pages(offset, len) {
+            let allocated = lock_read(&self.shards[shard_of(page)]).contains_key(&page);
+            let flags = if allocated {
+                0
+            } else {
+                STATE_HOLE | STATE_ZERO
+            };
+            let n = range.len() as u32;
+            match out.last_mut() {
+                Some(e) if e.flags == flags => e.length += n,
+                _ => out.push(Extent { length: n, flags }),
+            }
+        }
+        out
     }
 
     /// Synchronous zeroing of `len` bytes at `offset`; whole pages are freed.
@@ -210,6 +233,10 @@ impl Export for MemExport {
             Ok(())
         })
     }
+
+    fn block_status(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Vec<Extent>>> {
+        Box::pin(async move { Ok(self.extents_sync(offset, len as usize)) })
+    }
 }
 
 #[cfg(test)]
@@ -247,6 +274,17 @@ mod tests {
                 }
             }
             prop_assert_eq!(&m.read_sync(0, size as usize)[..], &model[..]);
+            // Block status covers the range exactly, and never calls data a hole.
+            let ext = m.extents_sync(0, size as usize);
+            prop_assert_eq!(ext.iter().map(|e| e.length as u64).sum::<u64>(), size);
+            let mut at = 0usize;
+            for e in ext {
+                let part = &model[at..at + e.length as usize];
+                if e.flags & STATE_ZERO != 0 {
+                    prop_assert!(part.iter().all(|&b| b == 0));
+                }
+                at += e.length as usize;
+            }
         }
     }
 }

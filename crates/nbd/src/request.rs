@@ -17,7 +17,7 @@ use bytes::BufMut;
 
 use crate::wire::{
     be_u16, be_u32, be_u64, Command, Errno, Parse, ProtocolError, TransmissionFlags, CMD_FLAG_FUA,
-    CMD_FLAG_NO_HOLE, MAX_PAYLOAD, REQUEST_HEADER_LEN, REQUEST_MAGIC,
+    CMD_FLAG_NO_HOLE, CMD_FLAG_REQ_ONE, MAX_PAYLOAD, REQUEST_HEADER_LEN, REQUEST_MAGIC,
 };
 
 /// A decoded request header.
@@ -62,8 +62,10 @@ impl RequestHeader {
     /// Check the request against an export of `size` bytes with transmission `flags`.
     ///
     /// Order of checks: unknown command, unsupported flag, unsupported command, read-only
-    /// (`EPERM`), oversize read (`EINVAL`), range past the end (`EINVAL` for read and trim,
-    /// `ENOSPC` for write and write-zeroes).
+    /// (`EPERM`), oversize read or zero-length block status (`EINVAL`), range past the end
+    /// (`EINVAL` for read, trim and block status, `ENOSPC` for write and write-zeroes).
+    /// Whether block status may be asked at all (a metadata context was selected) is the
+    /// connection's business, not the header's.
     pub fn check(&self, size: u64, flags: TransmissionFlags) -> Result<(), Errno> {
         let mut allowed = 0;
         if flags.has(TransmissionFlags::SEND_FUA) {
@@ -72,6 +74,10 @@ impl RequestHeader {
         let needs = match self.command {
             Command::Unknown(_) => return Err(Errno::Inval),
             Command::Read | Command::Disconnect => 0,
+            Command::BlockStatus => {
+                allowed |= CMD_FLAG_REQ_ONE;
+                0
+            }
             Command::Write => TransmissionFlags::HAS_FLAGS,
             Command::Flush => TransmissionFlags::SEND_FLUSH,
             Command::Trim => TransmissionFlags::SEND_TRIM,
@@ -91,6 +97,9 @@ impl RequestHeader {
             return Err(Errno::Perm);
         }
         if self.command == Command::Read && self.length > MAX_PAYLOAD {
+            return Err(Errno::Inval);
+        }
+        if self.command == Command::BlockStatus && self.length == 0 {
             return Err(Errno::Inval);
         }
         let ranged = !matches!(self.command, Command::Flush | Command::Disconnect);
@@ -244,6 +253,22 @@ mod tests {
         assert_eq!(fua.check(size, plain), Err(Errno::Inval));
         fua.flags = 1 << 4;
         assert_eq!(fua.check(size, ALL), Err(Errno::Inval));
+        // Block status: REQ_ONE allowed, zero length and past the end refused.
+        let mut bs = hdr(Command::BlockStatus, 0, 4096);
+        assert_eq!(bs.check(size, plain), Ok(()));
+        bs.flags = CMD_FLAG_REQ_ONE;
+        assert_eq!(bs.check(size, ro), Ok(()));
+        assert_eq!(
+            hdr(Command::BlockStatus, 0, 0).check(size, ALL),
+            Err(Errno::Inval)
+        );
+        assert_eq!(
+            hdr(Command::BlockStatus, size - 4096, 4097).check(size, ALL),
+            Err(Errno::Inval)
+        );
+        let mut read_one = hdr(Command::Read, 0, 1);
+        read_one.flags = CMD_FLAG_REQ_ONE;
+        assert_eq!(read_one.check(size, ALL), Err(Errno::Inval));
     }
 
     proptest::proptest! {

@@ -19,8 +19,11 @@ pub const OPTION_REPLY_MAGIC: u64 = 0x0003_e889_0455_65a9;
 pub const REQUEST_MAGIC: u32 = 0x2560_9513;
 /// Magic that opens every simple reply.
 pub const SIMPLE_REPLY_MAGIC: u32 = 0x6744_6698;
-/// Magic of structured reply chunks (recognised, never sent: structured replies are refused).
+/// Magic of structured reply chunks (sent once the client negotiated
+/// `NBD_OPT_STRUCTURED_REPLY`).
 pub const STRUCTURED_REPLY_MAGIC: u32 = 0x668e_33ef;
+/// Size of a structured reply chunk header (magic, flags, type, handle, length).
+pub const STRUCTURED_REPLY_HEADER_LEN: usize = 20;
 
 /// Size of a transmission request header.
 pub const REQUEST_HEADER_LEN: usize = 28;
@@ -87,14 +90,18 @@ pub mod opt {
     pub const ABORT: u32 = 2;
     /// List exports.
     pub const LIST: u32 = 3;
-    /// Upgrade to TLS (not supported).
+    /// Upgrade to TLS.
     pub const STARTTLS: u32 = 5;
     /// Describe an export.
     pub const INFO: u32 = 6;
     /// Describe an export and enter transmission.
     pub const GO: u32 = 7;
-    /// Ask for structured replies (refused with `NBD_REP_ERR_UNSUP`).
+    /// Ask for structured replies.
     pub const STRUCTURED_REPLY: u32 = 8;
+    /// List the metadata contexts of an export.
+    pub const LIST_META_CONTEXT: u32 = 9;
+    /// Select the metadata contexts `NBD_CMD_BLOCK_STATUS` reports.
+    pub const SET_META_CONTEXT: u32 = 10;
 }
 
 /// Option reply types sent by the server.
@@ -105,6 +112,8 @@ pub mod rep {
     pub const SERVER: u32 = 2;
     /// One information item of a `NBD_OPT_INFO` / `NBD_OPT_GO` answer.
     pub const INFO: u32 = 3;
+    /// One metadata context of a `NBD_OPT_LIST_META_CONTEXT` / `SET_META_CONTEXT` answer.
+    pub const META_CONTEXT: u32 = 4;
     /// Bit set on every error reply.
     pub const ERR_BIT: u32 = 1 << 31;
     /// Unknown option.
@@ -143,6 +152,36 @@ pub mod info {
 pub const CMD_FLAG_FUA: u16 = 1 << 0;
 /// Command flag: `WRITE_ZEROES` must not punch a hole.
 pub const CMD_FLAG_NO_HOLE: u16 = 1 << 1;
+/// Command flag: `BLOCK_STATUS` wants one extent only, no longer than the request.
+pub const CMD_FLAG_REQ_ONE: u16 = 1 << 3;
+
+/// The one metadata context this implementation offers.
+pub const BASE_ALLOCATION: &str = "base:allocation";
+/// The id the server gives `base:allocation` in `NBD_REP_META_CONTEXT`.
+pub const BASE_ALLOCATION_ID: u32 = 1;
+/// `base:allocation` status flag: the extent is not allocated in the backend storage.
+pub const STATE_HOLE: u32 = 1 << 0;
+/// `base:allocation` status flag: the extent reads as zeroes.
+pub const STATE_ZERO: u32 = 1 << 1;
+
+/// Structured reply flag: the last chunk of a reply.
+pub const REPLY_FLAG_DONE: u16 = 1 << 0;
+
+/// Structured reply chunk types.
+pub mod reply_type {
+    /// No payload; the final chunk of a successful reply.
+    pub const NONE: u16 = 0;
+    /// Data of a read: offset then bytes.
+    pub const OFFSET_DATA: u16 = 1;
+    /// A run of zeroes of a read: offset and length.
+    pub const OFFSET_HOLE: u16 = 2;
+    /// Block status descriptors of one metadata context.
+    pub const BLOCK_STATUS: u16 = 5;
+    /// An error: value, message length, message.
+    pub const ERROR: u16 = (1 << 15) | 1;
+    /// An error at an offset.
+    pub const ERROR_OFFSET: u16 = (1 << 15) | 2;
+}
 
 /// A transmission-phase command type.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -159,6 +198,8 @@ pub enum Command {
     Trim,
     /// `NBD_CMD_WRITE_ZEROES` (6).
     WriteZeroes,
+    /// `NBD_CMD_BLOCK_STATUS` (7); answered with a structured reply.
+    BlockStatus,
     /// Any other code; answered with `EINVAL`.
     Unknown(u16),
 }
@@ -173,6 +214,7 @@ impl Command {
             3 => Command::Flush,
             4 => Command::Trim,
             6 => Command::WriteZeroes,
+            7 => Command::BlockStatus,
             other => Command::Unknown(other),
         }
     }
@@ -186,6 +228,7 @@ impl Command {
             Command::Flush => 3,
             Command::Trim => 4,
             Command::WriteZeroes => 6,
+            Command::BlockStatus => 7,
             Command::Unknown(c) => c,
         }
     }
@@ -356,6 +399,7 @@ mod tests {
         }
         assert_eq!(Command::from_code(6), Command::WriteZeroes);
         assert_eq!(Command::from_code(5), Command::Unknown(5));
+        assert_eq!(Command::from_code(7), Command::BlockStatus);
     }
 
     #[test]

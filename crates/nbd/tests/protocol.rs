@@ -280,9 +280,11 @@ async fn bad_options_are_answered_and_negotiation_goes_on() {
     // Unknown option.
     send_opt(&mut s, 99, b"whatever").await;
     assert_eq!(opt_reply(&mut s).await, (99, 0x8000_0001, vec![]));
-    // Structured replies are refused.
+    // Structured replies with data: invalid; without: accepted.
+    send_opt(&mut s, 8, &[1]).await;
+    assert_eq!(opt_reply(&mut s).await, (8, 0x8000_0003, vec![]));
     send_opt(&mut s, 8, &[]).await;
-    assert_eq!(opt_reply(&mut s).await, (8, 0x8000_0001, vec![]));
+    assert_eq!(opt_reply(&mut s).await, (8, 1, vec![]));
     // STARTTLS: unsupported.
     send_opt(&mut s, 5, &[]).await;
     assert_eq!(opt_reply(&mut s).await, (5, 0x8000_0001, vec![]));

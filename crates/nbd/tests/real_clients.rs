@@ -8,7 +8,7 @@ use std::process::Command;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use nbd::server::{Capabilities, ExportMap};
+use nbd::server::{BoxFuture, Capabilities, ExportMap};
 use nbd::MemExport;
 
 const SIZE: u64 = 1 << 20;
@@ -27,11 +27,15 @@ impl Server {
             read_only: true,
             ..Capabilities::default()
         });
-        let exports = Arc::new(
-            ExportMap::new()
-                .with("disk", disk.clone())
-                .with("ro", Arc::new(ro)),
-        );
+        let exports = ExportMap::new()
+            .with("disk", disk.clone())
+            .with("ro", Arc::new(ro));
+        Server::serving(exports, disk)
+    }
+
+    /// Serve `exports` (`disk` is kept for tests that look inside it).
+    fn serving(exports: ExportMap, disk: Arc<MemExport>) -> Server {
+        let exports = Arc::new(exports);
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
         let (port_tx, port_rx) = std::sync::mpsc::channel();
         let thread = std::thread::spawn(move || {
@@ -221,6 +225,175 @@ fn qemu_img_info_reports_the_size() {
     let (ok, out) = run("qemu-img", "qemu-utils", &["info", &s.uri("disk")]);
     assert!(
         ok && out.contains("virtual size: 1 MiB (1048576 bytes)"),
+        "{out}"
+    );
+}
+
+/// A sparse image file: 64 MiB with 1 MiB of 0x77 at 8 MiB and 4 KiB of 0x99 at 40 MiB.
+fn sparse_image(dir: &std::path::Path) -> std::path::PathBuf {
+    use std::os::unix::fs::FileExt;
+    let path = dir.join("sparse.img");
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(64 << 20).unwrap();
+    f.write_all_at(&vec![0x77; 1 << 20], 8 << 20).unwrap();
+    f.write_all_at(&[0x99; 4096], 40 << 20).unwrap();
+    f.sync_all().unwrap();
+    path
+}
+
+/// Bytes the file system really allocated to `path` (what `du` counts).
+fn allocated(path: &std::path::Path) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).unwrap().blocks() * 512
+}
+
+/// An export that counts the bytes read from it (to see what a client skipped).
+struct Counting {
+    inner: nbd::FileExport,
+    read: std::sync::atomic::AtomicU64,
+}
+
+impl nbd::Export for Counting {
+    fn size(&self) -> u64 {
+        self.inner.size()
+    }
+    fn capabilities(&self) -> Capabilities {
+        self.inner.capabilities()
+    }
+    fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, std::io::Result<bytes::Bytes>> {
+        self.read
+            .fetch_add(len as u64, std::sync::atomic::Ordering::Relaxed);
+        self.inner.read(offset, len)
+    }
+    fn write(
+        &self,
+        offset: u64,
+        data: bytes::Bytes,
+        fua: bool,
+    ) -> BoxFuture<'_, std::io::Result<()>> {
+        self.inner.write(offset, data, fua)
+    }
+    fn flush(&self) -> BoxFuture<'_, std::io::Result<()>> {
+        self.inner.flush()
+    }
+    fn trim(&self, offset: u64, len: u32) -> BoxFuture<'_, std::io::Result<()>> {
+        self.inner.trim(offset, len)
+    }
+    fn write_zeroes(&self, offset: u64, len: u32, fua: bool) -> BoxFuture<'_, std::io::Result<()>> {
+        self.inner.write_zeroes(offset, len, fua)
+    }
+    fn block_status(
+        &self,
+        offset: u64,
+        len: u32,
+    ) -> BoxFuture<'_, std::io::Result<Vec<nbd::server::export::Extent>>> {
+        self.inner.block_status(offset, len)
+    }
+}
+
+#[test]
+fn block_status_keeps_sparse_images_sparse_through_real_clients() {
+    let dir = tempfile::tempdir().unwrap();
+    let image = sparse_image(dir.path());
+    let file = Arc::new(Counting {
+        inner: nbd::FileExport::open(&image, false).unwrap(),
+        read: Default::default(),
+    });
+    let s = Server::serving(
+        ExportMap::new().with("img", file.clone()),
+        Arc::new(MemExport::new(SIZE)),
+    );
+    let uri = s.uri("img");
+
+    // nbdinfo --map: holes and data where the file has them.
+    let (ok, out) = run("nbdinfo", "libnbd-bin", &["--map", "--json", &uri]);
+    assert!(ok, "nbdinfo --map failed:\n{out}");
+    let map: Vec<serde_json::Value> = serde_json::from_str(&out).expect(&out);
+    let at = |offset: u64| {
+        map.iter()
+            .find(|e| {
+                let o = e["offset"].as_u64().unwrap();
+                o <= offset && offset < o + e["length"].as_u64().unwrap()
+            })
+            .unwrap_or_else(|| panic!("offset {offset} not mapped: {out}"))["type"]
+            .as_u64()
+            .unwrap()
+    };
+    assert_eq!(at(0), 3, "hole,zero at the start: {out}");
+    assert_eq!(at(8 << 20), 0, "data at 8 MiB: {out}");
+    assert_eq!(at((9 << 20) - 1), 0, "{out}");
+    assert_eq!(at(20 << 20), 3, "{out}");
+    assert_eq!(at(40 << 20), 0, "{out}");
+    assert_eq!(at((64 << 20) - 1), 3, "{out}");
+    let total: u64 = map.iter().map(|e| e["length"].as_u64().unwrap()).sum();
+    assert_eq!(total, 64 << 20);
+    let data: u64 = map
+        .iter()
+        .filter(|e| e["type"].as_u64() == Some(0))
+        .map(|e| e["length"].as_u64().unwrap())
+        .sum();
+    assert!(
+        ((1 << 20) + 4096..=3 << 20).contains(&data),
+        "about 1 MiB of data mapped, got {data}: {out}"
+    );
+
+    // qemu-img map agrees.
+    let (ok, out) = run("qemu-img", "qemu-utils", &["map", "--output=json", &uri]);
+    assert!(ok, "qemu-img map failed:\n{out}");
+    let qmap: Vec<serde_json::Value> = serde_json::from_str(&out).expect(&out);
+    let data_at = |offset: u64| {
+        qmap.iter()
+            .find(|e| {
+                let o = e["start"].as_u64().unwrap();
+                o <= offset && offset < o + e["length"].as_u64().unwrap()
+            })
+            .unwrap_or_else(|| panic!("offset {offset} not mapped: {out}"))["data"]
+            .as_bool()
+            .unwrap()
+    };
+    assert!(!data_at(0) && data_at(8 << 20) && !data_at(30 << 20) && data_at(40 << 20));
+
+    // qemu-img convert skips the holes: the copy is as sparse as the image, and equal.
+    let copy = dir.path().join("copy.img");
+    let (ok, out) = run(
+        "qemu-img",
+        "qemu-utils",
+        &["convert", "-O", "raw", &uri, copy.to_str().unwrap()],
+    );
+    assert!(ok, "qemu-img convert failed:\n{out}");
+    // It read the data, not the 64 MiB: the holes were skipped, not scanned.
+    let read = file.read.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        ((1 << 20) + 4096..=4 << 20).contains(&read),
+        "qemu-img convert read {read} bytes of a 64 MiB image holding 1 MiB + 4 KiB"
+    );
+    assert_eq!(std::fs::metadata(&copy).unwrap().len(), 64 << 20);
+    let (src, dst) = (allocated(&image), allocated(&copy));
+    assert!(
+        dst <= src + (1 << 20) && dst < 8 << 20,
+        "the copy allocated {dst} bytes against the image's {src} (of 64 MiB)"
+    );
+    assert_eq!(
+        std::fs::read(&copy).unwrap(),
+        std::fs::read(&image).unwrap()
+    );
+
+    // Reads with structured replies negotiated return the right bytes.
+    let (ok, out) = qemu_io(&[
+        "-f",
+        "raw",
+        &uri,
+        "-c",
+        "read -P 0x77 8M 1M",
+        "-c",
+        "read -P 0x99 40M 4k",
+        "-c",
+        "read -P 0 0 1M",
+    ]);
+    assert!(ok, "qemu-io failed:\n{out}");
+    assert!(!out.contains("Pattern verification failed"), "{out}");
+    assert!(
+        out.contains("read 1048576/1048576 bytes at offset 8388608"),
         "{out}"
     );
 }

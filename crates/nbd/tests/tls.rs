@@ -242,6 +242,19 @@ fn nbdinfo_over_tls_and_plain_clients_refused() {
     let (ok, out) = run("nbdinfo", "libnbd-bin", &[&uri]);
     assert!(ok, "{out}");
     assert!(out.contains("with TLS"), "{out}");
+    // Block status (structured replies) inside TLS: the written page is data, the rest
+    // a hole.
+    let (ok, out) = run("nbdinfo", "libnbd-bin", &["--map", "--json", &uri]);
+    assert!(ok, "nbdinfo --map over TLS failed:\n{out}");
+    let map: Vec<serde_json::Value> = serde_json::from_str(&out).expect(&out);
+    let got: Vec<(u64, u64, u64)> = map
+        .iter()
+        .map(|e| {
+            let n = |k: &str| e[k].as_u64().unwrap();
+            (n("offset"), n("length"), n("type"))
+        })
+        .collect();
+    assert_eq!(got, vec![(0, 4096, 0), (4096, SIZE - 4096, 3)], "{out}");
 
     // Plain clients get nothing: nbdinfo and qemu-io without TLS fail.
     let plain = format!("nbd://127.0.0.1:{}/disk", s.port);
@@ -409,4 +422,86 @@ async fn starttls_is_unsupported_when_off() {
     drop(c);
     let _ = stop.send(());
     server.await.unwrap().unwrap();
+}
+
+/// Our own client (what a level-1 node uses to reach its level-2 node) over STARTTLS.
+#[test]
+fn our_client_upgrades_to_tls_and_refuses_to_go_on_in_clear() {
+    use nbd::{ClientError, ClientTls, NbdClient};
+    let s = Server::start(TlsMode::Required);
+    let addr = format!("127.0.0.1:{}", s.port);
+    let ca = s.dir.path().join("ca-cert.pem");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        // Trusting the right CA: written bytes read back, through TLS.
+        let tls = ClientTls::from_pem_files(TlsMode::Required, &ca, None).unwrap();
+        let c = NbdClient::connect_tls(&addr, "disk", &tls).await.unwrap();
+        assert_eq!(c.size(), SIZE);
+        c.write(8192, bytes::Bytes::from(vec![0x3c; 4096]), true)
+            .await
+            .unwrap();
+        assert_eq!(&c.read(8192, 4096).await.unwrap()[..], &[0x3c; 4096][..]);
+        c.disconnect().await.unwrap();
+        assert!(s.disk.read_sync(8192, 4096).iter().all(|&b| b == 0x3c));
+
+        // A client that trusts another CA: the handshake fails, and says so.
+        let other = tempfile::tempdir().unwrap();
+        make_certs(other.path());
+        let wrong =
+            ClientTls::from_pem_files(TlsMode::Required, &other.path().join("ca-cert.pem"), None)
+                .unwrap();
+        let err = NbdClient::connect_tls(&addr, "disk", &wrong)
+            .await
+            .err()
+            .expect("a server signed by another CA was trusted");
+        assert!(matches!(err, ClientError::Tls(_)), "{err}");
+        assert!(err.to_string().contains("TLS handshake failed"), "{err}");
+
+        // Without TLS a required server refuses to serve: the plain client cannot open.
+        assert!(NbdClient::connect(addr.as_str(), "disk").await.is_err());
+        // A file that is no certificate is an error naming it.
+        let bad = s.dir.path().join("server-key.pem");
+        let e = ClientTls::from_pem_files(TlsMode::Required, &bad, None).unwrap_err();
+        assert!(e.to_string().contains("server-key.pem"), "{e}");
+    });
+
+    // A server without TLS: a client requiring it refuses to go on in clear; one for
+    // which it is optional goes on.
+    let disk = Arc::new(MemExport::new(SIZE));
+    rt.block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let plain = l.local_addr().unwrap().to_string();
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let server = tokio::spawn(nbd::serve(
+            l,
+            Arc::new(ExportMap::new().with("d", disk.clone())),
+            async {
+                let _ = rx.await;
+            },
+        ));
+        let required = ClientTls::from_pem_files(TlsMode::Required, &ca, None).unwrap();
+        let err = NbdClient::connect_tls(&plain, "d", &required)
+            .await
+            .err()
+            .expect("went on in clear although TLS is required");
+        assert!(
+            matches!(err, ClientError::TlsRefused { reply } if reply == ERR_UNSUP),
+            "{err}"
+        );
+        let optional = ClientTls::from_pem_files(TlsMode::Optional, &ca, None).unwrap();
+        let c = NbdClient::connect_tls(&plain, "d", &optional)
+            .await
+            .unwrap();
+        c.write(0, bytes::Bytes::from_static(b"clear"), false)
+            .await
+            .unwrap();
+        assert_eq!(&c.read(0, 5).await.unwrap()[..], b"clear");
+        c.disconnect().await.unwrap();
+        let _ = stop.send(());
+        server.await.unwrap().unwrap();
+    });
 }

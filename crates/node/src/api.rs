@@ -71,9 +71,30 @@ impl IntoResponse for NodeError {
     }
 }
 
-/// Parses a JSON body; the error names the line, column and field.
+/// Parses a JSON body; the error names the line, column and field. serde names the
+/// field of an unknown or missing key but not of a bad value (`"dirty_bytes": "lots"`),
+/// so then each key is tried alone to find the one whose value is refused.
 fn body<T: DeserializeOwned>(b: &Bytes) -> Result<T, NodeError> {
-    serde_json::from_slice(b).map_err(|e| NodeError::Invalid(format!("request body: {e}")))
+    serde_json::from_slice(b).map_err(|e| {
+        let msg = e.to_string();
+        let culprit = serde_json::from_slice::<serde_json::Map<String, serde_json::Value>>(b)
+            .ok()
+            .and_then(|m| {
+                m.into_iter().find_map(|(k, v)| {
+                    let one = serde_json::Value::Object([(k.clone(), v)].into_iter().collect());
+                    match serde_json::from_value::<T>(one) {
+                        Err(e) if !e.to_string().starts_with("missing field") => Some(k),
+                        _ => None,
+                    }
+                })
+            });
+        match culprit {
+            Some(k) if !msg.contains(&format!("`{k}`")) => {
+                NodeError::Invalid(format!("request body: {k}: {msg}"))
+            }
+            _ => NodeError::Invalid(format!("request body: {msg}")),
+        }
+    })
 }
 
 async fn blocking<T: Send + 'static>(

@@ -204,6 +204,22 @@ pub struct ExportConfig {
     /// Upstream NBD exports (`host:port/name`); several are striped by `stripe_unit`.
     #[serde(default)]
     pub upstream: Vec<String>,
+    /// TLS to the upstreams (`NBD_OPT_STARTTLS`): `off` (the default), `optional`
+    /// (upgrade when the upstream offers it) or `required` (never go on in clear; an
+    /// upstream that refuses is an error at start).
+    #[serde(default = "default_tls")]
+    pub upstream_tls: String,
+    /// With `upstream_tls`: the CA certificates (PEM) that must have signed the
+    /// upstreams' certificates (relative to `data_dir`).
+    #[serde(default)]
+    pub upstream_tls_ca: Option<PathBuf>,
+    /// With `upstream_tls`: a client certificate chain (PEM) to present, with
+    /// `upstream_tls_key` (relative to `data_dir`).
+    #[serde(default)]
+    pub upstream_tls_cert: Option<PathBuf>,
+    /// With `upstream_tls_cert`: its private key (PEM).
+    #[serde(default)]
+    pub upstream_tls_key: Option<PathBuf>,
     /// Stripe unit for several upstreams (default 1 MiB).
     #[serde(default)]
     pub stripe_unit: Option<ByteSize>,
@@ -454,6 +470,26 @@ impl NodeConfig {
                 if h.size.0 < h.chunk.0 {
                     return Err(format!("{at}.hot_tier.size: smaller than one chunk"));
                 }
+            }
+            let tls: nbd::TlsMode = e
+                .upstream_tls
+                .parse()
+                .map_err(|m| format!("{at}.upstream_tls: {m}"))?;
+            if tls != nbd::TlsMode::Off {
+                if e.upstream.is_empty() {
+                    return Err(format!("{at}.upstream_tls: only upstream exports use TLS"));
+                }
+                if e.upstream_tls_ca.is_none() {
+                    return Err(format!(
+                        "{at}.upstream_tls_ca: `upstream_tls = \"{}\"` needs the CA file that signed the upstreams' certificates",
+                        e.upstream_tls
+                    ));
+                }
+            }
+            if e.upstream_tls_cert.is_some() != e.upstream_tls_key.is_some() {
+                return Err(format!(
+                    "{at}.upstream_tls_cert: give both `upstream_tls_cert` and `upstream_tls_key`, or neither"
+                ));
             }
             if !e.upstream_api.is_empty() && e.upstream_api.len() != e.upstream.len() {
                 return Err(format!(

@@ -18,13 +18,17 @@
 //! starts. Every read and write also feeds its blocks to the tenant's profiler and its
 //! latency to the tenant's observer (`observe`), a read as a hit when every block was in
 //! memory (served by `read_now`, or found by the cache's read) and as a miss otherwise.
+//! Block status (`base:allocation`) comes from [`cache::CacheNode::block_status`]: the
+//! backend's holes (a file image's, from `lseek`; other backends report all data), less
+//! every block a cache holds dirty, so data not yet written back is never called a hole.
 
 use crate::latency::Latency;
 use crate::observe::{Service, TenantObserver};
 use crate::state::NodeState;
 use bytes::Bytes;
 use cache::CacheError;
-use nbd::server::export::BoxFuture;
+use nbd::server::export::{BoxFuture, Extent};
+use nbd::wire::{STATE_HOLE, STATE_ZERO};
 use nbd::{Capabilities, Export, ExportProvider};
 use std::io;
 use std::sync::Arc;
@@ -175,6 +179,26 @@ impl CacheExport {
         out
     }
 
+    /// Runs `f` on the cache's blocking data path, untimed (for queries that are no I/O
+    /// of the tenant's, such as block status).
+    async fn blocking<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&cache::CacheNode, &str) -> Result<T, CacheError> + Send + 'static,
+    ) -> io::Result<T> {
+        let node = self.state.cache.clone();
+        let export = self.export.clone();
+        if tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::MultiThread
+        {
+            tokio::task::block_in_place(|| f(&node, &export)).map_err(io_error)
+        } else {
+            tokio::task::spawn_blocking(move || f(&node, &export))
+                .await
+                .map_err(|e| io::Error::other(format!("cache task failed: {e}")))?
+                .map_err(io_error)
+        }
+    }
+
     /// Runs `f` on the `len` bytes at `offset` if they are all in memory (timing the read
     /// as a request); `None` if not, or while bandwidth shares are set (those are waited
     /// for on the async path).
@@ -277,6 +301,22 @@ impl Export for CacheExport {
         Box::pin(self.run(true, 0, move |node, export, client| {
             node.trim(export, client, offset, len as u64)
         }))
+    }
+
+    fn block_status(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Vec<Extent>>> {
+        Box::pin(async move {
+            let runs = self
+                .blocking(move |node, export| node.block_status(export, offset, len as u64))
+                .await?;
+            Ok(runs
+                .into_iter()
+                .map(|(n, hole)| Extent {
+                    // The runs cover at most the request's `len`, a u32.
+                    length: n.min(len as u64) as u32,
+                    flags: if hole { STATE_HOLE | STATE_ZERO } else { 0 },
+                })
+                .collect())
+        })
     }
 
     fn write_zeroes(&self, offset: u64, len: u32, fua: bool) -> BoxFuture<'_, io::Result<()>> {

@@ -222,11 +222,36 @@ async fn open_backend(
             .map_err(field)?;
         return Ok((Arc::new(b), format!("file:{}", path.display())));
     }
+    let mode: nbd::TlsMode = e.upstream_tls.parse().map_err(field)?;
+    let tls = match (&e.upstream_tls_ca, mode) {
+        (_, nbd::TlsMode::Off) => None,
+        (None, _) => return Err(field("upstream_tls_ca: missing".into())),
+        (Some(ca), mode) => {
+            let client = match (&e.upstream_tls_cert, &e.upstream_tls_key) {
+                (Some(c), Some(k)) => Some((cfg.path(c), cfg.path(k))),
+                _ => None,
+            };
+            let client = client.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
+            let t = nbd::ClientTls::from_pem_files(mode, &cfg.path(ca), client)
+                .map_err(|err| field(format!("upstream_tls_ca / upstream_tls_cert: {err}")))?;
+            Some((t, cfg.path(ca)))
+        }
+    };
     let mut members: Vec<Arc<dyn cache::Backend>> = Vec::new();
     for u in &e.upstream {
-        let b = upstream::UpstreamBackend::connect(u)
+        let b = upstream::UpstreamBackend::connect_tls(u, tls.as_ref().map(|t| &t.0))
             .await
-            .map_err(|err| field(err.to_string()))?;
+            .map_err(|err| match &tls {
+                // Name the setting to check when the TLS handshake itself failed.
+                Some((_, ca)) if err.to_string().contains("TLS handshake failed") => field(format!(
+                    "{err} (is the upstream's certificate signed by the CA in upstream_tls_ca = {}?)",
+                    ca.display()
+                )),
+                Some(_) if err.to_string().contains("refused NBD_OPT_STARTTLS") => {
+                    field(format!("{err} (upstream_tls = \"{}\")", e.upstream_tls))
+                }
+                _ => field(err.to_string()),
+            })?;
         members.push(Arc::new(b));
     }
     let unit = e.stripe_unit.map(|u| u.0).unwrap_or(1 << 20);

@@ -5,7 +5,8 @@
 //! each call blocks that thread on the runtime (`Handle::block_on`) while other requests
 //! keep flowing through the same connection. Requests larger than the protocol's payload
 //! limit are split. Several upstreams of one export are striped by
-//! [`cache::StripedBackend`] on top.
+//! [`cache::StripedBackend`] on top. The connection may run over TLS
+//! ([`UpstreamBackend::connect_tls`]; the export's `upstream_tls*` settings).
 
 use bytes::Bytes;
 use cache::Backend;
@@ -42,11 +43,19 @@ pub fn parse_address(s: &str) -> Result<(String, String), String> {
 impl UpstreamBackend {
     /// Connects to `host:port/name`; called from within the runtime.
     pub async fn connect(address: &str) -> io::Result<Self> {
+        Self::connect_tls(address, None).await
+    }
+
+    /// Connects to `host:port/name`, over TLS as `tls` says (see
+    /// [`NbdClient::connect_tls`]); called from within the runtime.
+    pub async fn connect_tls(address: &str, tls: Option<&nbd::ClientTls>) -> io::Result<Self> {
         let (addr, name) =
             parse_address(address).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let client = NbdClient::connect(addr.as_str(), &name)
-            .await
-            .map_err(|e| io::Error::other(format!("upstream {address}: {e}")))?;
+        let client = match tls {
+            Some(tls) => NbdClient::connect_tls(&addr, &name, tls).await,
+            None => NbdClient::connect(addr.as_str(), &name).await,
+        }
+        .map_err(|e| io::Error::other(format!("upstream {address}: {e}")))?;
         Ok(UpstreamBackend {
             client,
             handle: Handle::current(),

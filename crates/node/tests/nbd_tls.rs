@@ -181,3 +181,104 @@ fn bad_tls_and_allow_settings_name_the_field() {
         "{e}"
     );
 }
+
+/// A level-1 node reaching a TLS-required level-2 node: `upstream_tls`.
+fn level_one(l2: &TestNode, mode: &str, ca_from: &Path) -> (NodeConfig, tempfile::TempDir) {
+    let text = format!(
+        r#"
+[node]
+nbd = "127.0.0.1:0"
+api = "127.0.0.1:0"
+cache_size = "8MiB"
+[[export]]
+name = "vol"
+upstream = ["{}/demo"]
+upstream_tls = "{mode}"
+upstream_tls_ca = "upstream-ca.pem"
+[[cache]]
+name = "c"
+size = "4MiB"
+write_policy = "write-through"
+[[rule]]
+export = "vol"
+cache = "c"
+"#,
+        l2.node().nbd_addr
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::copy(
+        ca_from.join("ca-cert.pem"),
+        dir.path().join("upstream-ca.pem"),
+    )
+    .unwrap();
+    let mut cfg = NodeConfig::parse(&text).unwrap();
+    cfg.node.data_dir = Some(dir.path().to_path_buf());
+    (cfg, dir)
+}
+
+#[test]
+fn level_one_reaches_a_tls_required_level_two_over_tls() {
+    let l2 = start();
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (cfg, _dir) = level_one(&l2, "required", l2.dir.path());
+    let l1 = rt.block_on(node::start(&cfg)).unwrap();
+    let uri = format!("nbd://{}/vol", l1.nbd_addr);
+    let (ok, out) = qemu_io(&[
+        "-f",
+        "raw",
+        &uri,
+        "-c",
+        "write -P 0x6e 512k 1M",
+        "-c",
+        "flush",
+        "-c",
+        "read -P 0x6e 512k 1M",
+    ]);
+    assert!(ok && !out.contains("Pattern verification failed"), "{out}");
+    assert!(
+        out.contains("read 1048576/1048576 bytes at offset 524288"),
+        "{out}"
+    );
+    // The bytes crossed the TLS link into level 2's image.
+    let (ok, out) = qemu_tls(&l2, "demo", &["read -P 0x6e 512k 1M", "read -P 0 0 512k"]);
+    assert!(ok && !out.contains("Pattern verification failed"), "{out}");
+    rt.block_on(l1.shutdown()).unwrap();
+
+    // A CA that did not sign level 2's certificate: start fails, naming the setting.
+    let other = tempfile::tempdir().unwrap();
+    make_certs(other.path());
+    let (cfg, _dir) = level_one(&l2, "required", other.path());
+    let e = rt
+        .block_on(node::start(&cfg))
+        .err()
+        .expect("trusted a certificate another CA signed")
+        .to_string();
+    assert!(
+        e.contains("TLS handshake failed") && e.contains("upstream_tls_ca"),
+        "{e}"
+    );
+    // `upstream_tls = "off"` against a TLS-required level 2: refused, not served in clear.
+    let (cfg, _dir) = level_one(&l2, "off", l2.dir.path());
+    let e = rt
+        .block_on(node::start(&cfg))
+        .err()
+        .expect("reached a TLS-required upstream in clear")
+        .to_string();
+    assert!(e.contains("upstream"), "{e}");
+    // Settings are checked when the file is read.
+    let e = NodeConfig::parse(
+        "[node]\ncache_size = \"8MiB\"\n[[export]]\nname = \"v\"\nupstream = [\"h:1/v\"]\nupstream_tls = \"required\"\n",
+    )
+    .unwrap_err();
+    assert!(e.contains("upstream_tls_ca"), "{e}");
+    let e = NodeConfig::parse(
+        "[node]\ncache_size = \"8MiB\"\n[[export]]\nname = \"v\"\nupstream = [\"h:1/v\"]\nupstream_tls = \"maybe\"\n",
+    )
+    .unwrap_err();
+    assert!(e.contains("export[0] (`v`).upstream_tls"), "{e}");
+    l2.stop();
+}

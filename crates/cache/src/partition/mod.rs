@@ -67,7 +67,7 @@ pub(crate) use write::log_err;
 
 use crate::error::{CacheError, Result};
 use crate::stats::{AccessObserver, CacheStats, Counters};
-use crate::volume::{lock, VolumeTable, BLOCK_BITS};
+use crate::volume::{lock, Volume, VolumeTable, BLOCK_BITS};
 use crate::write_policy::WritePolicy;
 use policy::{BlockCache, EvictionSpec, Key};
 use rustc_hash::{FxHashMap, FxHashSet};
@@ -226,6 +226,22 @@ impl Partition {
     /// Installs (or removes) the observer that sees every looked-up key.
     pub fn set_observer(&self, observer: Option<Box<dyn AccessObserver>>) {
         lock(&self.inner).st.observer = observer;
+    }
+
+    /// The blocks `first..end` of `vol` whose newest bytes this partition holds and the
+    /// backend may not have yet: dirty resident blocks and those waiting in the
+    /// write-back table, unsorted. A block missing here has its newest acknowledged bytes
+    /// on the backend (a write-back writes before it marks the block clean or lets go).
+    pub fn unwritten_blocks(&self, vol: &Volume, first: u64, end: u64) -> Vec<u64> {
+        let g = lock(&self.inner);
+        g.keys_in(vol, first, end)
+            .into_iter()
+            .filter(|k| match g.bc.lookup(*k) {
+                Some(s) => g.st.meta[s as usize].dirty,
+                None => true, // in the write-back table
+            })
+            .map(block_of)
+            .collect()
     }
 
     /// Whether `key` is resident (tests and diagnostics).

@@ -14,6 +14,7 @@
 //! therefore never given a small read its `read_now` could have answered, and need not
 //! look in memory again.
 
+use crate::reply::{ReplyMode, MAX_EXTENTS};
 use crate::request::RequestHeader;
 use crate::server::export::Export;
 use crate::wire::{Command, Errno, TransmissionFlags, REQUEST_HEADER_LEN};
@@ -27,6 +28,9 @@ pub const INLINE_READ_MAX: u32 = 128 << 10;
 /// Most request and reply payload one connection's requests may hold, in KiB (64 MiB:
 /// two maximum-size requests, or 16384 requests of 4 KiB), within the node-wide budget.
 pub(crate) const IN_FLIGHT_KIB: u32 = 64 * 1024;
+
+/// Largest block status reply payload: the context id and [`MAX_EXTENTS`] descriptors.
+const BLOCK_STATUS_REPLY_MAX: usize = 4 + 8 * MAX_EXTENTS;
 
 /// What to do with a framed request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,15 +50,29 @@ pub(crate) enum Admission {
 }
 
 /// Decide what to do with request `h` on an export of `size` bytes with transmission
-/// `flags`.
-pub(crate) fn admit(h: &RequestHeader, size: u64, flags: TransmissionFlags) -> Admission {
+/// `flags`, on a connection whose replies are framed as `mode` says (block status is
+/// refused with `EINVAL` unless the client selected `base:allocation` for this export).
+pub(crate) fn admit(
+    h: &RequestHeader,
+    size: u64,
+    flags: TransmissionFlags,
+    mode: ReplyMode,
+) -> Admission {
     if h.command == Command::Disconnect {
         return Admission::Disconnect;
     }
     if let Err(e) = h.check(size, flags) {
         return Admission::Refuse(e);
     }
-    let kib = (h.payload_len().max(h.read_len()) as u32)
+    if h.command == Command::BlockStatus && !mode.block_status {
+        return Admission::Refuse(Errno::Inval);
+    }
+    let reply = if h.command == Command::BlockStatus {
+        BLOCK_STATUS_REPLY_MAX
+    } else {
+        h.read_len()
+    };
+    let kib = (h.payload_len().max(reply) as u32)
         .div_ceil(1024)
         .min(IN_FLIGHT_KIB);
     Admission::Serve {

@@ -37,10 +37,10 @@ use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
 use tokio::sync::{watch, Mutex, OwnedSemaphorePermit, Semaphore};
 
-use crate::reply::simple_reply_bytes;
+use crate::reply::ReplyHeader;
 use crate::request::parse_request;
 use crate::server::admission::{admit, payload_kib, read_now, Admission};
-use crate::server::command::execute;
+use crate::server::command::{execute, frame as framed_reply};
 use crate::server::export::{Export, ExportProvider};
 use crate::server::limits::Share;
 use crate::server::negotiate::{negotiate, Negotiated, Session};
@@ -57,10 +57,10 @@ struct ReplyWriter<W> {
 impl<W: AsyncWrite + Unpin> ReplyWriter<W> {
     /// Write one reply; flush unless another reply is queued behind this one (whoever
     /// writes the last one flushes) or `defer_flush` is set (the caller flushes later).
-    async fn send(&self, handle: u64, outcome: Outcome, defer_flush: bool) -> io::Result<()> {
+    async fn send(&self, reply: (ReplyHeader, Bytes), defer_flush: bool) -> io::Result<()> {
         self.waiting.fetch_add(1, Ordering::AcqRel);
         let mut w = self.w.lock().await;
-        let res = write_reply(&mut w, handle, outcome).await;
+        let res = write_reply(&mut w, reply).await;
         let last = self.waiting.fetch_sub(1, Ordering::AcqRel) == 1;
         match res {
             Ok(()) if last && !defer_flush => w.flush().await,
@@ -73,19 +73,12 @@ impl<W: AsyncWrite + Unpin> ReplyWriter<W> {
     }
 }
 
-type Outcome = Result<Option<Bytes>, Errno>;
-
 async fn write_reply<W: AsyncWrite + Unpin>(
     w: &mut BufWriter<W>,
-    handle: u64,
-    outcome: Outcome,
+    (head, data): (ReplyHeader, Bytes),
 ) -> io::Result<()> {
-    let (error, data) = match outcome {
-        Ok(data) => (None, data),
-        Err(e) => (Some(e), None),
-    };
-    w.write_all(&simple_reply_bytes(handle, error)).await?;
-    if let Some(data) = data {
+    w.write_all(head.bytes()).await?;
+    if !data.is_empty() {
         w.write_all(&data).await?;
     }
     Ok(())
@@ -146,6 +139,7 @@ where
         stop: mut shutdown,
         activity,
         share,
+        mode,
     } = phase;
     let share = Arc::new(share);
     let max_in_flight = config.max_in_flight.clamp(1, Semaphore::MAX_PERMITS) as u32;
@@ -163,7 +157,8 @@ where
             Ok(p) => p,
             Err(ProtocolError::OversizeWrite { handle, len }) => {
                 tracing::debug!(handle, len, "oversize write; closing after EINVAL");
-                break writer.send(handle, Err(Errno::Inval), false).await;
+                let refusal = ReplyHeader::error(mode, handle, Errno::Inval);
+                break writer.send((refusal, Bytes::new()), false).await;
             }
             Err(e) => {
                 tracing::debug!(%e, "protocol error; closing");
@@ -175,7 +170,7 @@ where
                 activity.touch();
                 let frame = buf.split_to(used).freeze();
                 let taken = std::mem::take(&mut reserved);
-                let admission = admit(&h, size, flags);
+                let admission = admit(&h, size, flags, mode);
                 if !matches!(admission, Admission::Serve { kib, .. } if kib == taken) {
                     share.release(taken);
                 }
@@ -194,7 +189,7 @@ where
                     }
                 };
                 if let Some(outcome) = answer {
-                    if let Err(e) = writer.send(h.handle, outcome, true).await {
+                    if let Err(e) = writer.send(framed_reply(mode, &h, outcome), true).await {
                         break Err(e);
                     }
                     unflushed = true;
@@ -208,7 +203,8 @@ where
                     _ = stopped(&mut shutdown) => {
                         // What was taken before the payload is given back after the loop.
                         reserved = kib - budget;
-                        let _ = writer.send(h.handle, Err(Errno::Shutdown), false).await;
+                        let refusal = framed_reply(mode, &h, Err(Errno::Shutdown));
+                        let _ = writer.send(refusal, false).await;
                         break Ok(());
                     }
                 };
@@ -220,7 +216,7 @@ where
                 let first = std::future::poll_fn(|cx| Poll::Ready(request.as_mut().poll(cx))).await;
                 if let Poll::Ready(outcome) = first {
                     drop(admitted);
-                    if let Err(e) = writer.send(h.handle, outcome, true).await {
+                    if let Err(e) = writer.send(framed_reply(mode, &h, outcome), true).await {
                         break Err(e);
                     }
                     unflushed = true;
@@ -229,7 +225,7 @@ where
                 let writer = writer.clone();
                 tokio::spawn(async move {
                     let outcome = request.await;
-                    if let Err(e) = writer.send(h.handle, outcome, false).await {
+                    if let Err(e) = writer.send(framed_reply(mode, &h, outcome), false).await {
                         tracing::debug!(error = %e, "could not send a reply");
                     }
                     drop(admitted);

@@ -25,6 +25,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 
+pub use crate::reply::Extent;
 use crate::wire::TransmissionFlags;
 
 /// A boxed, `Send` future borrowed from the export.
@@ -131,6 +132,23 @@ pub trait Export: Send + Sync + 'static {
 
     /// Set `len` bytes at `offset` to zero; durable before returning when `fua`.
     fn write_zeroes(&self, offset: u64, len: u32, fua: bool) -> BoxFuture<'_, io::Result<()>>;
+
+    /// The `base:allocation` status of `len > 0` bytes at `offset`, as consecutive extents
+    /// from `offset` ([`crate::wire::STATE_HOLE`], [`crate::wire::STATE_ZERO`]); they may
+    /// cover less than `len` (the client asks again from where they stop) but must cover
+    /// something. Writes that completed before the call must show as data: never report
+    /// a hole over data a write put anywhere (a cache's dirty blocks included). The
+    /// default says "allocated, contents unknown" for the whole range, which is always
+    /// true.
+    fn block_status(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Vec<Extent>>> {
+        let _ = offset;
+        Box::pin(async move {
+            Ok(vec![Extent {
+                length: len,
+                flags: 0,
+            }])
+        })
+    }
 }
 
 /// Looks up exports by name for the handshake.

@@ -56,6 +56,7 @@ use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 
+use crate::reply::ReplyMode;
 use negotiate::{Negotiated, Session};
 use roster::{Activity, Closer, Roster, EVICT_GRACE};
 
@@ -340,11 +341,7 @@ async fn serve_stream<S: Socket>(
         limits,
         tls,
     } = ends;
-    let mut session = Session {
-        tls: tls.as_ref().map(|t| t.mode).unwrap_or_default(),
-        secured: false,
-        no_zeroes: false,
-    };
+    let mut session = Session::new(tls.as_ref().map(|t| t.mode).unwrap_or_default());
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let negotiated = {
         let (mut r, mut w) = tokio::io::split(&mut s);
@@ -360,9 +357,9 @@ async fn serve_stream<S: Socket>(
         )
         .await?
     };
-    let export = match negotiated {
+    let (export, mode) = match negotiated {
         Negotiated::Leave => return Ok(()),
-        Negotiated::Enter(export) => export,
+        Negotiated::Enter(export, mode) => (export, mode),
         Negotiated::StartTls => {
             let Some(tls) = tls else {
                 return Ok(());
@@ -400,7 +397,7 @@ async fn serve_stream<S: Socket>(
                 &mut session,
             )
             .await?;
-            let Negotiated::Enter(export) = negotiated else {
+            let Negotiated::Enter(export, mode) = negotiated else {
                 return Ok(());
             };
             activity.negotiated();
@@ -409,6 +406,7 @@ async fn serve_stream<S: Socket>(
                 stop,
                 activity,
                 share: limits.join(),
+                mode,
             };
             return connection::transmission(r, w, buf, export, phase).await;
         }
@@ -423,6 +421,7 @@ async fn serve_stream<S: Socket>(
         stop,
         activity,
         share,
+        mode,
     };
     if threaded {
         threaded::serve(s.blocking()?, buf, export, phase).await
@@ -441,6 +440,8 @@ pub(crate) struct Phase {
     pub(crate) activity: Arc<Activity>,
     /// This connection's part of the node-wide limits.
     pub(crate) share: limits::Share,
+    /// How replies are framed (structured replies, block status).
+    pub(crate) mode: ReplyMode,
 }
 
 /// What a connection's transmission phase is given besides its socket and export.

@@ -12,11 +12,16 @@
 //! | `ABORT` | `ACK`, close |
 //! | `STARTTLS` | TLS off → `ERR_UNSUP`; already in TLS → `ERR_INVALID`; else `ACK`, and the caller runs the TLS handshake and negotiates again inside it (see `tls`) |
 //! | TLS required, not yet in TLS | `ERR_TLS_REQD` to everything but `STARTTLS` and `ABORT`; `EXPORT_NAME` closes |
-//! | `STRUCTURED_REPLY`, anything else | `ERR_UNSUP` |
+//! | `STRUCTURED_REPLY` | `ACK`: structured replies from now on (data carried: `ERR_INVALID`) |
+//! | `LIST_META_CONTEXT` | before structured replies → `ERR_INVALID`; unknown export → `ERR_UNKNOWN` (`ERR_POLICY` if refused); else `REP_META_CONTEXT(0, "base:allocation")` when no query is given or one is `base:` or `base:allocation`, then `ACK` |
+//! | `SET_META_CONTEXT` | clears the selection first; before structured replies → `ERR_INVALID`; unknown export as above; else `REP_META_CONTEXT(1, "base:allocation")` if a query names it, then `ACK`. Block status is allowed in transmission only if the last selection named the export entered |
+//! | anything else | `ERR_UNSUP` |
 //! | bad option body | `ERR_INVALID` |
 //!
 //! Bad client flags, bad option magic or oversize options close the connection, as the
-//! protocol allows; everything else keeps negotiating.
+//! protocol allows; everything else keeps negotiating. A TLS upgrade forgets structured
+//! replies and the selected context, as the protocol asks (the client negotiates them
+//! again inside TLS).
 
 use std::io;
 use std::sync::Arc;
@@ -26,17 +31,18 @@ use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::framed::read_parsed;
 use crate::handshake::{self, ClientOption};
+use crate::reply::ReplyMode;
 use crate::server::export::{Export, ExportProvider};
 use crate::server::tls::TlsMode;
 use crate::wire::{
-    info, opt, rep, CLIENT_FLAG_NO_ZEROES, HS_FLAG_FIXED_NEWSTYLE, HS_FLAG_NO_ZEROES, MAX_PAYLOAD,
-    PREFERRED_BLOCK,
+    info, opt, rep, BASE_ALLOCATION, BASE_ALLOCATION_ID, CLIENT_FLAG_NO_ZEROES,
+    HS_FLAG_FIXED_NEWSTYLE, HS_FLAG_NO_ZEROES, MAX_PAYLOAD, PREFERRED_BLOCK,
 };
 
 const HANDSHAKE_FLAGS: u16 = HS_FLAG_FIXED_NEWSTYLE | HS_FLAG_NO_ZEROES;
 
 /// Where a connection's negotiation stands across a TLS upgrade.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Session {
     /// The server's TLS mode.
     pub(crate) tls: TlsMode,
@@ -44,12 +50,37 @@ pub(crate) struct Session {
     pub(crate) secured: bool,
     /// The client asked for `NBD_FLAG_C_NO_ZEROES`.
     pub(crate) no_zeroes: bool,
+    /// Structured replies were negotiated.
+    pub(crate) structured: bool,
+    /// The export name `base:allocation` was last selected for, if any.
+    pub(crate) meta: Option<String>,
+}
+
+impl Session {
+    /// A session before negotiation on a server with TLS mode `tls`.
+    pub(crate) fn new(tls: TlsMode) -> Self {
+        Session {
+            tls,
+            secured: false,
+            no_zeroes: false,
+            structured: false,
+            meta: None,
+        }
+    }
+
+    /// How replies are framed on export `name` once transmission starts.
+    fn mode(&self, name: &str) -> ReplyMode {
+        ReplyMode {
+            structured: self.structured,
+            block_status: self.structured && self.meta.as_deref() == Some(name),
+        }
+    }
 }
 
 /// How negotiation ended.
 pub(crate) enum Negotiated {
-    /// Enter transmission on this export.
-    Enter(Arc<dyn Export>),
+    /// Enter transmission on this export, framing replies so.
+    Enter(Arc<dyn Export>, ReplyMode),
     /// `NBD_OPT_STARTTLS` was acknowledged: run the TLS handshake, then negotiate again.
     StartTls,
     /// The client aborted or left, or was refused.
@@ -116,6 +147,8 @@ where
                 w.write_all(&out).await?;
                 w.flush().await?;
                 if answer == rep::ACK {
+                    session.structured = false;
+                    session.meta = None;
                     return Ok(Negotiated::StartTls);
                 }
                 continue;
@@ -157,7 +190,7 @@ where
                 };
                 let flags = export.capabilities().transmission_flags();
                 handshake::encode_export_name_reply(&mut out, export.size(), flags, no_zeroes);
-                enter = Some(export);
+                enter = Some((export, session.mode(&name)));
             }
             ClientOption::List => {
                 for name in exports.list() {
@@ -191,20 +224,59 @@ where
                             }
                             handshake::encode_option_reply(&mut out, code, rep::ACK, &[]);
                             if go {
-                                enter = Some(export);
+                                enter = Some((export, session.mode(&name)));
                             }
                         }
                     }
                 }
             }
-            ClientOption::StructuredReply | ClientOption::Unknown(_) => {
+            ClientOption::StructuredReply => {
+                session.structured = true;
+                handshake::encode_option_reply(&mut out, req.code, rep::ACK, &[]);
+            }
+            ClientOption::MetaContext { set, name, queries } => {
+                if set {
+                    session.meta = None;
+                }
+                let matches = |q: &String| q == BASE_ALLOCATION || (!set && q == "base:");
+                let wanted = if set {
+                    queries.iter().any(matches)
+                } else {
+                    queries.is_empty() || queries.iter().any(matches)
+                };
+                let answer = if !session.structured {
+                    tracing::debug!(peer, "meta context option before structured replies");
+                    rep::ERR_INVALID
+                } else if !exports.admits(&name, peer) {
+                    rep::ERR_POLICY
+                } else if exports.lookup_for(&name, peer).is_none() {
+                    rep::ERR_UNKNOWN
+                } else {
+                    if wanted {
+                        let id = if set { BASE_ALLOCATION_ID } else { 0 };
+                        let body = handshake::rep_meta_context(id, BASE_ALLOCATION);
+                        handshake::encode_option_reply(
+                            &mut out,
+                            req.code,
+                            rep::META_CONTEXT,
+                            &body,
+                        );
+                        if set {
+                            session.meta = Some(name);
+                        }
+                    }
+                    rep::ACK
+                };
+                handshake::encode_option_reply(&mut out, req.code, answer, &[]);
+            }
+            ClientOption::Unknown(_) => {
                 handshake::encode_option_reply(&mut out, req.code, rep::ERR_UNSUP, &[]);
             }
         }
         w.write_all(&out).await?;
         w.flush().await?;
-        if let Some(e) = enter {
-            return Ok(Negotiated::Enter(e));
+        if let Some((e, mode)) = enter {
+            return Ok(Negotiated::Enter(e, mode));
         }
     }
 }

@@ -1,8 +1,9 @@
 //! TLS for NBD: `NBD_OPT_STARTTLS` with `rustls`.
 //!
 //! Owns the server's TLS setting ([`TlsMode`]), its certificate and key ([`Tls`], read
-//! from PEM files) and the [`TlsError`] naming what was wrong with them. The negotiation
-//! (`negotiate`) applies the mode:
+//! from PEM files), the client's side ([`ClientTls`]: the CA it trusts and an optional
+//! client certificate, used by [`crate::NbdClient::connect_tls`]) and the [`TlsError`]
+//! naming what was wrong with them. The negotiation (`negotiate`) applies the mode:
 //!
 //! * `off`: `NBD_OPT_STARTTLS` is answered `NBD_REP_ERR_UNSUP`; everything runs in clear.
 //! * `optional`: a client may upgrade with `NBD_OPT_STARTTLS` or go on in clear.
@@ -116,6 +117,94 @@ impl Tls {
     {
         tokio_rustls::TlsAcceptor::from(self.config.clone())
             .accept(s)
+            .await
+    }
+}
+
+/// A client's TLS: the mode (optional: upgrade if the server offers it; required: refuse
+/// to go on in clear), the CA certificates it trusts for the server and, optionally, a
+/// certificate and key of its own.
+#[derive(Clone)]
+pub struct ClientTls {
+    /// Optional or required (off: [`crate::NbdClient::connect_tls`] runs in clear).
+    pub mode: TlsMode,
+    /// The rustls client configuration.
+    pub config: Arc<rustls::ClientConfig>,
+}
+
+impl std::fmt::Debug for ClientTls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTls")
+            .field("mode", &self.mode)
+            .finish()
+    }
+}
+
+impl ClientTls {
+    /// `mode`, trusting the CA certificates of `ca` (PEM), presenting `client` (a
+    /// certificate chain and a key, PEM) if given.
+    pub fn from_pem_files(
+        mode: TlsMode,
+        ca: &Path,
+        client: Option<(&Path, &Path)>,
+    ) -> Result<Self, TlsError> {
+        let file_err = |path: &Path, reason: String| TlsError::File {
+            path: path.to_path_buf(),
+            reason,
+        };
+        let mut roots = rustls::RootCertStore::empty();
+        let cas = CertificateDer::pem_file_iter(ca)
+            .map_err(|e| file_err(ca, e.to_string()))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| file_err(ca, e.to_string()))?;
+        if cas.is_empty() {
+            return Err(file_err(ca, "no PEM certificate in the file".into()));
+        }
+        for c in cas {
+            roots
+                .add(c)
+                .map_err(|e| file_err(ca, format!("not a usable CA certificate: {e}")))?;
+        }
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let builder = rustls::ClientConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()?
+            .with_root_certificates(roots);
+        let config = match client {
+            None => builder.with_no_client_auth(),
+            Some((cert, key)) => {
+                let chain = CertificateDer::pem_file_iter(cert)
+                    .map_err(|e| file_err(cert, e.to_string()))?
+                    .collect::<Result<Vec<_>, _>>()
+                    .map_err(|e| file_err(cert, e.to_string()))?;
+                let key_der =
+                    PrivateKeyDer::from_pem_file(key).map_err(|e| file_err(key, e.to_string()))?;
+                builder.with_client_auth_cert(chain, key_der)?
+            }
+        };
+        Ok(ClientTls {
+            mode,
+            config: Arc::new(config),
+        })
+    }
+
+    /// Run the TLS handshake on `s` with a server that must prove it is `host` (a DNS name
+    /// or an IP address).
+    pub(crate) async fn connect<S>(
+        &self,
+        host: &str,
+        s: S,
+    ) -> io::Result<tokio_rustls::client::TlsStream<S>>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+    {
+        let name = rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| {
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("`{host}` is not a server name for TLS: {e}"),
+            )
+        })?;
+        tokio_rustls::TlsConnector::from(self.config.clone())
+            .connect(name, s)
             .await
     }
 }

@@ -7,10 +7,10 @@ use bytes::Bytes;
 
 use super::replies::BATCH_KEEP;
 use super::Connection;
-use crate::reply::simple_reply_bytes;
+use crate::reply::ReplyHeader;
 use crate::request::RequestHeader;
 use crate::server::admission::INLINE_READ_MAX;
-use crate::server::command::execute;
+use crate::server::command::{execute, frame};
 use crate::wire::{Command, Errno};
 
 /// A request the leader hands off to run on its own thread.
@@ -46,14 +46,18 @@ impl Connection {
                     tracing::debug!(error = %e, handle = h.handle, "export failed");
                     Errno::from_io(&e)
                 });
-                let header = simple_reply_bytes(h.handle, error);
+                let header = match error {
+                    Some(e) => ReplyHeader::error(self.mode, h.handle, e),
+                    None => ReplyHeader::success(self.mode, &h, len),
+                };
+                let header = header.bytes();
                 let data = if error.is_some() {
                     &[][..]
                 } else {
                     &reply[at..at + len]
                 };
                 let sent = self.out.send(
-                    &mut [IoSlice::new(&header), IoSlice::new(data)],
+                    &mut [IoSlice::new(header), IoSlice::new(data)],
                     kib,
                     &self.budget,
                 );
@@ -70,15 +74,8 @@ impl Connection {
         let outcome = self
             .handle
             .block_on(execute(self.export.as_ref(), h, payload));
-        let (error, data) = match outcome {
-            Ok(data) => (None, data),
-            Err(e) => (Some(e), None),
-        };
-        let header = simple_reply_bytes(h.handle, error);
-        let mut slices = [
-            IoSlice::new(&header),
-            IoSlice::new(data.as_deref().unwrap_or(&[])),
-        ];
+        let (header, data) = frame(self.mode, &h, outcome);
+        let mut slices = [IoSlice::new(header.bytes()), IoSlice::new(&data)];
         if let Err(e) = self.out.send(&mut slices, kib, &self.budget) {
             tracing::debug!(error = %e, "could not send a reply");
         }

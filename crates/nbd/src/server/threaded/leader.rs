@@ -10,7 +10,7 @@ use super::follower::Job;
 use super::replies::{ReplyBatch, BATCH_FLUSH};
 use super::socket::{read_some, BlockingStream};
 use super::Connection;
-use crate::reply::simple_reply_bytes;
+use crate::reply::ReplyHeader;
 use crate::request::{parse_request, RequestHeader};
 use crate::server::admission::{admit, payload_kib, read_now, Admission};
 use crate::server::poll::BusyPoll;
@@ -69,7 +69,7 @@ impl Connection {
                     self.activity.touch();
                     let frame = side.buf.split_to(used).freeze();
                     let reserved = std::mem::take(&mut side.reserved_kib);
-                    let admission = admit(&h, size, flags);
+                    let admission = admit(&h, size, flags, self.mode);
                     if !matches!(admission, Admission::Serve { kib, .. } if kib == reserved) {
                         self.budget.release(reserved);
                     }
@@ -148,13 +148,15 @@ impl Connection {
     /// one it declines is handed off and read the ordinary way).
     pub(super) fn answer_now(&self, h: &RequestHeader, batch: &mut ReplyBatch) -> bool {
         let len = h.length as usize;
-        let out = batch.reserve(len);
-        let (head, data) = out.split_at_mut(16);
+        let ok = ReplyHeader::success(self.mode, h, len);
+        let hlen = ok.bytes().len();
+        let out = batch.reserve(hlen + len);
+        let (head, data) = out.split_at_mut(hlen);
         match read_now(self.export.as_ref(), h, data) {
             None => false,
             Some(Ok(())) => {
-                head.copy_from_slice(&simple_reply_bytes(h.handle, None));
-                batch.filled += 16 + len;
+                head.copy_from_slice(ok.bytes());
+                batch.filled += hlen + len;
                 true
             }
             Some(Err(e)) => {

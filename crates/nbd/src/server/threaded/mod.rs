@@ -73,6 +73,7 @@ use std::sync::{Arc, Mutex};
 use bytes::BytesMut;
 use tokio::runtime::Handle;
 
+use crate::reply::ReplyMode;
 use crate::server::export::Export;
 use crate::server::limits::Share;
 use crate::server::poll::BusyPoll;
@@ -97,6 +98,7 @@ pub(crate) async fn serve(
         stop: mut shutdown,
         activity,
         share,
+        mode,
     } = phase;
     let waker = stream.try_clone()?;
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
@@ -116,6 +118,7 @@ pub(crate) async fn serve(
             batch: ReplyBatch {
                 buf: Vec::with_capacity(64 << 10),
                 filled: 0,
+                mode,
             },
             ended: false,
             result: Ok(()),
@@ -128,6 +131,7 @@ pub(crate) async fn serve(
             done: Some(done_tx),
         }),
         max_threads: config.max_in_flight.max(2),
+        mode,
     });
     conn.start_thread()?;
     let ended = |r: Result<io::Result<()>, _>| {
@@ -179,6 +183,8 @@ struct Connection {
     budget: Share,
     threads: Mutex<Threads>,
     max_threads: usize,
+    /// How replies are framed (structured replies, block status).
+    mode: ReplyMode,
 }
 
 impl Connection {

@@ -6,7 +6,7 @@ use std::sync::Mutex;
 
 use super::lock;
 use super::socket::BlockingStream;
-use crate::reply::simple_reply_bytes;
+use crate::reply::{ReplyHeader, ReplyMode};
 use crate::server::limits::Share;
 use crate::wire::Errno;
 
@@ -115,6 +115,8 @@ fn write_all_vectored(w: &mut impl Write, mut slices: &mut [IoSlice<'_>]) -> io:
 pub(super) struct ReplyBatch {
     pub(super) buf: Vec<u8>,
     pub(super) filled: usize,
+    /// How the connection frames its replies.
+    pub(super) mode: ReplyMode,
 }
 
 /// Replies larger than this are written by their own thread, never copied into the queue.
@@ -125,9 +127,9 @@ pub(super) const BATCH_FLUSH: usize = 256 << 10;
 pub(super) const BATCH_KEEP: usize = 4 << 20;
 
 impl ReplyBatch {
-    /// Room for a reply header plus `len` bytes of data at the end of the batch.
+    /// Room for `len` bytes (a reply header and its data) at the end of the batch.
     pub(super) fn reserve(&mut self, len: usize) -> &mut [u8] {
-        let need = self.filled + 16 + len;
+        let need = self.filled + len;
         if self.buf.len() < need {
             self.buf.resize(need, 0);
         }
@@ -135,9 +137,14 @@ impl ReplyBatch {
     }
 
     pub(super) fn push_error(&mut self, handle: u64, e: Errno) {
-        let r = simple_reply_bytes(handle, Some(e));
-        self.reserve(0).copy_from_slice(&r);
-        self.filled += r.len();
+        let r = ReplyHeader::error(self.mode, handle, e);
+        let n = r.bytes().len();
+        let need = self.filled + n;
+        if self.buf.len() < need {
+            self.buf.resize(need, 0);
+        }
+        self.buf[self.filled..need].copy_from_slice(r.bytes());
+        self.filled = need;
     }
 
     /// Empty the batch after it was sent.

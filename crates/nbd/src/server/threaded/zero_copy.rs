@@ -13,7 +13,7 @@ use super::lock;
 use super::replies::BATCH_KEEP;
 use super::socket::BlockingStream;
 use super::Connection;
-use crate::reply::simple_reply_bytes;
+use crate::reply::ReplyHeader;
 use crate::request::RequestHeader;
 use crate::wire::Errno;
 
@@ -101,13 +101,13 @@ impl Connection {
     /// as part of a successful reply is already out.
     pub(super) fn send_borrowed(&self, h: &RequestHeader, kib: u32, spill: &mut Vec<u8>) -> bool {
         let mut sock = lock(&self.out.sock);
-        let header = simple_reply_bytes(h.handle, None);
         let len = h.length as usize;
+        let header = ReplyHeader::success(self.mode, h, len);
         spill.clear();
         let mut direct = DirectSend {
             fd: sock.as_raw_fd(),
             more: false,
-            header: Some(&header),
+            header: Some(header.bytes()),
             spill,
             failed: None,
         };
@@ -128,8 +128,8 @@ impl Connection {
                 None if at == 0 => return false,
                 Some(Err(e)) if at == 0 => {
                     tracing::debug!(error = %e, handle = h.handle, "export failed");
-                    let header = simple_reply_bytes(h.handle, Some(Errno::from_io(&e)));
-                    result = sock.write_all(&header);
+                    let header = ReplyHeader::error(self.mode, h.handle, Errno::from_io(&e));
+                    result = sock.write_all(header.bytes());
                     break;
                 }
                 None => {
