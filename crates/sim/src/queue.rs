@@ -6,12 +6,14 @@
 //! completion is known when it is reserved, so a queue needs no events of its own. Classes
 //! are tenant indices. Three schedulers:
 //!
-//! * FIFO: one queue for every tenant; a request arriving at `t` starts at the later of `t`
-//!   and the time the server frees (Lindley's recursion). Known limit: the recursion runs
-//!   in reservation order, so a request that reaches a FIFO station after a long wait
-//!   upstream (a disk under weighted sharing) makes requests reserved after it wait
-//!   behind it even when they arrive earlier; on a closed-loop path (disk, then links)
-//!   this evens out the tenants' throughput and hides the disk's proportions.
+//! * FIFO: one queue for every tenant, served in order of arrival. Requests reach a station
+//!   out of order when they come by paths of different length (a request that waited
+//!   long at a disk reaches the network after one reserved later that did not), so the
+//!   station keeps its reserved busy periods and a request takes the earliest idle gap
+//!   at or after its arrival that fits its service (for requests that come in order this
+//!   is Lindley's recursion: start at the later of arrival and the time the server
+//!   frees). Without that, a request would wait behind every reservation made before it,
+//!   whatever their times, and one slow queue upstream would pace every tenant alike.
 //! * Weighted fair sharing (the default for bandwidth proportions): a fluid approximation
 //!   of generalised processor sharing, the ideal that start-time and weighted fair queueing
 //!   approximate packet by packet. Each class has its own queue; while a set `B` of classes
@@ -59,9 +61,17 @@ pub struct Station {
     /// FIFO: when the server frees. Weighted: per class, when its queue drains.
     /// Quanta: per class, the class-local time its queue frees.
     free: Vec<f64>,
+    /// FIFO: reserved busy periods, start (as ordered bits of a non-negative time) to end,
+    /// adjacent periods merged.
+    calendar: std::collections::BTreeMap<u64, f64>,
     busy: f64,
     ops: u64,
 }
+
+/// How long (seconds) a FIFO station remembers busy periods before the latest arrival:
+/// longer than requests are reordered between paths in any scenario here (a request that
+/// arrives earlier than that is served as if the station had been idle then).
+const MEMORY: f64 = 2.0;
 
 impl Station {
     /// A FIFO station.
@@ -70,6 +80,7 @@ impl Station {
             device,
             scheduler: Scheduler::Fifo,
             free: vec![0.0],
+            calendar: Default::default(),
             busy: 0.0,
             ops: 0,
         }
@@ -78,8 +89,12 @@ impl Station {
     /// Sets the scheduler (proportions from the controller); queues restart from `now`.
     pub fn set_scheduler(&mut self, scheduler: Scheduler, now: f64) {
         let latest = self.free.iter().copied().fold(now, f64::max);
+        self.calendar.clear();
         self.free = match &scheduler {
-            Scheduler::Fifo => vec![latest],
+            Scheduler::Fifo => {
+                self.calendar.insert(now.max(0.0).to_bits(), latest);
+                vec![latest]
+            }
             Scheduler::Weighted { weights } => {
                 // Work already reserved keeps its place: each class's queue continues.
                 let mut f: Vec<f64> = vec![now; weights.len().max(1)];
@@ -132,11 +147,7 @@ impl Station {
         self.busy += service;
         self.ops += 1;
         match &self.scheduler {
-            Scheduler::Fifo => {
-                let start = arrival.max(self.free[0]);
-                self.free[0] = start + service;
-                self.free[0]
-            }
+            Scheduler::Fifo => self.fifo(arrival, service),
             Scheduler::Weighted { weights } => {
                 let c = class.min(weights.len() - 1);
                 let backlogged: f64 = weights
@@ -163,6 +174,50 @@ impl Station {
                 wall_time(self.free[c], off, len, q)
             }
         }
+    }
+
+    /// FIFO by arrival: the earliest idle gap at or after `arrival` that fits `service`.
+    fn fifo(&mut self, arrival: f64, service: f64) -> f64 {
+        let arrival = arrival.max(0.0);
+        let key = |t: f64| t.max(0.0).to_bits();
+        let mut at = arrival;
+        if let Some((_, &end)) = self.calendar.range(..=key(arrival)).next_back() {
+            at = at.max(end);
+        }
+        for (&s, &end) in self.calendar.range(key(arrival)..) {
+            let s = f64::from_bits(s);
+            if s > arrival && s - at >= service {
+                break;
+            }
+            at = at.max(end);
+        }
+        let (mut start, mut end) = (at, at + service);
+        // Merge with the period ending at `start` and the one starting at `end`.
+        if let Some((&s, &e)) = self.calendar.range(..=key(start)).next_back() {
+            if e >= start {
+                start = f64::from_bits(s);
+                end = end.max(e);
+                self.calendar.remove(&s);
+            }
+        }
+        if let Some((&s, &e)) = self.calendar.range(key(at)..).next() {
+            if f64::from_bits(s) <= end {
+                end = end.max(e);
+                self.calendar.remove(&s);
+            }
+        }
+        self.calendar.insert(key(start), end);
+        self.free[0] = self.free[0].max(end);
+        if self.ops % 1024 == 0 {
+            let old = arrival - MEMORY;
+            while let Some((&s, &e)) = self.calendar.iter().next() {
+                if e >= old || self.calendar.len() == 1 {
+                    break;
+                }
+                self.calendar.remove(&s);
+            }
+        }
+        at + service
     }
 
     /// Seconds of service reserved so far.
@@ -349,6 +404,19 @@ mod tests {
             1.0,
         );
         assert!(st.reserve(0, 1.0, 0.001).is_finite());
+    }
+
+    #[test]
+    fn fifo_serves_by_arrival_when_reservations_come_out_of_order() {
+        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
+        // Reserved first, arriving late: served at 1.0.
+        assert!((st.reserve(0, 1.0, 0.001) - 1.001).abs() < 1e-12);
+        // Reserved later, arriving earlier: it takes the idle time before, not 1.001.
+        assert!((st.reserve(0, 0.5, 0.001) - 0.501).abs() < 1e-12);
+        // One that would overlap the busy period at 1.0 waits for its end.
+        assert!((st.reserve(0, 0.9995, 0.001) - 1.002).abs() < 1e-12);
+        // In order, it is Lindley's recursion: back to back from the last end.
+        assert!((st.reserve(0, 1.0015, 0.001) - 1.003).abs() < 1e-12);
     }
 
     #[test]
