@@ -180,6 +180,18 @@ impl Station {
     fn fifo(&mut self, arrival: f64, service: f64) -> f64 {
         let arrival = arrival.max(0.0);
         let key = |t: f64| t.max(0.0).to_bits();
+        // In order (the common case): no gap can open before the last busy period, so the
+        // request starts at the later of its arrival and that period's end.
+        if let Some(mut last) = self.calendar.last_entry() {
+            if f64::from_bits(*last.key()) <= arrival {
+                let end = *last.get();
+                if arrival <= end {
+                    *last.get_mut() = end + service;
+                    self.free[0] = self.free[0].max(end + service);
+                    return end + service;
+                }
+            }
+        }
         let mut at = arrival;
         if let Some((_, &end)) = self.calendar.range(..=key(arrival)).next_back() {
             at = at.max(end);
@@ -208,7 +220,7 @@ impl Station {
         }
         self.calendar.insert(key(start), end);
         self.free[0] = self.free[0].max(end);
-        if self.ops % 1024 == 0 {
+        if self.ops % 1024 == 0 || self.calendar.len() > 4096 {
             let old = arrival - MEMORY;
             while let Some((&s, &e)) = self.calendar.iter().next() {
                 if e >= old || self.calendar.len() == 1 {
