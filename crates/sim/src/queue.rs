@@ -61,9 +61,11 @@ pub struct Station {
     /// FIFO: when the server frees. Weighted: per class, when its queue drains.
     /// Quanta: per class, the class-local time its queue frees.
     free: Vec<f64>,
-    /// FIFO: reserved busy periods, start (as ordered bits of a non-negative time) to end,
-    /// adjacent periods merged.
-    calendar: std::collections::BTreeMap<u64, f64>,
+    /// FIFO: reserved busy periods `(start, end)`, sorted, disjoint, adjacent ones merged.
+    /// A deque, not a tree: nearly every reservation extends or follows the last period,
+    /// the few that come out of order land near the end, and old periods leave from the
+    /// front.
+    calendar: std::collections::VecDeque<(f64, f64)>,
     busy: f64,
     ops: u64,
 }
@@ -92,7 +94,7 @@ impl Station {
         self.calendar.clear();
         self.free = match &scheduler {
             Scheduler::Fifo => {
-                self.calendar.insert(now.max(0.0).to_bits(), latest);
+                self.calendar.push_back((now.max(0.0), latest));
                 vec![latest]
             }
             Scheduler::Weighted { weights } => {
@@ -179,57 +181,70 @@ impl Station {
     /// FIFO by arrival: the earliest idle gap at or after `arrival` that fits `service`.
     fn fifo(&mut self, arrival: f64, service: f64) -> f64 {
         let arrival = arrival.max(0.0);
-        let key = |t: f64| t.max(0.0).to_bits();
+        let cal = &mut self.calendar;
         // In order (the common case): no gap can open before the last busy period, so the
         // request starts at the later of its arrival and that period's end.
-        if let Some(mut last) = self.calendar.last_entry() {
-            if f64::from_bits(*last.key()) <= arrival {
-                let end = *last.get();
-                if arrival <= end {
-                    *last.get_mut() = end + service;
-                    self.free[0] = self.free[0].max(end + service);
-                    return end + service;
-                }
+        match cal.back_mut() {
+            Some(last) if last.0 <= arrival => {
+                let end = if arrival <= last.1 {
+                    last.1 += service;
+                    last.1
+                } else {
+                    cal.push_back((arrival, arrival + service));
+                    arrival + service
+                };
+                self.free[0] = self.free[0].max(end);
+                self.forget_before(arrival);
+                return end;
             }
+            None => {
+                cal.push_back((arrival, arrival + service));
+                self.free[0] = self.free[0].max(arrival + service);
+                return arrival + service;
+            }
+            Some(_) => {}
         }
+        // Out of order: start after the period under way at `arrival`, then skip every
+        // later period until a gap fits.
+        let first_after = cal.partition_point(|p| p.0 <= arrival);
         let mut at = arrival;
-        if let Some((_, &end)) = self.calendar.range(..=key(arrival)).next_back() {
-            at = at.max(end);
+        if first_after > 0 {
+            at = at.max(cal[first_after - 1].1);
         }
-        for (&s, &end) in self.calendar.range(key(arrival)..) {
-            let s = f64::from_bits(s);
-            if s > arrival && s - at >= service {
+        for &(s, end) in cal.range(first_after..) {
+            if s - at >= service {
                 break;
             }
             at = at.max(end);
         }
         let (mut start, mut end) = (at, at + service);
         // Merge with the period ending at `start` and the one starting at `end`.
-        if let Some((&s, &e)) = self.calendar.range(..=key(start)).next_back() {
-            if e >= start {
-                start = f64::from_bits(s);
-                end = end.max(e);
-                self.calendar.remove(&s);
-            }
+        let mut k = cal.partition_point(|p| p.0 <= start);
+        if k > 0 && cal[k - 1].1 >= start {
+            k -= 1;
+            start = cal[k].0;
+            end = end.max(cal[k].1);
+            cal.remove(k);
         }
-        if let Some((&s, &e)) = self.calendar.range(key(at)..).next() {
-            if f64::from_bits(s) <= end {
-                end = end.max(e);
-                self.calendar.remove(&s);
-            }
+        if k < cal.len() && cal[k].0 <= end {
+            end = end.max(cal[k].1);
+            cal.remove(k);
         }
-        self.calendar.insert(key(start), end);
+        cal.insert(k, (start, end));
         self.free[0] = self.free[0].max(end);
+        self.forget_before(arrival);
+        at + service
+    }
+
+    /// Drops busy periods that ended [`MEMORY`] before `arrival` (keeping the last one),
+    /// every 1,024 operations or when more than 4,096 are kept.
+    fn forget_before(&mut self, arrival: f64) {
         if self.ops % 1024 == 0 || self.calendar.len() > 4096 {
             let old = arrival - MEMORY;
-            while let Some((&s, &e)) = self.calendar.iter().next() {
-                if e >= old || self.calendar.len() == 1 {
-                    break;
-                }
-                self.calendar.remove(&s);
+            while self.calendar.len() > 1 && self.calendar[0].1 < old {
+                self.calendar.pop_front();
             }
         }
-        at + service
     }
 
     /// Seconds of service reserved so far.
