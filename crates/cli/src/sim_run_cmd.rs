@@ -92,9 +92,13 @@ fn run_scenarios(a: RunArgs) -> anyhow::Result<()> {
             threads: a.threads,
         };
         let bars = MultiProgress::new();
+        // Without a terminal the bars are hidden; a line per job and tenth done goes to
+        // stderr instead, so a long run in a log still shows where it is.
+        let lines = !a.json && !console_is_terminal();
         if a.json || !console_is_terminal() {
             bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
         }
+        let tenths: std::sync::Mutex<Vec<i64>> = std::sync::Mutex::new(Vec::new());
         let style = ProgressStyle::with_template("{prefix:>24} [{bar:30}] {percent:>3}% {elapsed}")
             .expect("static template")
             .progress_chars("=> ");
@@ -111,6 +115,22 @@ fn run_scenarios(a: RunArgs) -> anyhow::Result<()> {
                 b
             });
             b.set_position((f * 1000.0) as u64);
+            if lines {
+                let mut t = tenths.lock().expect("progress lock");
+                if t.len() <= job {
+                    t.resize(job + 1, -1);
+                }
+                let tenth = (f * 10.0).floor() as i64;
+                if tenth > t[job] {
+                    t[job] = tenth;
+                    eprintln!(
+                        "{}: {label} {}% ({:.0} s)",
+                        sc.name,
+                        tenth * 10,
+                        one.elapsed().as_secs_f64()
+                    );
+                }
+            }
         };
         let out = sim::run(&sc, &opts, &progress)
             .with_context(|| format!("scenario {}", path.display()))?;

@@ -38,6 +38,10 @@ use trace::{Op, Request, RequestStream};
 
 const BLOCK_MASK: u64 = (1 << 48) - 1;
 
+/// Bytes per network transfer when a resize sends level-1 victims down (the live node
+/// batches its demotions up to 1 MiB per request).
+const RESIZE_BATCH: u64 = 1 << 20;
+
 #[inline]
 fn key_of(tenant: usize, block: u64) -> u64 {
     ((tenant as u64) << 48) | (block & BLOCK_MASK)
@@ -464,7 +468,7 @@ impl<'a> Engine<'a> {
                     part.switch(policy)?;
                     part.resize(tp.l1.size, &mut ev);
                     self.evicted = ev;
-                    self.absorb_l1_evictions(now);
+                    self.absorb_resize_evictions(now);
                 }
                 for p in &tp.l2 {
                     if let Some(k) = self.servers[p.node].level.of_tenant[i] {
@@ -1118,6 +1122,64 @@ impl<'a> Engine<'a> {
             }
             self.absorb_l2_evictions(s, now);
         }
+        ev.clear();
+        self.evicted = ev;
+    }
+
+    /// Level-1 victims of a resize: the same outcome per block as
+    /// [`Engine::absorb_l1_evictions`] (demoted to level 2 when levels are exclusive,
+    /// written down when dirty), but carried over the network in batches of up to
+    /// [`RESIZE_BATCH`] bytes per server, as a node's demotion queue sends them, instead of
+    /// one network operation per block. A shrink evicts thousands of blocks at one
+    /// instant; one operation each (every operation pays the link's fixed cost) would hold
+    /// the links for a tenth of a second and stall every tenant behind them.
+    fn absorb_resize_evictions(&mut self, now: f64) {
+        if self.evicted.is_empty() {
+            return;
+        }
+        let sc = self.sc;
+        let bs = sc.block_size;
+        let ev = std::mem::take(&mut self.evicted);
+        let mut by_server: Vec<Vec<(u64, bool)>> = vec![Vec::new(); self.servers.len()];
+        for &(key, dirty) in &ev {
+            if sc.inclusive && !dirty {
+                continue;
+            }
+            let spec = &sc.tenants[tenant_of(key)];
+            let n = spec.servers.len() as u64;
+            let block = key & BLOCK_MASK;
+            by_server[spec.servers[((block / spec.stripe_blocks) % n) as usize]].push((key, dirty));
+        }
+        let per_batch = (RESIZE_BATCH / bs).max(1) as usize;
+        for (s, victims) in by_server.iter().enumerate() {
+            for batch in victims.chunks(per_batch) {
+                let t = tenant_of(batch[0].0);
+                let spec = &sc.tenants[t];
+                let n = spec.servers.len() as u64;
+                let nbytes = batch.len() as u64 * bs;
+                let t_host = self.hosts[spec.host].nic.serve(t, now, 0, nbytes, true);
+                let arrive = self.servers[s].nic.serve(t, t_host, 0, nbytes, true);
+                for &(key, dirty) in batch {
+                    let mut to_disk = dirty;
+                    if let Some(p) = self.servers[s].level.of_tenant[t] {
+                        let keep = dirty && sc.l2_write == WritePolicy::WriteBack;
+                        let pt = &mut self.servers[s].level.parts[p];
+                        if let Access::Hit(slot) | Access::Inserted(slot) =
+                            pt.access(key, &mut self.evicted2)
+                        {
+                            pt.set_dirty(slot, keep);
+                            to_disk = dirty && !keep;
+                        }
+                    }
+                    if to_disk {
+                        let block = key & BLOCK_MASK;
+                        disk_runs(&mut self.servers[s], spec, t, &[block], n, bs, arrive, true);
+                    }
+                    self.absorb_l2_evictions(s, now);
+                }
+            }
+        }
+        let mut ev = ev;
         ev.clear();
         self.evicted = ev;
     }

@@ -6,12 +6,14 @@
 //! completion is known when it is reserved, so a queue needs no events of its own. Classes
 //! are tenant indices. Three schedulers:
 //!
-//! * FIFO: one queue for every tenant; a request arriving at `t` starts at the later of `t`
-//!   and the time the server frees (Lindley's recursion). Known limit: the recursion runs
-//!   in reservation order, so a request that reaches a FIFO station after a long wait
-//!   upstream (a disk under weighted sharing) makes requests reserved after it wait
-//!   behind it even when they arrive earlier; on a closed-loop path (disk, then links)
-//!   this evens out the tenants' throughput and hides the disk's proportions.
+//! * FIFO: one queue for every tenant, served in order of arrival. Requests reach a station
+//!   out of order when they come by paths of different length (a request that waited
+//!   long at a disk reaches the network after one reserved later that did not), so the
+//!   station keeps its reserved busy periods and a request takes the earliest idle gap
+//!   at or after its arrival that fits its service (for requests that come in order this
+//!   is Lindley's recursion: start at the later of arrival and the time the server
+//!   frees). Without that, a request would wait behind every reservation made before it,
+//!   whatever their times, and one slow queue upstream would pace every tenant alike.
 //! * Weighted fair sharing (the default for bandwidth proportions): a fluid approximation
 //!   of generalised processor sharing, the ideal that start-time and weighted fair queueing
 //!   approximate packet by packet. Each class has its own queue; while a set `B` of classes
@@ -59,9 +61,19 @@ pub struct Station {
     /// FIFO: when the server frees. Weighted: per class, when its queue drains.
     /// Quanta: per class, the class-local time its queue frees.
     free: Vec<f64>,
+    /// FIFO: reserved busy periods `(start, end)`, sorted, disjoint, adjacent ones merged.
+    /// A deque, not a tree: nearly every reservation extends or follows the last period,
+    /// the few that come out of order land near the end, and old periods leave from the
+    /// front.
+    calendar: std::collections::VecDeque<(f64, f64)>,
     busy: f64,
     ops: u64,
 }
+
+/// How long (seconds) a FIFO station remembers busy periods before the latest arrival:
+/// longer than requests are reordered between paths in any scenario here (a request that
+/// arrives earlier than that is served as if the station had been idle then).
+const MEMORY: f64 = 2.0;
 
 impl Station {
     /// A FIFO station.
@@ -70,6 +82,7 @@ impl Station {
             device,
             scheduler: Scheduler::Fifo,
             free: vec![0.0],
+            calendar: Default::default(),
             busy: 0.0,
             ops: 0,
         }
@@ -78,8 +91,12 @@ impl Station {
     /// Sets the scheduler (proportions from the controller); queues restart from `now`.
     pub fn set_scheduler(&mut self, scheduler: Scheduler, now: f64) {
         let latest = self.free.iter().copied().fold(now, f64::max);
+        self.calendar.clear();
         self.free = match &scheduler {
-            Scheduler::Fifo => vec![latest],
+            Scheduler::Fifo => {
+                self.calendar.push_back((now.max(0.0), latest));
+                vec![latest]
+            }
             Scheduler::Weighted { weights } => {
                 // Work already reserved keeps its place: each class's queue continues.
                 let mut f: Vec<f64> = vec![now; weights.len().max(1)];
@@ -132,11 +149,7 @@ impl Station {
         self.busy += service;
         self.ops += 1;
         match &self.scheduler {
-            Scheduler::Fifo => {
-                let start = arrival.max(self.free[0]);
-                self.free[0] = start + service;
-                self.free[0]
-            }
+            Scheduler::Fifo => self.fifo(arrival, service),
             Scheduler::Weighted { weights } => {
                 let c = class.min(weights.len() - 1);
                 let backlogged: f64 = weights
@@ -161,6 +174,75 @@ impl Station {
                 let start = local_time(arrival, off, len, q).max(self.free[c]);
                 self.free[c] = start + service;
                 wall_time(self.free[c], off, len, q)
+            }
+        }
+    }
+
+    /// FIFO by arrival: the earliest idle gap at or after `arrival` that fits `service`.
+    fn fifo(&mut self, arrival: f64, service: f64) -> f64 {
+        let arrival = arrival.max(0.0);
+        let cal = &mut self.calendar;
+        // In order (the common case): no gap can open before the last busy period, so the
+        // request starts at the later of its arrival and that period's end.
+        match cal.back_mut() {
+            Some(last) if last.0 <= arrival => {
+                let end = if arrival <= last.1 {
+                    last.1 += service;
+                    last.1
+                } else {
+                    cal.push_back((arrival, arrival + service));
+                    arrival + service
+                };
+                self.free[0] = self.free[0].max(end);
+                self.forget_before(arrival);
+                return end;
+            }
+            None => {
+                cal.push_back((arrival, arrival + service));
+                self.free[0] = self.free[0].max(arrival + service);
+                return arrival + service;
+            }
+            Some(_) => {}
+        }
+        // Out of order: start after the period under way at `arrival`, then skip every
+        // later period until a gap fits.
+        let first_after = cal.partition_point(|p| p.0 <= arrival);
+        let mut at = arrival;
+        if first_after > 0 {
+            at = at.max(cal[first_after - 1].1);
+        }
+        for &(s, end) in cal.range(first_after..) {
+            if s - at >= service {
+                break;
+            }
+            at = at.max(end);
+        }
+        let (mut start, mut end) = (at, at + service);
+        // Merge with the period ending at `start` and the one starting at `end`.
+        let mut k = cal.partition_point(|p| p.0 <= start);
+        if k > 0 && cal[k - 1].1 >= start {
+            k -= 1;
+            start = cal[k].0;
+            end = end.max(cal[k].1);
+            cal.remove(k);
+        }
+        if k < cal.len() && cal[k].0 <= end {
+            end = end.max(cal[k].1);
+            cal.remove(k);
+        }
+        cal.insert(k, (start, end));
+        self.free[0] = self.free[0].max(end);
+        self.forget_before(arrival);
+        at + service
+    }
+
+    /// Drops busy periods that ended [`MEMORY`] before `arrival` (keeping the last one),
+    /// every 1,024 operations or when more than 4,096 are kept.
+    fn forget_before(&mut self, arrival: f64) {
+        if self.ops % 1024 == 0 || self.calendar.len() > 4096 {
+            let old = arrival - MEMORY;
+            while self.calendar.len() > 1 && self.calendar[0].1 < old {
+                self.calendar.pop_front();
             }
         }
     }
@@ -349,6 +431,19 @@ mod tests {
             1.0,
         );
         assert!(st.reserve(0, 1.0, 0.001).is_finite());
+    }
+
+    #[test]
+    fn fifo_serves_by_arrival_when_reservations_come_out_of_order() {
+        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
+        // Reserved first, arriving late: served at 1.0.
+        assert!((st.reserve(0, 1.0, 0.001) - 1.001).abs() < 1e-12);
+        // Reserved later, arriving earlier: it takes the idle time before, not 1.001.
+        assert!((st.reserve(0, 0.5, 0.001) - 0.501).abs() < 1e-12);
+        // One that would overlap the busy period at 1.0 waits for its end.
+        assert!((st.reserve(0, 0.9995, 0.001) - 1.002).abs() < 1e-12);
+        // In order, it is Lindley's recursion: back to back from the last end.
+        assert!((st.reserve(0, 1.0015, 0.001) - 1.003).abs() < 1e-12);
     }
 
     #[test]

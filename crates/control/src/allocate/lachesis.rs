@@ -16,6 +16,22 @@
 //!    `class weight / fair-share latency` — so the optimiser maximises the (weighted) fair
 //!    speedup, as MLMS's spare-space step does, but over concave hulls rather than one grid
 //!    step at a time, so a cliff (a loop that fits) is seen across a plateau.
+//! 5. The disk queueing a miss costs the others. A tenant's latency model takes the miss
+//!    service time it observed as given, but every miss is also a request in the queue of
+//!    a level-2 server's disk, which every tenant striped over that server waits behind.
+//!    So the objective each partition is sized for is the tenant's own weighted latency
+//!    plus that externality: `E_s · λ_i,s`, where `λ_i,s` is the rate of the tenant's
+//!    misses that reach server `s` (its request rate times its miss ratio at the
+//!    partition's size, over its `n` servers) and `E_s` is what one more miss per second
+//!    there costs the weighted latencies of all its tenants: with the disk as an M/M/1
+//!    queue of response time `R` (`R = S/(1 − λS)`, so `dR/dλ = R²`, with `R` the
+//!    traffic-weighted mean of its tenants' observed miss times), `E_s = R² · Σ_j w_j ·
+//!    m_j,s`, `m_j,s` being the share of tenant `j`'s requests that miss at `s` and `w_j`
+//!    its weight in the objective. On idle disks `R` is the bare service time and the
+//!    term is small; on saturated ones it dominates, and space goes where it removes the
+//!    most disk requests (which Moirai's hit maximisation does always). `E_s` is taken at
+//!    fair share for the first round of step 4 and at the first round's sizes for the
+//!    second.
 
 use super::{optimise, Inputs, Item, Sizes};
 use crate::model::normalised_curve_flat;
@@ -156,12 +172,34 @@ pub fn allocate(inp: &Inputs) -> Sizes {
         }
     }
     // Spare space: start from the minimums, then two rounds of coordinate descent.
+    let fair = (out.l1.clone(), out.l2.clone());
     for i in (0..n).filter(|&i| !fixed[i]) {
         out.l1[i] = min1[i];
         out.l2[i] = vec![min2[i]; topo.tenants[i].servers.len()];
     }
     let weight = |i: usize| topo.tenants[i].class.weight() / inp.lat_fair[i].max(1e-9);
-    for _round in 0..2 {
+    let mut ext = externality(inp, &place.servers, &fair.0, &fair.1, &weight);
+    // Tenant i's objective: its weighted latency plus the disk queueing its misses cost.
+    let objective = |ext: &[f64], i: usize, c1: u64, x: &[u64]| -> f64 {
+        let t = &topo.tenants[i];
+        let n = x.len().max(1) as f64;
+        let own = weight(i) * inp.latency(i, c1, x);
+        let others: f64 = t
+            .servers
+            .iter()
+            .zip(x)
+            .map(|(&s, &xs)| {
+                let miss = 1.0 - inp.models[i].hit_ratios(c1 as f64, n * xs as f64).1;
+                ext[s] * inp.rates[i] * miss / n
+            })
+            .sum();
+        own + others
+    };
+    for round in 0..2 {
+        if round > 0 {
+            ext = externality(inp, &place.servers, &out.l1, &out.l2, &weight);
+        }
+        let ext = &ext;
         for (h, host) in topo.hosts.iter().enumerate() {
             let members: Vec<usize> = place.hosts[h]
                 .iter()
@@ -183,10 +221,10 @@ pub fn allocate(inp: &Inputs) -> Sizes {
                     let x = &out.l2[i];
                     let flat = inp.models[i].flat_from_c1();
                     let (curve, base) =
-                        normalised_curve_flat(|c1| inp.latency(i, c1, x), cap, 256, flat);
+                        normalised_curve_flat(|c1| objective(ext, i, c1, x), cap, 256, flat);
                     Item {
                         curve,
-                        weight: weight(i) * base,
+                        weight: base,
                         min: min1[i],
                     }
                 })
@@ -220,17 +258,17 @@ pub fn allocate(inp: &Inputs) -> Sizes {
                     let (curve, base) = normalised_curve_flat(
                         |v| {
                             x[k] = v;
-                            inp.latency(i, c1, &x)
+                            objective(ext, i, c1, &x)
                         },
                         cap,
                         256,
                         flat,
                     );
-                    // f(v) is the tenant's whole latency, so weight · (f(0) − f(v)) is what
-                    // this server's share buys it (1/n of its stripe).
+                    // f(v) is the tenant's whole objective, so f(0) − f(v) is what this
+                    // server's share buys (1/n of its stripe).
                     Item {
                         curve,
-                        weight: weight(i) * base,
+                        weight: base,
                         min: min2[i],
                     }
                 })
@@ -258,4 +296,40 @@ fn reason(size: u64, min: u64, target: Option<f64>, gain: f64) -> Reason {
         Some(t) if min > 0 && size <= min => Reason::SloMinimum { target_ms: t },
         _ => Reason::Gain { per_block: gain },
     }
+}
+
+/// Per server, `E_s`: the weighted latency one more disk request per second there costs
+/// its tenants (see the module doc, step 5), at sizes `l1`, `l2`.
+fn externality(
+    inp: &Inputs,
+    servers: &[Vec<(usize, usize)>],
+    l1: &[u64],
+    l2: &[Vec<u64>],
+    weight: &dyn Fn(usize) -> f64,
+) -> Vec<f64> {
+    servers
+        .iter()
+        .map(|members| {
+            let (mut traffic, mut busy, mut exposed) = (0.0, 0.0, 0.0);
+            for &(j, k) in members {
+                if !inp.active[j] {
+                    continue;
+                }
+                let m = &inp.models[j];
+                let n = l2[j].len().max(1) as f64;
+                let share = (1.0 - m.hit_ratios(l1[j] as f64, n * l2[j][k] as f64).1) / n;
+                let lam = inp.rates[j].max(0.0) * share;
+                traffic += lam;
+                busy += lam * m.service.miss_ms;
+                exposed += weight(j) * share;
+            }
+            if traffic > 0.0 {
+                let r = busy / traffic; // ms
+                                        // dR/dλ = R² in seconds per (request per second), here in ms.
+                exposed * r * r / 1e3
+            } else {
+                0.0
+            }
+        })
+        .collect()
 }
