@@ -99,8 +99,16 @@ impl EvictionPolicy for Clock {
         self.counter.get(slot as usize).map_or(0, |&c| c as u64)
     }
     #[inline]
+    fn warms_hits(&self) -> bool {
+        true
+    }
+    #[inline]
     fn next_victim(&self) -> Option<Slot> {
         self.ring.back()
+    }
+    #[inline]
+    fn victim_after(&self, slot: Slot) -> Option<Slot> {
+        self.ring.prev(&self.links, slot)
     }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         self.ring.remove(&mut self.links, slot);
