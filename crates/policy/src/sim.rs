@@ -116,10 +116,11 @@ pub fn replay_stream<P: EvictionPolicy>(
             if mode == KeyMode::Object {
                 // Start the memory loads of later requests' lookups now (see
                 // `BlockCache::warm`); results are not used. For a policy whose hits read
-                // per-slot metadata (`EvictionPolicy::warms_hits`: LRU, ARC, CLOCK) in two
+                // per-slot metadata (`EvictionPolicy::warms_hits`: LRU, ARC) in two
                 // stages: the directory entry of the request `2 * WARM_AHEAD` ahead, then
                 // (its entry now in cache) the slot's metadata of the one `WARM_AHEAD`
-                // ahead. For the others (FIFO) the far stage only repeated the near one.
+                // ahead. For the others (FIFO; CLOCK, whose counters fit in the core's cache) the
+                // far stage only repeats the near one and measured slower.
                 if let Some(far) = batch.get(i + 2 * WARM_AHEAD).filter(|_| deep) {
                     if matches!(far.op, Op::Read | Op::Write) {
                         std::hint::black_box(cache.warm_dir(far.object_key()));

@@ -99,10 +99,6 @@ impl EvictionPolicy for Clock {
         self.counter.get(slot as usize).map_or(0, |&c| c as u64)
     }
     #[inline]
-    fn warms_hits(&self) -> bool {
-        true
-    }
-    #[inline]
     fn next_victim(&self) -> Option<Slot> {
         self.ring.back()
     }
