@@ -173,14 +173,31 @@ impl<P: EvictionPolicy> BlockCache<P> {
         }
     }
 
+    /// The first half of [`BlockCache::warm`]: reads only `key`'s directory entry. Called
+    /// further ahead than `warm`, it splits the chain of dependent loads of one lookup
+    /// (directory entry, then the slot's metadata) over two requests' time, so no single
+    /// request waits for both.
+    #[inline]
+    pub fn warm_dir(&self, key: Key) -> u64 {
+        self.dir.get(&key).map_or(0, |&v| v as u64)
+    }
+
     /// Reads the key and directory entry of the policy's likely next victim (see
-    /// [`EvictionPolicy::next_victim`]), so the next miss does not wait for them.
+    /// [`EvictionPolicy::next_victim`]) and the key and metadata of the victim after it
+    /// ([`EvictionPolicy::victim_after`]), so the next miss does not wait for them. The
+    /// loads for the victim after next do not depend on the directory probe of the next
+    /// one, so they run side by side; by the next miss its key is in cache and its
+    /// directory probe is one load, not a chain of three.
     #[inline]
     fn warm_victim(&self) -> u64 {
         match self.policy.next_victim() {
             Some(v) => {
                 let k = self.keys[v as usize];
-                self.dir.get(&k).map_or(k, |&s| s as u64) ^ self.policy.warm(v)
+                let after = match self.policy.victim_after(v) {
+                    Some(w) => self.keys[w as usize] ^ self.policy.warm(w),
+                    None => 0,
+                };
+                self.dir.get(&k).map_or(k, |&s| s as u64) ^ self.policy.warm(v) ^ after
             }
             None => 0,
         }

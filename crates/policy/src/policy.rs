@@ -92,6 +92,24 @@ pub trait EvictionPolicy: Send {
     fn next_victim(&self) -> Option<Slot> {
         None
     }
+
+    /// Whether [`EvictionPolicy::warm`] reads anything, i.e. a hit touches per-slot
+    /// metadata worth reading ahead (a replay then warms in two stages, see
+    /// [`crate::sim::replay_stream`]). `false` by default.
+    #[inline]
+    fn warms_hits(&self) -> bool {
+        false
+    }
+
+    /// A hint, not an event: the slot [`EvictionPolicy::evict`] would most likely return
+    /// after resident `slot` if nothing else happened first (LRU and FIFO: the list
+    /// neighbour towards the front), so the cache can start reading the victim after
+    /// next while it reads the next one. `None` (the default) when the policy cannot say
+    /// cheaply.
+    #[inline]
+    fn victim_after(&self, _slot: Slot) -> Option<Slot> {
+        None
+    }
 }
 
 /// Tag bit of a ghost entry in the cache's directory; a value without it is a slot.
@@ -213,5 +231,13 @@ impl<P: EvictionPolicy + ?Sized> EvictionPolicy for Box<P> {
     #[inline]
     fn next_victim(&self) -> Option<Slot> {
         (**self).next_victim()
+    }
+    #[inline]
+    fn victim_after(&self, slot: Slot) -> Option<Slot> {
+        (**self).victim_after(slot)
+    }
+    #[inline]
+    fn warms_hits(&self) -> bool {
+        (**self).warms_hits()
     }
 }

@@ -122,4 +122,18 @@ impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
         }
         v
     }
+    fn victim_after(&self, slot: Slot) -> Option<Slot> {
+        let v = self.inner.victim_after(slot);
+        if let Some(v) = v {
+            assert!(
+                self.resident.contains_key(&v),
+                "{}: victim_after {slot} gave {v}, which is not resident",
+                self.inner.name()
+            );
+        }
+        v
+    }
+    fn warms_hits(&self) -> bool {
+        self.inner.warms_hits()
+    }
 }

@@ -102,6 +102,7 @@ pub fn replay_stream<P: EvictionPolicy>(
     let mut s = SimStats::default();
     let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
     let mut since = 0u64;
+    let deep = cache.policy().warms_hits();
     loop {
         batch.clear();
         let res = requests.next_batch(&mut batch, BATCH);
@@ -112,11 +113,23 @@ pub fn replay_stream<P: EvictionPolicy>(
             since = 0;
         }
         for (i, r) in batch.iter().enumerate() {
-            if let Some(next) = batch.get(i + WARM_AHEAD) {
-                // Start the memory loads of a later request's lookup now (see
-                // `BlockCache::warm`); its result is not used.
-                if let (KeyMode::Object, Op::Read | Op::Write) = (mode, next.op) {
-                    std::hint::black_box(cache.warm(next.object_key()));
+            if mode == KeyMode::Object {
+                // Start the memory loads of later requests' lookups now (see
+                // `BlockCache::warm`); results are not used. For a policy whose hits read
+                // per-slot metadata (`EvictionPolicy::warms_hits`: LRU, ARC) in two
+                // stages: the directory entry of the request `2 * WARM_AHEAD` ahead, then
+                // (its entry now in cache) the slot's metadata of the one `WARM_AHEAD`
+                // ahead. For the others (FIFO; CLOCK, whose counters fit in the core's cache) the
+                // far stage only repeats the near one and measured slower.
+                if let Some(far) = batch.get(i + 2 * WARM_AHEAD).filter(|_| deep) {
+                    if matches!(far.op, Op::Read | Op::Write) {
+                        std::hint::black_box(cache.warm_dir(far.object_key()));
+                    }
+                }
+                if let Some(next) = batch.get(i + WARM_AHEAD) {
+                    if matches!(next.op, Op::Read | Op::Write) {
+                        std::hint::black_box(cache.warm(next.object_key()));
+                    }
                 }
             }
             match r.op {

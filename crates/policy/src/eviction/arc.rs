@@ -310,6 +310,10 @@ impl EvictionPolicy for Arc {
     fn warm(&self, slot: Slot) -> u64 {
         self.links.peek_around(slot)
     }
+    #[inline]
+    fn warms_hits(&self) -> bool {
+        true
+    }
     /// T1's LRU block when T1 is above its target, else T2's (what `replace` takes when
     /// no ghost was hit; a hint only).
     #[inline]

@@ -102,6 +102,10 @@ impl EvictionPolicy for Clock {
     fn next_victim(&self) -> Option<Slot> {
         self.ring.back()
     }
+    #[inline]
+    fn victim_after(&self, slot: Slot) -> Option<Slot> {
+        self.ring.prev(&self.links, slot)
+    }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         self.ring.remove(&mut self.links, slot);
     }

@@ -52,6 +52,10 @@ impl EvictionPolicy for Fifo {
     fn next_victim(&self) -> Option<Slot> {
         self.queue.back()
     }
+    #[inline]
+    fn victim_after(&self, slot: Slot) -> Option<Slot> {
+        self.queue.prev(&self.links, slot)
+    }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         self.queue.remove(&mut self.links, slot);
     }

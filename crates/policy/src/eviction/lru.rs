@@ -55,8 +55,16 @@ impl EvictionPolicy for Lru {
         self.links.peek_around(slot)
     }
     #[inline]
+    fn warms_hits(&self) -> bool {
+        true
+    }
+    #[inline]
     fn next_victim(&self) -> Option<Slot> {
         self.list.back()
+    }
+    #[inline]
+    fn victim_after(&self, slot: Slot) -> Option<Slot> {
+        self.list.prev(&self.links, slot)
     }
     fn on_remove(&mut self, slot: Slot, _key: Key) {
         self.list.remove(&mut self.links, slot);
@@ -71,6 +79,24 @@ mod tests {
     fn evicts_least_recent() {
         // 1 2 3 1 4 (evicts 2) 2 (miss, evicts 3) 1 (hit)
         assert_eq!(miss_count("lru", 3, &[1, 2, 3, 1, 4, 2, 1]), 5);
+    }
+
+    #[test]
+    fn victim_hints_follow_eviction_order() {
+        // Slots 0, 1, 2 enter in that order; a hit on 0 makes 1 the next victim, then 2.
+        use crate::policy::{Directory, EvictionPolicy};
+        let mut lru = super::Lru::default();
+        for s in 0..3 {
+            lru.on_insert(s, s as u64);
+        }
+        lru.on_hit(0, 0);
+        assert_eq!(lru.next_victim(), Some(1));
+        assert_eq!(lru.victim_after(1), Some(2));
+        assert_eq!(lru.victim_after(0), None);
+        let mut map = crate::keymap::KeyMap::default();
+        let mut dir = Directory::new(&mut map, &[]);
+        assert_eq!(lru.evict(&mut dir), 1);
+        assert_eq!(lru.evict(&mut dir), 2);
     }
 
     #[test]
