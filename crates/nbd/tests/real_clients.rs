@@ -1,5 +1,5 @@
-//! Real NBD clients against our server: `qemu-io`, `qemu-img` (Debian `qemu-utils`) and
-//! `nbdinfo` (Debian `libnbd-bin`).
+//! Real NBD clients against our server: `qemu-io`, `qemu-img` (Debian `qemu-utils`),
+//! `nbdinfo` and `nbdcopy` (Debian `libnbd-bin`).
 //!
 //! A missing tool FAILS the test with the package to install; it never passes silently.
 //! The server runs in this process on 127.0.0.1 with an ephemeral port.
@@ -375,6 +375,31 @@ fn block_status_keeps_sparse_images_sparse_through_real_clients() {
     );
     assert_eq!(
         std::fs::read(&copy).unwrap(),
+        std::fs::read(&image).unwrap()
+    );
+
+    // nbdcopy too: it reads the data extents only and zeroes (punches) the holes of a
+    // sparse destination file, so the copy stays sparse and equal.
+    file.read.store(0, std::sync::atomic::Ordering::Relaxed);
+    let copy2 = dir.path().join("copy2.img");
+    std::fs::File::create(&copy2)
+        .unwrap()
+        .set_len(64 << 20)
+        .unwrap();
+    let (ok, out) = run("nbdcopy", "libnbd-bin", &[&uri, copy2.to_str().unwrap()]);
+    assert!(ok, "nbdcopy failed:\n{out}");
+    let read = file.read.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        ((1 << 20) + 4096..=4 << 20).contains(&read),
+        "nbdcopy read {read} bytes of a 64 MiB image holding 1 MiB + 4 KiB"
+    );
+    let dst = allocated(&copy2);
+    assert!(
+        dst <= src + (1 << 20) && dst < 8 << 20,
+        "nbdcopy's copy allocated {dst} bytes against the image's {src} (of 64 MiB)"
+    );
+    assert_eq!(
+        std::fs::read(&copy2).unwrap(),
         std::fs::read(&image).unwrap()
     );
 
