@@ -8,7 +8,8 @@
 //! [`build`] joins a volume's level-1 counters (its host) and level-2 counters (summed over
 //! its servers; for a volume on several hosts, each host's share of them by its level-1
 //! misses) into one `TenantObservation`: requests, bytes and mean latency as the
-//! level-1 node saw them; lookups and hits per level; service times per way of service
+//! level-1 node saw them, with its reads timed apart from its writes ([`WriteSplit`]);
+//! lookups and hits per level; service times per way of service
 //! (a level-2 hit costs the level-2 node's hit time plus the network overhead the level-1
 //! node measured on top of what the level-2 node did, a miss likewise); curves from the
 //! level-1 node (it sees the volume's whole stream), sizes turned from bytes to blocks.
@@ -227,6 +228,7 @@ pub fn build(
             sum_ms: l1.latency.sum_ms,
         });
         let bytes = l1.read_bytes + l1.write_bytes;
+        let mix = WriteSplit::of(l1, bytes);
         obs.tenants.push(TenantObservation {
             requests: l1.requests,
             bytes,
@@ -242,17 +244,9 @@ pub fn build(
             p99_latency_ms: l1.latency.p99_ms,
             service,
             curves,
-            // The nodes count bytes by direction, not requests: the write share of the
-            // requests is taken as that of the bytes. They do not time reads and writes
-            // apart, so the latencies are left unknown (the model then treats every
-            // request as a read).
-            writes: if bytes > 0 {
-                (l1.requests as f64 * l1.write_bytes as f64 / bytes as f64).round() as u64
-            } else {
-                0
-            },
-            read_latency_ms: None,
-            write_latency_ms: None,
+            writes: mix.writes,
+            read_latency_ms: mix.read_ms,
+            write_latency_ms: mix.write_ms,
         });
         measured.push(Measured {
             tenant: p.name.to_string(),
@@ -269,6 +263,56 @@ pub fn build(
         });
     }
     (obs, measured)
+}
+
+/// A volume's reads timed apart from its other requests, from its level-1 node's counters.
+///
+/// The node's hit/miss split (`served`) counts reads only, each timed from arrival to
+/// reply; its `latency` counts every request. So the reads are `served.hit + served.miss`
+/// and the rest (writes, and the few flushes and trims, all of which the cache sizes do
+/// not speed up) is `latency` less the reads. With reads counted, `control` models the
+/// volume as `(1 − w)·reads + w·W` and fits MLMS on its reads' latency alone, so a burst of
+/// slow writes (a write-back cache waiting for its backend) is not taken for slow reads
+/// that more cache would help. A node that sends no split (no reads timed) leaves the
+/// latencies unknown and gives the write share of the bytes, as before: every request is
+/// then modelled as a read.
+struct WriteSplit {
+    writes: u64,
+    read_ms: Option<f64>,
+    write_ms: Option<f64>,
+}
+
+impl WriteSplit {
+    fn of(l1: &TenantCounters, bytes: u64) -> WriteSplit {
+        let reads = Acc {
+            count: l1.served.hit.count + l1.served.miss.count,
+            sum_ms: l1.served.hit.sum_ms + l1.served.miss.sum_ms,
+        };
+        if reads.count == 0 || reads.count > l1.latency.count {
+            return WriteSplit {
+                writes: if bytes > 0 {
+                    (l1.requests as f64 * l1.write_bytes as f64 / bytes as f64).round() as u64
+                } else {
+                    0
+                },
+                read_ms: None,
+                write_ms: None,
+            };
+        }
+        let others = Acc {
+            count: l1.latency.count - reads.count,
+            sum_ms: (l1.latency.sum_ms - reads.sum_ms).max(0.0),
+        };
+        // `requests` and `latency.count` are counted apart (a request still running at
+        // the poll is in one, not yet the other): the share is taken of the timed ones.
+        let share = others.count as f64 / l1.latency.count as f64;
+        WriteSplit {
+            writes: (l1.requests as f64 * share).round() as u64,
+            read_ms: mean(reads),
+            // No writes this interval: a write share of 0 (the model's mix decays).
+            write_ms: Some(mean(others).unwrap_or(0.0)),
+        }
+    }
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -373,6 +417,50 @@ mod tests {
         assert!((m[0].l2_hit_ratio - 0.5).abs() < 1e-12);
         assert_eq!(m[0].iops, 500.0);
         assert_eq!(m[0].l2_size, 2 << 20);
+    }
+
+    #[test]
+    fn reads_are_timed_apart_from_writes() {
+        // 600 reads (400 hits at 0.1 ms, 200 misses at 3 ms) and 400 writes at 50 ms.
+        let mut l1 = counters("v", 600, 400, 0.1, 3.0);
+        l1.requests = 1000;
+        l1.write_bytes = 400 * 4096;
+        l1.latency.count = 1000;
+        l1.latency.sum_ms += 400.0 * 50.0;
+        let by = HashMap::from([("h".to_string(), HashMap::from([("v".to_string(), l1)]))]);
+        let p = [Placement {
+            name: "v",
+            cache: "v",
+            host: "h",
+            servers: vec![],
+        }];
+        let (o, m) = build(&p, &by, 4096, 1.0);
+        let t = &o.tenants[0];
+        assert_eq!(t.writes, 400);
+        assert!((t.read_latency_ms.unwrap() - (40.0 + 600.0) / 600.0).abs() < 1e-9);
+        assert!((t.write_latency_ms.unwrap() - 50.0).abs() < 1e-9);
+        // The mean of every request is still what the volume measured.
+        assert!((t.mean_latency_ms - (40.0 + 600.0 + 20_000.0) / 1000.0).abs() < 1e-9);
+        assert!((m[0].latency_ms.unwrap() - t.mean_latency_ms).abs() < 1e-12);
+
+        // Only reads: a write share of 0, reads' latency is the mean.
+        let by = HashMap::from([(
+            "h".to_string(),
+            HashMap::from([("v".to_string(), counters("v", 500, 250, 0.2, 2.0))]),
+        )]);
+        let t = &build(&p, &by, 4096, 1.0).0.tenants[0];
+        assert_eq!(t.writes, 0);
+        assert_eq!(t.write_latency_ms, Some(0.0));
+        assert!((t.read_latency_ms.unwrap() - t.mean_latency_ms).abs() < 1e-9);
+
+        // A node that sends no read split: the bytes' write share, latencies unknown.
+        let mut old = counters("v", 100, 50, 0.2, 2.0);
+        old.served = Served::default();
+        old.write_bytes = old.read_bytes / 3;
+        let by = HashMap::from([("h".to_string(), HashMap::from([("v".to_string(), old)]))]);
+        let t = &build(&p, &by, 4096, 1.0).0.tenants[0];
+        assert_eq!(t.writes, 25);
+        assert_eq!((t.read_latency_ms, t.write_latency_ms), (None, None));
     }
 
     #[test]
