@@ -66,6 +66,10 @@ pub struct Station {
     /// the few that come out of order land near the end, and old periods leave from the
     /// front.
     calendar: std::collections::VecDeque<(f64, f64)>,
+    /// At most the end of the calendar's first period, so that the periodic check for
+    /// periods to forget reads the deque's front (a cold cache line) only when one may
+    /// be old enough.
+    front_end: f64,
     busy: f64,
     ops: u64,
 }
@@ -83,6 +87,7 @@ impl Station {
             scheduler: Scheduler::Fifo,
             free: vec![0.0],
             calendar: Default::default(),
+            front_end: f64::NEG_INFINITY,
             busy: 0.0,
             ops: 0,
         }
@@ -92,6 +97,7 @@ impl Station {
     pub fn set_scheduler(&mut self, scheduler: Scheduler, now: f64) {
         let latest = self.free.iter().copied().fold(now, f64::max);
         self.calendar.clear();
+        self.front_end = f64::NEG_INFINITY;
         self.free = match &scheduler {
             Scheduler::Fifo => {
                 self.calendar.push_back((now.max(0.0), latest));
@@ -198,6 +204,7 @@ impl Station {
                 return end;
             }
             None => {
+                self.front_end = f64::NEG_INFINITY;
                 cal.push_back((arrival, arrival + service));
                 self.free[0] = self.free[0].max(arrival + service);
                 return arrival + service;
@@ -242,7 +249,12 @@ impl Station {
             }
             (true, false) => cal[k - 1] = (start, end),
             (false, true) => cal[k] = (start, end),
-            (false, false) => cal.insert(k, (start, end)),
+            (false, false) => {
+                if k == 0 {
+                    self.front_end = self.front_end.min(end);
+                }
+                cal.insert(k, (start, end));
+            }
         }
         self.free[0] = self.free[0].max(end);
         self.forget_before(arrival);
@@ -254,8 +266,11 @@ impl Station {
     fn forget_before(&mut self, arrival: f64) {
         if self.ops % 1024 == 0 || self.calendar.len() > 4096 {
             let old = arrival - MEMORY;
-            while self.calendar.len() > 1 && self.calendar[0].1 < old {
-                self.calendar.pop_front();
+            if self.front_end < old {
+                while self.calendar.len() > 1 && self.calendar[0].1 < old {
+                    self.calendar.pop_front();
+                }
+                self.front_end = self.calendar.front().map_or(f64::NEG_INFINITY, |p| p.1);
             }
         }
     }
