@@ -201,6 +201,10 @@ pub struct Device {
     spec: DeviceSpec,
     head: u64,
     rng: StdRng,
+    /// RAM, network and SSD: the last `(len, write, service time)` computed (a fixed cost
+    /// plus a transfer, the same for the same length and kind), so the common 4 KiB
+    /// transfers skip the division.
+    last: (u64, bool, f64),
 }
 
 impl Device {
@@ -210,6 +214,7 @@ impl Device {
             spec,
             head: u64::MAX,
             rng: StdRng::seed_from_u64(seed),
+            last: (u64::MAX, false, 0.0),
         }
     }
 
@@ -219,17 +224,27 @@ impl Device {
     }
 
     /// Seconds to serve `len` bytes at byte `offset` (a write if `write`), and move the head.
+    #[inline]
     pub fn service(&mut self, offset: u64, len: u64, write: bool) -> f64 {
         let b = len as f64;
         match self.spec {
             DeviceSpec::Ram { latency_us, mbps } | DeviceSpec::Net { latency_us, mbps } => {
-                latency_us * 1e-6 + b / (mbps * 1e6)
+                if self.last.0 != len {
+                    self.last = (len, false, latency_us * 1e-6 + b / (mbps * 1e6));
+                }
+                self.last.2
             }
             DeviceSpec::Ssd {
                 read_us,
                 write_us,
                 mbps,
-            } => (if write { write_us } else { read_us }) * 1e-6 + b / (mbps * 1e6),
+            } => {
+                if self.last.0 != len || self.last.1 != write {
+                    let fixed = if write { write_us } else { read_us };
+                    self.last = (len, write, fixed * 1e-6 + b / (mbps * 1e6));
+                }
+                self.last.2
+            }
             DeviceSpec::Hdd {
                 rpm,
                 seek_ms,

@@ -33,6 +33,7 @@ use rand::rngs::StdRng;
 use rand::SeedableRng;
 use rand_distr::{Distribution, Exp};
 use std::cmp::Reverse;
+use std::collections::binary_heap::PeekMut;
 use std::collections::BinaryHeap;
 use trace::{Op, Request, RequestStream};
 
@@ -553,7 +554,11 @@ impl<'a> Engine<'a> {
                 }
             })
             .sum();
-        while let Some(Reverse((tb, i, slot))) = heap.pop() {
+        // The earliest event stays at the top while its request is served and is then
+        // replaced by the tenant's next one in place (one sift down, not a pop and a
+        // push). Keys are unique (tenant, slot), so the order of events is the same.
+        while let Some(mut top) = heap.peek_mut() {
+            let Reverse((tb, i, slot)) = *top;
             let t = f64::from_bits(tb);
             if sc.duration.is_some_and(|d| t >= d) {
                 break;
@@ -576,7 +581,10 @@ impl<'a> Engine<'a> {
                     Some(r)
                 }
             };
-            let Some(req) = req else { continue };
+            let Some(req) = req else {
+                PeekMut::pop(top);
+                continue;
+            };
             let done = self.serve(i, t, &req);
             total += 1;
             if total % 262_144 == 0 {
@@ -592,13 +600,14 @@ impl<'a> Engine<'a> {
                             next = b + (next - a).min(sc.interval);
                         }
                     }
-                    heap.push(Reverse((next.to_bits(), i as u32, slot)))
+                    *top = Reverse((next.to_bits(), i as u32, slot));
                 }
-                _ => {
-                    if let Some(next) = self.next_arrival(i)? {
-                        heap.push(Reverse((next.to_bits(), i as u32, 0)));
+                _ => match self.next_arrival(i)? {
+                    Some(next) => *top = Reverse((next.to_bits(), i as u32, 0)),
+                    None => {
+                        PeekMut::pop(top);
                     }
-                }
+                },
             }
         }
         // The last, partial interval is reported, without a control step after it.

@@ -66,6 +66,10 @@ pub struct Station {
     /// the few that come out of order land near the end, and old periods leave from the
     /// front.
     calendar: std::collections::VecDeque<(f64, f64)>,
+    /// At most the end of the calendar's first period, so that the periodic check for
+    /// periods to forget reads the deque's front (a cold cache line) only when one may
+    /// be old enough.
+    front_end: f64,
     busy: f64,
     ops: u64,
 }
@@ -83,6 +87,7 @@ impl Station {
             scheduler: Scheduler::Fifo,
             free: vec![0.0],
             calendar: Default::default(),
+            front_end: f64::NEG_INFINITY,
             busy: 0.0,
             ops: 0,
         }
@@ -92,6 +97,7 @@ impl Station {
     pub fn set_scheduler(&mut self, scheduler: Scheduler, now: f64) {
         let latest = self.free.iter().copied().fold(now, f64::max);
         self.calendar.clear();
+        self.front_end = f64::NEG_INFINITY;
         self.free = match &scheduler {
             Scheduler::Fifo => {
                 self.calendar.push_back((now.max(0.0), latest));
@@ -198,6 +204,7 @@ impl Station {
                 return end;
             }
             None => {
+                self.front_end = f64::NEG_INFINITY;
                 cal.push_back((arrival, arrival + service));
                 self.free[0] = self.free[0].max(arrival + service);
                 return arrival + service;
@@ -206,7 +213,7 @@ impl Station {
         }
         // Out of order: start after the period under way at `arrival`, then skip every
         // later period until a gap fits.
-        let first_after = cal.partition_point(|p| p.0 <= arrival);
+        let first_after = first_starting_after(cal, arrival);
         let mut at = arrival;
         if first_after > 0 {
             at = at.max(cal[first_after - 1].1);
@@ -218,19 +225,37 @@ impl Station {
             at = at.max(end);
         }
         let (mut start, mut end) = (at, at + service);
-        // Merge with the period ending at `start` and the one starting at `end`.
-        let mut k = cal.partition_point(|p| p.0 <= start);
-        if k > 0 && cal[k - 1].1 >= start {
-            k -= 1;
-            start = cal[k].0;
-            end = end.max(cal[k].1);
-            cal.remove(k);
+        // Merge with the period ending at `start` and the one starting at `end`. Every
+        // period before `first_after` starts at or before `arrival <= start`, so the first
+        // one starting after `start` is found by walking on from there over the periods
+        // the gap search just skipped.
+        let mut k = first_after;
+        while k < cal.len() && cal[k].0 <= start {
+            k += 1;
         }
-        if k < cal.len() && cal[k].0 <= end {
-            end = end.max(cal[k].1);
-            cal.remove(k);
+        let merge_before = k > 0 && cal[k - 1].1 >= start;
+        if merge_before {
+            start = cal[k - 1].0;
+            end = end.max(cal[k - 1].1);
         }
-        cal.insert(k, (start, end));
+        let merge_after = k < cal.len() && cal[k].0 <= end;
+        if merge_after {
+            end = end.max(cal[k].1);
+        }
+        match (merge_before, merge_after) {
+            (true, true) => {
+                cal[k - 1] = (start, end);
+                cal.remove(k);
+            }
+            (true, false) => cal[k - 1] = (start, end),
+            (false, true) => cal[k] = (start, end),
+            (false, false) => {
+                if k == 0 {
+                    self.front_end = self.front_end.min(end);
+                }
+                cal.insert(k, (start, end));
+            }
+        }
         self.free[0] = self.free[0].max(end);
         self.forget_before(arrival);
         at + service
@@ -241,8 +266,11 @@ impl Station {
     fn forget_before(&mut self, arrival: f64) {
         if self.ops % 1024 == 0 || self.calendar.len() > 4096 {
             let old = arrival - MEMORY;
-            while self.calendar.len() > 1 && self.calendar[0].1 < old {
-                self.calendar.pop_front();
+            if self.front_end < old {
+                while self.calendar.len() > 1 && self.calendar[0].1 < old {
+                    self.calendar.pop_front();
+                }
+                self.front_end = self.calendar.front().map_or(f64::NEG_INFINITY, |p| p.1);
             }
         }
     }
@@ -256,6 +284,36 @@ impl Station {
     pub fn ops(&self) -> u64 {
         self.ops
     }
+}
+
+/// The index of the first busy period starting after `t` (`partition_point(|p| p.0 <= t)`),
+/// found by galloping back from the end: out-of-order arrivals land near the end of the
+/// calendar, so this reads a few periods there instead of binary-searching the whole
+/// calendar (thousands of periods on a busy link, each probe a cache miss).
+fn first_starting_after(cal: &std::collections::VecDeque<(f64, f64)>, t: f64) -> usize {
+    let mut hi = cal.len();
+    let mut step = 1;
+    let mut lo = 0;
+    while step <= hi {
+        let probe = hi - step;
+        if cal[probe].0 > t {
+            hi = probe;
+            step *= 2;
+        } else {
+            lo = probe + 1;
+            break;
+        }
+    }
+    // Periods before `lo` start at or before `t`, those from `hi` on after it.
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if cal[mid].0 <= t {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
 }
 
 /// Non-finite or non-positive weights become a hundredth of the smallest positive one.
@@ -444,6 +502,23 @@ mod tests {
         assert!((st.reserve(0, 0.9995, 0.001) - 1.002).abs() < 1e-12);
         // In order, it is Lindley's recursion: back to back from the last end.
         assert!((st.reserve(0, 1.0015, 0.001) - 1.003).abs() < 1e-12);
+    }
+
+    #[test]
+    fn galloping_search_matches_partition_point() {
+        let cal: std::collections::VecDeque<(f64, f64)> =
+            (0..300).map(|k| (k as f64, k as f64 + 0.5)).collect();
+        for len in [0, 1, 2, 3, 7, 64, 300] {
+            let c: std::collections::VecDeque<(f64, f64)> = cal.iter().copied().take(len).collect();
+            for x in 0..700 {
+                let t = x as f64 / 2.0 - 1.25;
+                assert_eq!(
+                    first_starting_after(&c, t),
+                    c.partition_point(|p| p.0 <= t),
+                    "len {len} t {t}"
+                );
+            }
+        }
     }
 
     #[test]
