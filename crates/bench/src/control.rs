@@ -187,7 +187,8 @@ pub fn run(demo: Option<Duration>, trace: Option<std::path::PathBuf>) -> crate::
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let run = |scheme: &str| {
+    // Fair share first: the scheme's arm judges degradation SLOs against it.
+    let run = |scheme: &str, fair: Option<&controller::demo::ArmResult>| {
         rt.block_on(controller::demo::run_arm(
             &opts,
             scheme,
@@ -195,11 +196,26 @@ pub fn run(demo: Option<Duration>, trace: Option<std::path::PathBuf>) -> crate::
             |_| {},
             |_| {},
             Duration::ZERO,
+            fair,
         ))
         .map_err(|e| crate::BenchError::Failed(e.to_string()))
     };
-    let ours = run("lachesis")?;
-    let fair = run("fair")?;
+    let fair = {
+        // Twice as long, the second half only logging (see `DemoOptions::extend`).
+        let mut fo = opts.clone();
+        fo.extend = duration;
+        rt.block_on(controller::demo::run_arm(
+            &fo,
+            "fair",
+            &dir.path().join("fair"),
+            |_| {},
+            |_| {},
+            Duration::ZERO,
+            None,
+        ))
+        .map_err(|e| crate::BenchError::Failed(e.to_string()))?
+    };
+    let ours = run("lachesis", Some(&fair))?;
     let s = controller::demo::Summary::of(&ours, Some(&fair));
     let sf = controller::demo::Summary::of(&fair, None);
     println!(
@@ -216,11 +232,14 @@ pub fn run(demo: Option<Duration>, trace: Option<std::path::PathBuf>) -> crate::
     );
     for (t, v) in &s.per_tenant {
         println!(
-            "    {t}: lachesis {:.1} % · fair {}",
+            "    {t}: lachesis {:.1} % · fair {}{}",
             100.0 * v,
             sf.per_tenant
                 .get(t)
-                .map_or("-".into(), |x| format!("{:.1} %", 100.0 * x))
+                .map_or("-".into(), |x| format!("{:.1} %", 100.0 * x)),
+            s.latency_vs_fair.get(t).map_or(String::new(), |r| format!(
+                " · mean latency {r:.2}× fair share's"
+            ))
         );
     }
     println!(

@@ -181,7 +181,8 @@ fn dirty_victims_are_written_back_not_demoted_and_a_resident_copy_keeps_its_byte
         WritePolicy::WriteThrough,
         true,
     );
-    // Four dirty blocks, then four reads evict them: written back, not demoted.
+    // Four dirty blocks, then four reads evict them: left to the cleaner (a read does not
+    // wait for the backend), which writes them back; none is demoted.
     for b in 0..4u64 {
         p.upper
             .write("vol", "c", b * BS as u64, &vec![0xd0 + b as u8; BS], false)
@@ -191,8 +192,12 @@ fn dirty_victims_are_written_back_not_demoted_and_a_resident_copy_keeps_its_byte
         read_block(&p, b);
     }
     let up = p.upper.get_cache_stats(p.up).unwrap();
+    assert_eq!(up.writebacks, 0, "{up:?}");
+    assert_eq!((up.dirty, up.writing_back), (0, 4), "{up:?}");
+    assert_eq!(p.upper.clean(1024), 4);
+    let up = p.upper.get_cache_stats(p.up).unwrap();
     assert_eq!(up.demoted, 0, "{up:?}");
-    assert_eq!(up.writebacks, 4);
+    assert_eq!((up.writebacks, up.writing_back), (4, 0));
     assert!(p.sink.given.lock().unwrap().is_empty());
     // Level 2 (write-through) holds the written-back blocks; reading 8..12 evicts the
     // clean 4..8 from level 1 into level 2.

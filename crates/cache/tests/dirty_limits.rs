@@ -205,7 +205,11 @@ fn writers_are_throttled_smoothly_and_cleaning_stops_at_the_low_watermark() {
         at_high >= 15,
         "cleaned {at_high} over 15 writes at the high watermark"
     );
-    // A byte limit tighter than the ratio wins.
+    // A byte limit tighter than the ratio wins. The cache is past it the moment it is
+    // set: a writer then cleans as much as it dirties (no writer waits for the whole
+    // excess), and the cleaner takes the cache down to the new low watermark (4 blocks).
+    let before = dirty(&node, c);
+    assert!(before > 8, "dirty {before}");
     node.configure_cache(
         c,
         CacheConfig {
@@ -217,12 +221,20 @@ fn writers_are_throttled_smoothly_and_cleaning_stops_at_the_low_watermark() {
         },
     )
     .unwrap();
+    let w0 = disk.writes.load(Ordering::SeqCst);
     node.write("vol", "x", 100 * BS as u64, &block(100), false)
         .unwrap();
-    assert!(dirty(&node, c) <= 8, "dirty {}", dirty(&node, c));
+    assert!(dirty(&node, c) <= before, "dirty {}", dirty(&node, c));
+    assert!(disk.writes.load(Ordering::SeqCst) - w0 <= 2);
+    assert!(node.clean(1024) > 0);
+    assert_eq!(dirty(&node, c), 4);
+    // From there writers keep within it.
+    for b in 101..120u64 {
+        node.write("vol", "x", b * BS as u64, &block(b), false)
+            .unwrap();
+        assert!(dirty(&node, c) <= 8, "dirty {}", dirty(&node, c));
+    }
     // Background cleaning brings the cache to its low watermark (4 blocks), not to zero.
-    node.write("vol", "x", 101 * BS as u64, &block(101), false)
-        .unwrap();
     let n = node.clean(1024);
     assert!(n > 0);
     assert_eq!(dirty(&node, c), 4);

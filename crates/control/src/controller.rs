@@ -9,7 +9,7 @@ use crate::observe::Observations;
 use crate::plan::{BoostPlan, Layout, Partition, Plan, Reason, Shortfall, TenantPlan};
 use crate::policy_choice::ChoiceState;
 use crate::scheme::{Allocation, MlmsModel, Scheme};
-use crate::topology::{ServiceTimes, Topology};
+use crate::topology::{ServiceTimes, Slo, Topology};
 use crate::ControlError;
 use lachesis_alloc::boost::{step as boost_step, PeriodObservation, ThresholdState};
 use lachesis_alloc::mlms::model::{Regression, Sample};
@@ -405,7 +405,11 @@ impl Controller {
                 damp(&inp, &mut sizes, &was, h, at_risk);
             }
         }
+        let interval_targets = self.interval_targets(&inp, obs, &targets, &fair_all);
         let mut plan = self.build_plan(now, sizes, &models, &targets, &lat_fair);
+        for (tp, t) in plan.tenants.iter_mut().zip(interval_targets) {
+            tp.interval_target_ms = t;
+        }
         // Eviction policy per tenant.
         if let Some(cfg) = self.scheme.policy_choice.clone() {
             for (i, tp) in plan.tenants.iter_mut().enumerate() {
@@ -460,6 +464,45 @@ impl Controller {
         Ok(plan)
     }
 
+    /// Each tenant's [`TenantPlan::interval_target_ms`]: the sizes it held are the
+    /// previous plan's (fair share before the first).
+    fn interval_targets(
+        &self,
+        inp: &Inputs,
+        obs: &Observations,
+        targets: &[Option<f64>],
+        fair: &Sizes,
+    ) -> Vec<Option<f64>> {
+        let topo = inp.topo;
+        let was = self
+            .state
+            .previous
+            .as_ref()
+            .map(|prev| Previous::new(topo, prev, &self.state));
+        (0..topo.tenants.len())
+            .map(|i| {
+                let o = &obs.tenants[i];
+                if o.requests == 0 {
+                    return None;
+                }
+                let target = targets[i]?;
+                let Some(Slo::Degradation(x)) = topo.tenants[i].slo else {
+                    return Some(target);
+                };
+                let (l1, l2) = was
+                    .as_ref()
+                    .and_then(|w| w.sizes(topo, i))
+                    .unwrap_or_else(|| (fair.l1[i], fair.l2[i].clone()));
+                let held = inp.latency(i, l1, &l2);
+                let at_fair = inp.lat_fair[i];
+                if !(held > 0.0 && at_fair > 0.0 && o.mean_latency_ms.is_finite()) {
+                    return Some(target);
+                }
+                Some((1.0 + x) * o.mean_latency_ms * at_fair / held)
+            })
+            .collect()
+    }
+
     fn observe(&mut self, obs: &Observations) {
         let prev: std::collections::HashMap<&str, &TenantPlan> = self
             .state
@@ -497,10 +540,17 @@ impl Controller {
             };
             if let Some((_, w)) = split {
                 let share = (o.writes as f64 / o.requests as f64).clamp(0.0, 1.0);
-                let m = st.writes.get_or_insert(WriteMix { share, ms: w });
+                let m = st.writes.get_or_insert(WriteMix {
+                    share,
+                    ms: w,
+                    per_miss_ms: None,
+                });
                 m.share = 0.5 * m.share + 0.5 * share;
                 if o.writes > 0 && w > 0.0 {
                     m.ms = 0.5 * m.ms + 0.5 * w;
+                }
+                if !o.write_back {
+                    m.per_miss_ms = None;
                 }
             }
             if o.requests > 0 {
@@ -522,6 +572,26 @@ impl Controller {
                 .or_else(|| o.curves.first().map(|c| &c.curve));
             if let Some(c) = curve {
                 st.curve = Some(monotone_envelope(c));
+            }
+            // A write-back level 1: what this interval's writes paid beyond a level-1 hit,
+            // per write that found its block not resident at the size the tenant held (its
+            // curve at that size). Where the curve says nearly every block was resident,
+            // misses cannot be what writes paid for: sizes are taken not to change it.
+            if let (true, Some((_, w)), Some(tp), Some(c), Some(m)) = (
+                o.write_back && o.writes > 0,
+                split,
+                prev.get(st.name.as_str()),
+                st.curve.as_ref(),
+                st.writes.as_mut(),
+            ) {
+                let a = st
+                    .service
+                    .map_or(self.topology.service.l1_hit_ms, |s| s.l1_hit_ms);
+                let missed = 1.0 - c.hit_ratio(tp.l1.size as f64);
+                m.per_miss_ms = (missed >= 0.05).then(|| {
+                    let p = (w - a).max(0.0) / missed;
+                    m.per_miss_ms.map_or(p, |old| 0.5 * old + 0.5 * p)
+                });
             }
         }
     }
@@ -683,6 +753,7 @@ impl Controller {
                     predicted_latency_ms: predicted,
                     target_latency_ms: targets[i],
                     slo_met: met,
+                    interval_target_ms: None,
                 }
             })
             .collect();

@@ -12,7 +12,12 @@
 //! observed last (so queueing at a busy disk raises `d` and makes space there worth more),
 //! or the topology's figures before it observed any. That is the latency of a read; a
 //! tenant whose writes were observed apart (share `w`, mean `W`) is modelled as
-//! `(1 − w)·lat + w·W`: the cache sizes change only its reads' part.
+//! `(1 − w)·lat + w·W`. Through a write-through cache `W` is what it is whatever the
+//! sizes. A write-back cache absorbs a write, but one that adds a block not resident
+//! evicts another, and once the cache is full of dirty data that eviction waits for a
+//! write-back: there `W = a + P·(1 − H(c1))`, `P` being what such a write paid beyond a
+//! level-1 hit when observed, so a larger level-1 cache makes writes cheaper as far as
+//! its curve says more of them find their block resident.
 
 use crate::topology::{Levels, ServiceTimes, Slo, Tenant};
 use mrc::HitRatioCurve;
@@ -27,6 +32,12 @@ pub struct WriteMix {
     pub share: f64,
     /// Mean latency of a write (ms).
     pub ms: f64,
+    /// Through a write-back level-1 cache: what a write that adds a block not resident
+    /// costs beyond a level-1 hit (ms), so a write's mean at `c1` level-1 blocks is
+    /// `l1_hit_ms + per_miss_ms·(1 − H(c1))` (at most four times `ms − l1_hit_ms` above a
+    /// hit). `None`: a write costs `ms` at any size.
+    #[serde(default)]
+    pub per_miss_ms: Option<f64>,
 }
 
 /// One tenant's latency model.
@@ -63,7 +74,16 @@ impl LatencyModel {
         match self.writes {
             Some(w) => {
                 let share = w.share.clamp(0.0, 1.0);
-                (1.0 - share) * reads + share * w.ms
+                // Below the size it was seen at, a write is taken to pay at most four times
+                // what it was seen to pay (the curve's tail is least sure).
+                let write = match w.per_miss_ms {
+                    Some(p) => {
+                        let cap = 4.0 * (w.ms - s.l1_hit_ms).max(0.0);
+                        s.l1_hit_ms + (p * (1.0 - h1)).min(cap)
+                    }
+                    None => w.ms,
+                };
+                (1.0 - share) * reads + share * write
             }
             None => reads,
         }

@@ -78,6 +78,11 @@ pub struct TenantObservation {
     /// Mean latency of the writes alone (ms), where the observer measured it.
     #[serde(default)]
     pub write_latency_ms: Option<f64>,
+    /// Its level-1 cache is write-back: a write is absorbed, and pays for the backend
+    /// only when it adds a block that was not resident (the eviction it causes must
+    /// sooner or later write a dirty block back).
+    #[serde(default)]
+    pub write_back: bool,
 }
 
 impl TenantObservation {

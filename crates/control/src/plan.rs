@@ -105,6 +105,16 @@ pub struct TenantPlan {
     pub target_latency_ms: Option<f64>,
     /// Whether the prediction meets the target (`None` without an SLO).
     pub slo_met: Option<bool>,
+    /// What the mean latency measured over the interval just observed is held against
+    /// (ms): `target_latency_ms` for an absolute SLO (latency, IOPS, bandwidth); for a
+    /// degradation SLO `1 + x` times the fair-share latency estimated from that very
+    /// measurement — the measured mean scaled by the model's latency at fair share over
+    /// its latency at the sizes the tenant held — so a phase of the workload that would
+    /// have been as slow under any allocation (a write burst the disks cannot absorb) does
+    /// not read as degradation, and one the allocation made slower does. `None` without
+    /// an SLO or without requests.
+    #[serde(default)]
+    pub interval_target_ms: Option<f64>,
 }
 
 impl TenantPlan {

@@ -69,6 +69,7 @@ fn obs(writes: u64) -> TenantObservation {
         writes,
         read_latency_ms: Some(4.0),
         write_latency_ms: Some(0.1),
+        write_back: false,
     }
 }
 
@@ -90,6 +91,7 @@ fn the_model_weighs_reads_by_their_share() {
         writes: Some(WriteMix {
             share: 0.75,
             ms: 0.2,
+            per_miss_ms: None,
         }),
         ..m.clone()
     };
@@ -166,4 +168,87 @@ fn observations_and_states_without_the_write_fields_load() {
     // Without a split the mean latency is the sample, as before.
     let s = again.state().tenants[0].samples.last().unwrap();
     assert!((s.latency - obs2.tenants[0].mean_latency_ms).abs() < 1e-9);
+}
+
+#[test]
+fn a_write_back_cache_makes_writes_cheaper_as_more_find_their_block() {
+    let m = LatencyModel {
+        curve: HitRatioCurve::from_pairs([(0, 1.0), (100, 0.0)]).unwrap(),
+        service: ServiceTimes {
+            l1_hit_ms: 0.1,
+            l2_hit_ms: 1.0,
+            miss_ms: 10.0,
+        },
+        levels: Levels::Exclusive,
+        writes: Some(WriteMix {
+            share: 1.0,
+            ms: 99.0,
+            per_miss_ms: Some(20.0),
+        }),
+    };
+    // All writes: 0.1 + 20 × (1 − H(c1)); level 2 does not change what a write pays.
+    assert!((m.latency(0.0, 0.0) - 20.1).abs() < 1e-9);
+    assert!((m.latency(40.0, 0.0) - (0.1 + 20.0 * 0.6)).abs() < 1e-9);
+    assert!((m.latency(40.0, 50.0) - m.latency(40.0, 0.0)).abs() < 1e-9);
+    assert!((m.latency(100.0, 0.0) - 0.1).abs() < 1e-9);
+}
+
+#[test]
+fn a_writer_waiting_for_write_back_is_modelled_per_write_miss() {
+    // The writer's writes wait for the backend (20 ms each: its write-back cache is full
+    // of dirty blocks). Through a write-through cache sizes change nothing of that;
+    // through a write-back one the controller learns what a write that misses pays, so
+    // the plan's model has writes cheaper with more level-1 space.
+    let learn = |write_back: bool| {
+        let mut c = Controller::new(topo(), Scheme::named("fair").unwrap()).unwrap();
+        let mut w = obs(990);
+        w.write_latency_ms = Some(20.0);
+        w.mean_latency_ms = 0.01 * 4.0 + 0.99 * 20.0;
+        w.write_back = write_back;
+        let o = Observations {
+            seconds: 1.0,
+            tenants: vec![obs(0), w],
+            tiers: vec![],
+        };
+        let mut plan = c.step(0.0, &o).unwrap();
+        for k in 1..4 {
+            plan = c.step(k as f64, &o).unwrap();
+        }
+        let held = plan.tenants[1].l1.size;
+        (c.state().tenants[1].writes.expect("the writer's mix"), held)
+    };
+    let (wt, _) = learn(false);
+    assert_eq!(wt.per_miss_ms, None, "{wt:?}");
+    let (wb, held) = learn(true);
+    // Fair share: 500 blocks of level 1, where the curve (footprint 2,000) misses 75 %;
+    // a level-1 hit took 0.05 ms.
+    assert_eq!(held, 500);
+    let p = wb.per_miss_ms.expect("learned");
+    assert!((p - (20.0 - 0.05) / 0.75).abs() < 1e-6, "{wb:?}");
+    let m = |writes| LatencyModel {
+        curve: obs(0).curves[0].curve.clone(),
+        service: ServiceTimes {
+            l1_hit_ms: 0.05,
+            l2_hit_ms: 0.5,
+            miss_ms: 8.0,
+        },
+        levels: Levels::Exclusive,
+        writes: Some(writes),
+    };
+    // At the size it was seen at the model gives back what was seen; with twice the
+    // space, writes cost what the misses left cost.
+    let seen = m(wb).latency(500.0, 0.0) - m(wt).latency(500.0, 0.0);
+    assert!(seen.abs() < 1e-6, "{seen}");
+    let (at_500, at_1000) = (m(wb).latency(500.0, 0.0), m(wb).latency(1000.0, 0.0));
+    let reads = |c1: f64| {
+        m(WriteMix {
+            share: 0.0,
+            ms: 0.0,
+            per_miss_ms: None,
+        })
+        .latency(c1, 0.0)
+    };
+    assert!((at_1000 - (0.01 * reads(1000.0) + 0.99 * (0.05 + p * 0.5))).abs() < 1e-6);
+    assert!(at_1000 < 0.7 * at_500, "{at_500} → {at_1000}");
+    assert!((m(wt).latency(1000.0, 0.0) - (0.01 * reads(1000.0) + 0.99 * 20.0)).abs() < 1e-6);
 }

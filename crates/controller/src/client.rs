@@ -98,6 +98,9 @@ pub struct TenantCounters {
     /// Eviction policy.
     #[serde(default)]
     pub eviction: Option<String>,
+    /// Write policy (`write-back`, ...), from nodes that report it.
+    #[serde(default)]
+    pub write_policy: Option<String>,
     /// Admission policy.
     #[serde(default)]
     pub admission: Option<String>,
@@ -198,13 +201,16 @@ pub struct NodeClient {
     pub base: String,
     token: String,
     agent: ureq::Agent,
-    /// For calls that may write dirty blocks back first (shrink, remove): a node busy
-    /// writing back answers when it is done, so these wait [`WRITEBACK_TIMEOUT`].
+    /// For calls that may write dirty blocks back first (remove; a resize of a node that
+    /// still writes a shrink's victims back before answering): these wait
+    /// [`WRITEBACK_TIMEOUT`].
     slow: ureq::Agent,
 }
 
-/// How long a resize or removal may take on the node (it writes the dirty blocks that
-/// leave the cache back to the level below before it answers).
+/// How long a removal may take on the node (it writes the dirty blocks that leave the
+/// cache back to the level below before it answers); resizes get it too, for nodes that
+/// still write a shrink's victims back before answering (this one leaves them to its
+/// cleaner).
 pub const WRITEBACK_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl NodeClient {

@@ -56,6 +56,10 @@ pub struct DemoOptions {
     /// the caches exclusive; each level-1 export names its level-2 nodes' APIs
     /// (`upstream_api`), where its cache demotes the clean blocks it evicts.
     pub exclusive: bool,
+    /// Keep the workload running this much longer after `duration`, logging each
+    /// request's latency but reporting nothing: a reference (fair) arm is extended so that
+    /// a scheme that gets further through the same requests still finds them there.
+    pub extend: Duration,
 }
 
 impl Default for DemoOptions {
@@ -70,6 +74,7 @@ impl Default for DemoOptions {
             l2_cache: 32 << 20,
             db_slo_ms: 1.5,
             exclusive: false,
+            extend: Duration::ZERO,
         }
     }
 }
@@ -297,12 +302,16 @@ fn load_trace(path: &Path) -> Result<Arc<Vec<Io>>, DemoError> {
     Ok(Arc::new(out))
 }
 
+/// Most latencies one driver keeps (a very long `--linger` stops logging, not serving).
+const LOG_MAX: usize = 1 << 24;
+
 async fn drive(
     addr: std::net::SocketAddr,
     export: &str,
     mut g: Gen,
     stop: Arc<AtomicBool>,
     done: Arc<AtomicU64>,
+    log: Arc<std::sync::Mutex<Vec<f32>>>,
 ) {
     let client = match nbd::NbdClient::connect(addr, export).await {
         Ok(c) => c,
@@ -314,6 +323,7 @@ async fn drive(
     let zeros = Bytes::from(vec![0x5au8; 65536]);
     while !stop.load(Ordering::Relaxed) {
         let io = g.next();
+        let t0 = Instant::now();
         let r = if io.write {
             client
                 .write(io.offset, zeros.slice(..io.len as usize), false)
@@ -327,7 +337,12 @@ async fn drive(
             tokio::time::sleep(Duration::from_millis(50)).await;
             continue;
         }
+        let ms = t0.elapsed().as_secs_f64() * 1e3;
         done.fetch_add(1, Ordering::Relaxed);
+        let mut l = log.lock().unwrap_or_else(|p| p.into_inner());
+        if l.len() < LOG_MAX {
+            l.push(ms as f32);
+        }
     }
     let _ = client.disconnect().await;
 }
@@ -358,12 +373,89 @@ pub struct ArmResult {
     pub completed: HashMap<String, u64>,
     /// Seconds the workload ran.
     pub seconds: f64,
+    /// What each client connection saw: the latency of every request, in order.
+    #[serde(skip)]
+    pub drivers: Vec<DriverLog>,
+}
+
+/// One client connection of a tenant: the latency (ms) of each request it completed, in
+/// order. Its requests are the same sequence in every arm (deterministic generators), so
+/// request `k` of one arm is request `k` of another.
+#[derive(Clone, Debug, Default)]
+pub struct DriverLog {
+    /// The tenant.
+    pub tenant: String,
+    /// Latency of each completed request (ms).
+    pub latencies_ms: Vec<f32>,
+}
+
+/// Sum of latencies and count of requests `from..to` (clamped to what was logged).
+fn span(l: &[f32], from: usize, to: usize) -> (f64, usize) {
+    let to = to.min(l.len());
+    let from = from.min(to);
+    (l[from..to].iter().map(|&x| f64::from(x)).sum(), to - from)
+}
+
+/// Re-judges the degradation SLOs of `r` on measurements against `fair` (the same
+/// workload under fair share). A degradation SLO `x` holds at the end of an interval when
+/// the tenant's clients have spent at most `1 + x` times as long on the requests they have
+/// completed so far as the fair arm's clients spent on the same requests (its drivers
+/// replay the same sequences, closed loop, so this is being at most `x` behind fair share
+/// through the same work). Progress so far, not the interval alone: a write-back cache
+/// that absorbs a burst defers its write-back to later intervals, so the same requests
+/// cost less early and more later, and only the sum says whether the tenant was slowed.
+/// The row keeps its measured latency; its target becomes the one that comparison
+/// implies for it (`latency · (1 + x) · fair / ours`), so `latency ≤ target` is the
+/// verdict. `None` when the fair arm reached none of the requests.
+fn judge_against_fair(
+    r: &mut IntervalReport,
+    ts: &[DemoTenant],
+    logs: &[DriverLog],
+    after: &[usize],
+    fair: &ArmResult,
+) {
+    for row in &mut r.rows {
+        let Some(Slo::Degradation(x)) =
+            ts.iter().find(|t| t.name == row.tenant).and_then(|t| t.slo)
+        else {
+            continue;
+        };
+        let (mut ours, mut theirs) = (0.0, 0.0);
+        for (d, log) in logs
+            .iter()
+            .enumerate()
+            .filter(|(_, l)| l.tenant == row.tenant)
+        {
+            let Some(f) = fair.drivers.get(d).filter(|f| f.tenant == log.tenant) else {
+                continue;
+            };
+            // Only the requests the fair arm completed too.
+            let to = after[d].min(f.latencies_ms.len());
+            ours += span(&log.latencies_ms, 0, to).0;
+            theirs += span(&f.latencies_ms, 0, to).0;
+        }
+        match row.latency_ms {
+            Some(lat) if ours > 0.0 && theirs > 0.0 => {
+                let ratio = ours / theirs;
+                row.target_ms = Some(lat * (1.0 + x) / ratio);
+                row.slo_met = Some(ratio <= 1.0 + x);
+            }
+            _ => {
+                row.target_ms = None;
+                row.slo_met = None;
+            }
+        }
+    }
 }
 
 /// Runs one arm: builds the disks, nodes and controller under `dir`, drives the workload
 /// for `opts.duration`, steps the controller every interval and calls `each` with every
 /// report; `started` is called once with the console's URL. Everything keeps running
 /// `linger` longer (intervals not reported) so the console can be looked at.
+///
+/// Given the `fair` arm (run before on the same workload), each report's degradation SLOs
+/// are judged on measurements rather than the controller's model: the requests completed
+/// so far against the same requests under fair share (see `judge_against_fair`).
 pub async fn run_arm(
     opts: &DemoOptions,
     scheme: &str,
@@ -371,6 +463,7 @@ pub async fn run_arm(
     mut started: impl FnMut(&str),
     mut each: impl FnMut(&IntervalReport),
     linger: Duration,
+    fair: Option<&ArmResult>,
 ) -> Result<ArmResult, DemoError> {
     std::fs::create_dir_all(dir).map_err(setup("the demo directory"))?;
     let servers = ["l2-a", "l2-b", "l2-c", "l2-d"];
@@ -558,6 +651,7 @@ pub async fn run_arm(
         .collect();
     let mut counters = HashMap::new();
     let mut drivers = Vec::new();
+    let mut logs: Vec<(String, Arc<std::sync::Mutex<Vec<f32>>>)> = Vec::new();
     for (ti, t) in ts.iter().enumerate() {
         let done = Arc::new(AtomicU64::new(0));
         counters.insert(t.name.to_string(), done.clone());
@@ -576,15 +670,31 @@ pub async fn run_arm(
                 state: 0x1234_5678 + (ti as u64) * 1000 + k as u64,
                 next: (k as u64) * 7919 * 4096,
             };
+            let log = Arc::new(std::sync::Mutex::new(Vec::new()));
+            logs.push((t.name.to_string(), log.clone()));
             drivers.push(tokio::spawn(drive(
                 l1_addr[t.host],
                 t.name,
                 g,
                 stop.clone(),
                 done.clone(),
+                log,
             )));
         }
     }
+    let mark = || -> Vec<usize> {
+        logs.iter()
+            .map(|(_, l)| l.lock().unwrap_or_else(|p| p.into_inner()).len())
+            .collect()
+    };
+    let snapshot = || -> Vec<DriverLog> {
+        logs.iter()
+            .map(|(t, l)| DriverLog {
+                tenant: t.clone(),
+                latencies_ms: l.lock().unwrap_or_else(|p| p.into_inner()).clone(),
+            })
+            .collect()
+    };
     let began = Instant::now();
     let mut reports = Vec::new();
     let mut next = began + opts.interval;
@@ -592,7 +702,11 @@ pub async fn run_arm(
         tokio::time::sleep_until(next.into()).await;
         let svc = ctl.service.clone();
         match tokio::task::spawn_blocking(move || svc.tick()).await {
-            Ok(Ok(r)) => {
+            Ok(Ok(mut r)) => {
+                let now = mark();
+                if let Some(fair) = fair {
+                    judge_against_fair(&mut r, &ts, &snapshot(), &now, fair);
+                }
                 each(&r);
                 reports.push(r);
             }
@@ -602,8 +716,16 @@ pub async fn run_arm(
         next = after(next, opts.interval);
     }
     let seconds = began.elapsed().as_secs_f64();
-    // Keep serving (workload and intervals) for a look at the console; not counted.
-    while began.elapsed() < opts.duration + linger {
+    // Keep serving (workload and intervals) for the reference's extension, then for a look
+    // at the console; not counted.
+    while began.elapsed() < opts.duration + opts.extend {
+        tokio::time::sleep_until(next.into()).await;
+        let svc = ctl.service.clone();
+        let _ = tokio::task::spawn_blocking(move || svc.tick()).await;
+        next = after(next, opts.interval);
+    }
+    let driver_logs = snapshot();
+    while began.elapsed() < opts.duration + opts.extend + linger {
         tokio::time::sleep_until(next.into()).await;
         let svc = ctl.service.clone();
         let _ = tokio::task::spawn_blocking(move || svc.tick()).await;
@@ -653,6 +775,7 @@ pub async fn run_arm(
             .map(|(k, v)| (k, v.load(Ordering::Relaxed)))
             .collect(),
         seconds,
+        drivers: driver_logs,
     })
 }
 
@@ -675,6 +798,28 @@ pub struct Summary {
     pub intervals: usize,
     /// Per tenant, the share of its feasible intervals it met its SLO.
     pub per_tenant: std::collections::BTreeMap<String, f64>,
+    /// Per tenant, the mean latency its clients saw over the requests both arms completed,
+    /// in the arm over in the fair arm: a degradation SLO judged over the whole run.
+    pub latency_vs_fair: std::collections::BTreeMap<String, f64>,
+}
+
+/// Per tenant, the mean latency its clients saw over the requests both arms completed
+/// (the same requests: each driver's sequence is the same in both) in `arm` over `fair`.
+fn latency_vs_fair(arm: &ArmResult, fair: &ArmResult) -> std::collections::BTreeMap<String, f64> {
+    let mut acc: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    for (a, f) in arm.drivers.iter().zip(&fair.drivers) {
+        if a.tenant != f.tenant {
+            continue;
+        }
+        let n = a.latencies_ms.len().min(f.latencies_ms.len());
+        let e = acc.entry(a.tenant.clone()).or_default();
+        e.0 += span(&a.latencies_ms, 0, n).0;
+        e.1 += span(&f.latencies_ms, 0, n).0;
+    }
+    acc.into_iter()
+        .filter(|(_, (_, f))| *f > 0.0)
+        .map(|(t, (a, f))| (t, a / f))
+        .collect()
 }
 
 fn rate(a: &ArmResult) -> f64 {
@@ -710,6 +855,7 @@ impl Summary {
         }
         let throughput = rate(arm);
         let fair_throughput = fair.map(rate);
+        let latency_vs_fair = fair.map(|f| latency_vs_fair(arm, f)).unwrap_or_default();
         Summary {
             slo_met_share: if checks == 0 {
                 1.0
@@ -725,6 +871,7 @@ impl Summary {
                 .into_iter()
                 .map(|(k, (m, n))| (k, m as f64 / n.max(1) as f64))
                 .collect(),
+            latency_vs_fair,
         }
     }
 }

@@ -247,6 +247,7 @@ pub fn build(
             writes: mix.writes,
             read_latency_ms: mix.read_ms,
             write_latency_ms: mix.write_ms,
+            write_back: l1.write_policy.as_deref() == Some("write-back"),
         });
         measured.push(Measured {
             tenant: p.name.to_string(),

@@ -322,6 +322,7 @@ mod tests {
             predicted_latency_ms: 1.0,
             target_latency_ms: None,
             slo_met: None,
+            interval_target_ms: None,
         };
         let plan = Plan {
             interval: 1,

@@ -717,6 +717,23 @@ impl Service {
                 .step(t, &obs)
                 .map_err(|e| ServiceError::Control(e.to_string()))?;
             g.state = ctl.state().clone();
+            for (i, o) in obs.tenants.iter().enumerate() {
+                let tp = &plan.tenants[i];
+                tracing::debug!(
+                    tenant = %vols[i].name,
+                    requests = o.requests,
+                    writes = o.writes,
+                    mean_ms = o.mean_latency_ms,
+                    read_ms = ?o.read_latency_ms,
+                    write_ms = ?o.write_latency_ms,
+                    l1_hit_ms = ?o.service.l1_hit_ms,
+                    l2_hit_ms = ?o.service.l2_hit_ms,
+                    miss_ms = ?o.service.miss_ms,
+                    predicted_ms = tp.predicted_latency_ms,
+                    target_ms = ?tp.target_latency_ms,
+                    "observed and planned"
+                );
+            }
             Some(plan)
         };
         // 4. Reconcile (outside the lock).
@@ -855,7 +872,10 @@ impl Service {
             let owner = g.tenants.iter().find(|t| t.name == v.owner);
             let tp = plan.and_then(|p| p.tenants.get(i));
             let m = &measured[i];
-            let target = tp.and_then(|t| t.target_latency_ms);
+            // The measured mean is held against the target in the interval's own terms
+            // (`TenantPlan::interval_target_ms`: for a degradation SLO, scaled by what the
+            // interval's workload would have cost at fair share).
+            let target = tp.and_then(|t| t.interval_target_ms.or(t.target_latency_ms));
             let met = match (target, m.latency_ms) {
                 (Some(t), Some(l)) => Some(l <= t),
                 _ => None,

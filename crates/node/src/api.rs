@@ -27,7 +27,7 @@
 //! `{"error": reason}` with a 4xx status for the caller's
 //! mistakes (400 malformed or invalid, 404 unknown, 409 conflicts such as overlapping rules
 //! or a size that does not fit) and 500 for the node's own failures. Verbs that may write
-//! dirty blocks back (resize, remove) run on the blocking pool.
+//! dirty blocks back (a patch leaving write-back, remove) run on the blocking pool.
 
 use crate::auth::ApiToken;
 use crate::config::{CacheSpec, RuleSpec};

@@ -275,6 +275,9 @@ pub struct TenantObservations {
     pub size: u64,
     /// Its eviction policy.
     pub eviction: Option<String>,
+    /// Its write policy (`write-back`, `write-through`, `write-around`).
+    #[serde(default)]
+    pub write_policy: Option<String>,
     /// Its admission policy.
     pub admission: Option<String>,
     /// Requests (reads and writes).
@@ -342,6 +345,7 @@ fn tenant(s: &NodeState, name: &str, bs: u64) -> TenantObservations {
         tenant: name.to_string(),
         size: cache.as_ref().map_or(0, |c| c.size_bytes),
         eviction: cache.as_ref().map(|c| c.stats.eviction.clone()),
+        write_policy: cache.as_ref().map(|c| c.stats.write_policy.clone()),
         admission: cache.as_ref().map(|c| c.stats.admission.clone()),
         cache: cache.map(|c| c.name),
         requests: counters.reads + counters.writes,

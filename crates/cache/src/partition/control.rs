@@ -1,7 +1,7 @@
 //! Control of a partition while requests keep flowing: resize, eviction-policy switch,
 //! admission and write-policy changes, and dropping blocks a rule no longer routes here.
 //!
-//! Resize evicts the policy's victims and writes the dirty ones back before returning;
+//! Resize evicts the policy's victims and leaves the dirty ones to the cleaner;
 //! switching policy is SOPA's reconstruction (no block moves, nothing is written);
 //! leaving write-back writes every dirty block back. Shrinking keeps the arena's memory
 //! until the partition empties (slots above the new capacity are reused, not freed).
@@ -43,8 +43,10 @@ impl Partition {
         vol.backend().flush().map_err(|e| vol.io_err(e))
     }
 
-    /// Changes the capacity. Shrinking evicts the policy's victims and writes the dirty
-    /// ones back before returning.
+    /// Changes the capacity. Shrinking evicts the policy's victims at once; the dirty ones
+    /// wait in the write-back table for the cleaner (`dirty`), so a shrink returns without
+    /// waiting for the backend and writers past the new high watermark are throttled, not
+    /// stopped.
     pub fn resize(&self, capacity: usize) -> Result<OpOutcome> {
         let mut victims = Vec::new();
         let evictions = {
@@ -58,15 +60,10 @@ impl Partition {
             }
             st.stats.evictions - ev0
         };
-        let (writebacks, err) = self.drain(victims);
-        match err {
-            Some(e) => Err(e),
-            None => Ok(OpOutcome {
-                evictions,
-                writebacks,
-                ..Default::default()
-            }),
-        }
+        Ok(OpOutcome {
+            evictions,
+            ..Default::default()
+        })
     }
 
     /// Switches the eviction policy by reconstruction (no block moves, nothing is written).

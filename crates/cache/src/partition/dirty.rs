@@ -6,9 +6,10 @@
 //!   bytes; the high watermark is the smaller of the two (at least one block), the low
 //!   watermark half of it. Dirty blocks are counted resident or in the write-back table
 //!   (evicted, not yet written), so blocks the backend refuses count too.
-//! * **Background cleaning.** [`Partition::clean`] writes dirty blocks back until the
-//!   partition is at its low watermark (the node runs it periodically for every cache,
-//!   `CacheNode::clean`). It takes each block's stripe and the partition's lock only to
+//! * **Background cleaning.** [`Partition::clean`] writes back every evicted dirty block
+//!   (the write-back table: reads and shrinks leave theirs there rather than wait for the
+//!   backend) and resident dirty blocks until the partition is at its low watermark (the
+//!   node runs it periodically for every cache, `CacheNode::clean`). It takes each block's stripe and the partition's lock only to
 //!   copy the block's bytes, never across the backend write, so hits are not delayed.
 //! * **Throttling.** Before a write-back write is applied (`Partition::throttle`) the
 //!   writer cleans blocks itself in proportion to how far past the midpoint between the
@@ -16,7 +17,12 @@
 //!   midpoint, a growing share of a block per block written after it (shares carry over
 //!   between writes), one per block at the high watermark, plus whatever it takes to stay
 //!   at the high watermark. So writers slow down smoothly, and at 100 % dirty they write
-//!   at the backend's pace. With the default limits (the whole capacity) writers only
+//!   at the backend's pace. A partition already past its high watermark (a shrink or a
+//!   lower limit just took effect) has its writers clean one block per block they dirty,
+//!   so it never grows, and leaves the excess to the cleaner: no writer waits for it all.
+//! * **Memory.** Dirty blocks (resident or evicted) never pass the high watermark except
+//!   just after a shrink, so a partition holds at most its capacity plus its high
+//!   watermark (the larger of the old and new capacity while a shrink's victims drain). With the default limits (the whole capacity) writers only
 //!   clean what they must to stay within it, as an eviction of a dirty block always did,
 //!   and background cleaning alone works from the low watermark.
 //! * **Backend failure.** A writer that must clean to stay within the high watermark and
@@ -152,12 +158,13 @@ impl Partition {
         self.drain(self.dirty_keys(n))
     }
 
-    /// Background cleaning: write dirty blocks back until at most the low watermark is
-    /// dirty, at most `budget` blocks per call. Returns the blocks written; an error is
-    /// returned only if nothing could be written.
+    /// Background cleaning: write back every evicted dirty block and resident ones until
+    /// at most the low watermark is dirty, at most `budget` blocks per call. Returns the
+    /// blocks written; an error is returned only if nothing could be written.
     pub fn clean(&self, budget: usize) -> Result<u64> {
         let (dirty, low, _, _) = self.dirty_state(None);
-        let want = dirty.saturating_sub(low).min(budget);
+        let evicted = lock(&self.inner).st.wb.len();
+        let want = dirty.saturating_sub(low).max(evicted).min(budget);
         match self.clean_some(want) {
             (0, Some(e)) => Err(e),
             (n, _) => Ok(n),
@@ -187,7 +194,9 @@ impl Partition {
             g.st.clean_debt -= n;
             n as usize
         };
-        let needed = after.saturating_sub(high);
+        // Past the high watermark already (a shrink, a lower limit), a writer cleans only as
+        // much as it adds: the excess is the cleaner's.
+        let needed = after.saturating_sub(high).min(incoming);
         if smooth == 0 && needed == 0 {
             return Ok(());
         }

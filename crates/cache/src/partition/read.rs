@@ -213,7 +213,8 @@ impl Partition {
             let s = idx * self.bs + in_off;
             buf[dst.clone()].copy_from_slice(&scratch[s..s + dst.len()]);
         }
-        out.writebacks += self.drain(victims).0;
+        // Dirty blocks this fill evicted wait in the write-back table for the cleaner
+        // (`dirty`): a read never pays for writing back what writers dirtied.
         Ok(out)
     }
 }
