@@ -73,9 +73,10 @@ fn obs(writes: u64) -> TenantObservation {
     }
 }
 
-#[test]
-fn the_model_weighs_reads_by_their_share() {
-    let m = LatencyModel {
+/// A model over a straight curve (footprint 100 blocks): hits at 0.1 ms, level-2 hits at
+/// 1 ms, misses at 10 ms.
+fn straight(writes: Option<WriteMix>) -> LatencyModel {
+    LatencyModel {
         curve: HitRatioCurve::from_pairs([(0, 1.0), (100, 0.0)]).unwrap(),
         service: ServiceTimes {
             l1_hit_ms: 0.1,
@@ -83,8 +84,13 @@ fn the_model_weighs_reads_by_their_share() {
             miss_ms: 10.0,
         },
         levels: Levels::Exclusive,
-        writes: None,
-    };
+        writes,
+    }
+}
+
+#[test]
+fn the_model_weighs_reads_by_their_share() {
+    let m = straight(None);
     // Reads alone at (20, 30): h1 = 0.2, h12 = 0.5: 0.02 + 0.3 + 5.0.
     assert!((m.latency(20.0, 30.0) - 5.32).abs() < 1e-9);
     let w = LatencyModel {
@@ -172,20 +178,11 @@ fn observations_and_states_without_the_write_fields_load() {
 
 #[test]
 fn a_write_back_cache_makes_writes_cheaper_as_more_find_their_block() {
-    let m = LatencyModel {
-        curve: HitRatioCurve::from_pairs([(0, 1.0), (100, 0.0)]).unwrap(),
-        service: ServiceTimes {
-            l1_hit_ms: 0.1,
-            l2_hit_ms: 1.0,
-            miss_ms: 10.0,
-        },
-        levels: Levels::Exclusive,
-        writes: Some(WriteMix {
-            share: 1.0,
-            ms: 99.0,
-            per_miss_ms: Some(20.0),
-        }),
-    };
+    let m = straight(Some(WriteMix {
+        share: 1.0,
+        ms: 99.0,
+        per_miss_ms: Some(20.0),
+    }));
     // All writes: 0.1 + 20 × (1 − H(c1)); level 2 does not change what a write pays.
     assert!((m.latency(0.0, 0.0) - 20.1).abs() < 1e-9);
     assert!((m.latency(40.0, 0.0) - (0.1 + 20.0 * 0.6)).abs() < 1e-9);
