@@ -15,9 +15,12 @@
 //!   MLMS degradation SLO, `scan` reads sequentially through its whole volume (no SLO).
 //!
 //! [`run_arm`] runs the whole thing once with a given `control` scheme and returns every
-//! interval's report; [`Summary::of`] compares an arm with a static fair-share arm run on
-//! the same workload (fresh nodes, same seeds): the share of intervals after the first
-//! three in which each feasible SLO held, and aggregate throughput (level-1 requests).
+//! interval's report and what each client measured of every request; given a static
+//! fair-share arm run before on the same workload (fresh nodes, same seeds), it judges
+//! each interval's degradation SLOs against it on those measurements (`judge_against_fair`).
+//! [`Summary::of`] compares the two: the share of intervals after the first three in which
+//! each feasible SLO held, aggregate throughput (level-1 requests per second), and each
+//! tenant's latency over the requests both arms completed.
 
 use crate::config::{ControllerConfig, ControllerSection, TenantSpec, VolumeSpec};
 use crate::service::IntervalReport;
@@ -873,5 +876,111 @@ impl Summary {
                 .collect(),
             latency_vs_fair,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::service::Row;
+
+    fn log(tenant: &str, ms: &[f32]) -> DriverLog {
+        DriverLog {
+            tenant: tenant.into(),
+            latencies_ms: ms.to_vec(),
+        }
+    }
+
+    fn arm(drivers: Vec<DriverLog>) -> ArmResult {
+        ArmResult {
+            scheme: "fair".into(),
+            reports: Vec::new(),
+            completed: HashMap::new(),
+            seconds: 1.0,
+            drivers,
+        }
+    }
+
+    fn report(latency: f64) -> IntervalReport {
+        let row = |t: &str| Row {
+            tenant: t.into(),
+            latency_ms: Some(latency),
+            target_ms: Some(99.0),
+            slo_met: Some(false),
+            ..Row::default()
+        };
+        IntervalReport {
+            rows: vec![row("db"), row("web"), row("cloud")],
+            ..IntervalReport::default()
+        }
+    }
+
+    #[test]
+    fn degradation_is_judged_on_progress_through_the_same_requests() {
+        let ts = tenants(1.5);
+        // Drivers in the demo's order: db ×2, scan, cloud ×2, web ×2.
+        let fair = arm(vec![
+            log("db", &[1.0; 10]),
+            log("db", &[1.0; 10]),
+            log("scan", &[4.0; 10]),
+            log("cloud", &[10.0, 10.0, 10.0, 10.0]),
+            log("cloud", &[10.0, 10.0]),
+            log("web", &[5.0; 4]),
+            log("web", &[5.0; 4]),
+        ]);
+        let ours = vec![
+            log("db", &[0.5; 10]),
+            log("db", &[0.5; 10]),
+            log("scan", &[4.0; 10]),
+            // Faster early, slower later, and further than the fair arm got.
+            log("cloud", &[2.0, 2.0, 20.0, 20.0, 20.0, 20.0]),
+            log("cloud", &[2.0, 30.0, 30.0]),
+            log("web", &[6.0, 6.0, 6.0, 6.0]),
+            log("web", &[6.5, 6.5, 6.5, 6.5]),
+        ];
+        // After 3 and 2 cloud requests: 2+2+20 + 2+30 = 56 ms against 50 (1.12 > 1.1).
+        let mut r = report(8.0);
+        judge_against_fair(&mut r, &ts, &ours, &[5, 5, 5, 3, 2, 4, 4], &fair);
+        let cloud = &r.rows[2];
+        assert_eq!(cloud.slo_met, Some(false));
+        assert!((cloud.target_ms.unwrap() - 8.0 * 1.1 / (56.0 / 50.0)).abs() < 1e-9);
+        assert_eq!(
+            cloud.latency_ms,
+            Some(8.0),
+            "the row keeps its measured latency"
+        );
+        // After 2 and 1: 4 + 2 = 6 against 30: met.
+        let mut r = report(8.0);
+        judge_against_fair(&mut r, &ts, &ours, &[5, 5, 5, 2, 1, 4, 4], &fair);
+        assert_eq!(r.rows[2].slo_met, Some(true));
+        // Past what the fair arm reached only the common requests count: 4 and 2 of them,
+        // 2+2+20+20 + 2+30 = 76 against 60 (1.27 > 1.1).
+        let mut r = report(8.0);
+        judge_against_fair(&mut r, &ts, &ours, &[5, 5, 5, 6, 3, 4, 4], &fair);
+        assert_eq!(r.rows[2].slo_met, Some(false));
+        // web (20 %): 24 + 26 = 50 against 40 is 1.25: missed; db's absolute SLO is left
+        // as the controller judged it.
+        assert_eq!(r.rows[1].slo_met, Some(false));
+        assert_eq!(
+            (r.rows[0].target_ms, r.rows[0].slo_met),
+            (Some(99.0), Some(false))
+        );
+        // Nothing the fair arm completed: no verdict.
+        let empty = arm(Vec::new());
+        let mut r = report(8.0);
+        judge_against_fair(&mut r, &ts, &ours, &[5, 5, 5, 3, 2, 4, 4], &empty);
+        assert_eq!((r.rows[2].target_ms, r.rows[2].slo_met), (None, None));
+    }
+
+    #[test]
+    fn latency_against_fair_share_covers_the_requests_both_completed() {
+        let fair = arm(vec![log("cloud", &[10.0, 10.0]), log("web", &[5.0; 3])]);
+        let ours = arm(vec![
+            log("cloud", &[4.0, 6.0, 100.0]),
+            log("web", &[6.0, 6.0]),
+        ]);
+        let r = latency_vs_fair(&ours, &fair);
+        assert!((r["cloud"] - 0.5).abs() < 1e-12);
+        assert!((r["web"] - 1.2).abs() < 1e-12);
     }
 }

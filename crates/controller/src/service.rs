@@ -66,7 +66,7 @@ pub enum ServiceError {
 }
 
 /// One volume's row of an interval.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Row {
     /// The volume (a `control` tenant).
     pub tenant: String,
@@ -112,7 +112,7 @@ pub struct Row {
 }
 
 /// One interval as the console and the demo show it.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct IntervalReport {
     /// Interval number.
     pub interval: u64,
