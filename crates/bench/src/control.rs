@@ -187,10 +187,11 @@ pub fn run(demo: Option<Duration>, trace: Option<std::path::PathBuf>) -> crate::
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    // Fair share first: the scheme's arm judges degradation SLOs against it.
-    let run = |scheme: &str, fair: Option<&controller::demo::ArmResult>| {
+    let run = |opts: &controller::demo::DemoOptions,
+               scheme: &str,
+               fair: Option<&controller::demo::ArmResult>| {
         rt.block_on(controller::demo::run_arm(
-            &opts,
+            opts,
             scheme,
             &dir.path().join(scheme),
             |_| {},
@@ -200,22 +201,17 @@ pub fn run(demo: Option<Duration>, trace: Option<std::path::PathBuf>) -> crate::
         ))
         .map_err(|e| crate::BenchError::Failed(e.to_string()))
     };
-    let fair = {
-        // Twice as long, the second half only logging (see `DemoOptions::extend`).
-        let mut fo = opts.clone();
-        fo.extend = duration;
-        rt.block_on(controller::demo::run_arm(
-            &fo,
-            "fair",
-            &dir.path().join("fair"),
-            |_| {},
-            |_| {},
-            Duration::ZERO,
-            None,
-        ))
-        .map_err(|e| crate::BenchError::Failed(e.to_string()))?
-    };
-    let ours = run("lachesis", Some(&fair))?;
+    // Fair share first, the scheme's arm judging degradation SLOs against it; twice as
+    // long, the second half only logging (see `DemoOptions::extend`).
+    let fair = run(
+        &controller::demo::DemoOptions {
+            extend: duration,
+            ..opts.clone()
+        },
+        "fair",
+        None,
+    )?;
+    let ours = run(&opts, "lachesis", Some(&fair))?;
     let s = controller::demo::Summary::of(&ours, Some(&fair));
     let sf = controller::demo::Summary::of(&fair, None);
     println!(

@@ -9,22 +9,24 @@
 //! * **Background cleaning.** [`Partition::clean`] writes back every evicted dirty block
 //!   (the write-back table: reads and shrinks leave theirs there rather than wait for the
 //!   backend) and resident dirty blocks until the partition is at its low watermark (the
-//!   node runs it periodically for every cache, `CacheNode::clean`). It takes each block's stripe and the partition's lock only to
-//!   copy the block's bytes, never across the backend write, so hits are not delayed.
+//!   node runs it periodically for every cache, `CacheNode::clean`). It takes each
+//!   block's stripe and the partition's lock only to copy the block's bytes, never
+//!   across the backend write, so hits are not delayed.
 //! * **Throttling.** Before a write-back write is applied (`Partition::throttle`) the
 //!   writer cleans blocks itself in proportion to how far past the midpoint between the
 //!   watermarks the partition is (as the kernel's dirty throttling does): none up to the
 //!   midpoint, a growing share of a block per block written after it (shares carry over
 //!   between writes), one per block at the high watermark, plus whatever it takes to stay
 //!   at the high watermark. So writers slow down smoothly, and at 100 % dirty they write
-//!   at the backend's pace. A partition already past its high watermark (a shrink or a
-//!   lower limit just took effect) has its writers clean one block per block they dirty,
-//!   so it never grows, and leaves the excess to the cleaner: no writer waits for it all.
-//! * **Memory.** Dirty blocks (resident or evicted) never pass the high watermark except
-//!   just after a shrink, so a partition holds at most its capacity plus its high
-//!   watermark (the larger of the old and new capacity while a shrink's victims drain). With the default limits (the whole capacity) writers only
+//!   at the backend's pace. With the default limits (the whole capacity) writers only
 //!   clean what they must to stay within it, as an eviction of a dirty block always did,
-//!   and background cleaning alone works from the low watermark.
+//!   and background cleaning alone works from the low watermark. A partition already
+//!   past its high watermark (a shrink or a lower limit just took effect) has its writers
+//!   clean one block per block they dirty, so it never grows, and leaves the excess to
+//!   the cleaner: no writer waits for it all.
+//! * **Memory.** Dirty blocks (resident or evicted) pass the high watermark only just
+//!   after a shrink or a lower limit, so a partition holds at most its capacity plus its
+//!   high watermark (its old capacity while a shrink's victims drain).
 //! * **Backend failure.** A writer that must clean to stay within the high watermark and
 //!   cannot (the backend fails: a full disk, an I/O error) gets that error and its write
 //!   is not applied: dirty data stays bounded by the limit, and nothing is acknowledged
