@@ -1,7 +1,7 @@
 //! The controller: topology, scheme and state, and the enforcement step that joins the
 //! stages (see the crate doc for the pipeline).
 
-use crate::allocate::{self, Inputs, Sizes};
+use crate::allocate::{self, Floor, Inputs, Sizes};
 use crate::bandwidth::BandwidthState;
 use crate::hysteresis::limit_moves;
 use crate::model::{latency_target, LatencyModel, WriteMix};
@@ -43,6 +43,28 @@ pub struct TenantState {
     /// samples then hold the latency of its reads.
     #[serde(default)]
     pub writes: Option<WriteMix>,
+    /// The largest footprint its curves have shown (blocks; [`footprint`]).
+    #[serde(default)]
+    pub footprint: u64,
+    /// Intervals since that footprint last grew.
+    #[serde(default)]
+    pub footprint_still: u32,
+}
+
+/// Intervals a footprint may stand still before its tenant no longer counts as warming.
+pub const WARMING_INTERVALS: u32 = 3;
+
+/// The footprint a curve shows: the smallest of its sizes from which the miss ratio no
+/// longer falls (within half a percentage point of its last point), i.e. about how many
+/// distinct blocks the profiler has seen reused. 0 for a curve that never falls (a scan).
+pub fn footprint(curve: &HitRatioCurve) -> u64 {
+    let pts = curve.points();
+    let Some(last) = pts.last() else {
+        return 0;
+    };
+    pts.iter()
+        .find(|p| p.miss_ratio <= last.miss_ratio + 0.005)
+        .map_or(0, |p| p.cache_size)
 }
 
 /// A node as the previous plan saw it.
@@ -209,6 +231,8 @@ impl ControlState {
                 curve: self.old_curves.get(i).cloned().flatten(),
                 choice: self.old_choice.get(i).cloned().unwrap_or_default(),
                 writes: None,
+                footprint: 0,
+                footprint_still: 0,
             })
             .collect();
         let keep = |nodes: &[crate::topology::Node], boost: &[Option<ThresholdState>]| {
@@ -321,6 +345,7 @@ impl Controller {
             targets: &vec![None; n],
             lat_fair: &vec![1.0; n],
             rates: &vec![1.0; n],
+            floors: &[],
         };
         let lat_fair: Vec<f64> = (0..n)
             .map(|i| probe.latency(i, fair_all.l1[i], &fair_all.l2[i]))
@@ -345,6 +370,7 @@ impl Controller {
         let active: Vec<bool> = (0..n)
             .map(|i| idle_cfg.map_or(true, |c| self.state.tenants[i].idle < c.intervals))
             .collect();
+        let floors = self.warming_floors(&active);
         let inp = Inputs {
             topo,
             models: &models,
@@ -353,6 +379,7 @@ impl Controller {
             targets: &targets,
             lat_fair: &lat_fair,
             rates: &rates,
+            floors: &floors,
         };
         let mut sizes = match self.scheme.allocation {
             Allocation::Alone | Allocation::Shared | Allocation::Fair => {
@@ -464,6 +491,42 @@ impl Controller {
         Ok(plan)
     }
 
+    /// Per tenant, its [`Floor`] if it is warming: an active tenant whose curve's
+    /// footprint grew within the last [`WARMING_INTERVALS`] and is still below the space
+    /// it held (both levels together). Its curve then says nothing yet of the blocks it
+    /// holds beyond what it has been seen to reuse: a cold cache, or a working set still
+    /// being touched for the first time, makes a young curve flat past its footprint, and
+    /// taking that space away on such a curve throws out the blocks it is filling with
+    /// (the tenant then refills them later, from the disk). Empty unless the scheme holds
+    /// warming tenants ([`crate::scheme::Hysteresis::hold_warming`]) and the previous plan
+    /// was partitioned.
+    fn warming_floors(&self, active: &[bool]) -> Vec<Option<Floor>> {
+        let topo = &self.topology;
+        let (Some(h), Some(prev)) = (self.scheme.hysteresis, self.state.previous.as_ref()) else {
+            return Vec::new();
+        };
+        if !h.hold_warming || prev.layout != Layout::Partitioned {
+            return Vec::new();
+        }
+        let was = Previous::new(topo, prev, &self.state);
+        (0..topo.tenants.len())
+            .map(|i| {
+                let st = &self.state.tenants[i];
+                let (l1, l2) = was.sizes(topo, i)?;
+                let held = l1 + l2.iter().sum::<u64>();
+                let warming = active[i]
+                    && st.footprint > 0
+                    && st.footprint_still < WARMING_INTERVALS
+                    && st.footprint < held;
+                warming.then_some(Floor {
+                    l1,
+                    l2,
+                    footprint: st.footprint,
+                })
+            })
+            .collect()
+    }
+
     /// Each tenant's [`TenantPlan::interval_target_ms`]: the sizes it held are the
     /// previous plan's (fair share before the first).
     fn interval_targets(
@@ -571,6 +634,13 @@ impl Controller {
                 .and_then(|p| o.curve(p))
                 .or_else(|| o.curves.first().map(|c| &c.curve));
             if let Some(c) = curve {
+                let f = footprint(c);
+                if f > st.footprint {
+                    st.footprint = f;
+                    st.footprint_still = 0;
+                } else {
+                    st.footprint_still = st.footprint_still.saturating_add(1);
+                }
                 st.curve = Some(monotone_envelope(c));
             }
             // A write-back level 1: what this interval's writes paid beyond a level-1 hit,
@@ -679,6 +749,7 @@ impl Controller {
             targets,
             lat_fair,
             rates: &active.iter().map(|_| 1.0).collect::<Vec<_>>(),
+            floors: &[],
         };
         let mut infeasible = sizes.shortfalls.clone();
         let reported: std::collections::HashSet<&str> =

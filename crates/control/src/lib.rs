@@ -36,13 +36,15 @@ pub mod policy_choice;
 pub mod scheme;
 pub mod topology;
 
-pub use controller::{ControlState, Controller, NodeState, TenantState, STATE_VERSION};
+pub use controller::{
+    footprint, ControlState, Controller, NodeState, TenantState, STATE_VERSION, WARMING_INTERVALS,
+};
 pub use model::WriteMix;
 pub use observe::{
     LevelCount, Observations, ObservedService, PolicyCurve, TenantObservation, TierObservation,
 };
 pub use plan::{BoostPlan, Layout, Partition, Plan, Reason, ResourceShares, Shortfall, TenantPlan};
-pub use scheme::{Allocation, Automata, PolicyChoice, Scheme, SCHEME_NAMES};
+pub use scheme::{Allocation, Automata, Hysteresis, PolicyChoice, Scheme, SCHEME_NAMES};
 pub use topology::{Class, Levels, Node, Placement, ServiceTimes, Slo, Tenant, Topology};
 
 /// Errors of the enforcement step; each names what was wrong.

@@ -39,6 +39,12 @@ pub enum Reason {
         /// The size it is heading for.
         target: u64,
     },
+    /// Kept at what it held: its curve's footprint is still growing and below that space,
+    /// so the curve cannot yet tell what the space is worth.
+    Warming {
+        /// The footprint its curve shows so far (blocks).
+        footprint: u64,
+    },
     /// No requests for a while: shrunk to its floor until it returns.
     Idle {
         /// Intervals without requests.
@@ -66,6 +72,12 @@ impl fmt::Display for Reason {
                 )
             }
             Reason::MoveLimited { target } => write!(f, "moving towards {target} blocks"),
+            Reason::Warming { footprint } => {
+                write!(
+                    f,
+                    "held while warming: {footprint} blocks seen reused so far"
+                )
+            }
             Reason::Idle { intervals } => write!(f, "idle for {intervals} intervals"),
             Reason::Shared => write!(f, "shared cache"),
             Reason::Alone => write!(f, "alone on the system"),

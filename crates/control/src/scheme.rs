@@ -143,6 +143,14 @@ pub struct Hysteresis {
     pub min_gain: f64,
     /// Share of a node's capacity that may change hands per interval.
     pub max_move: f64,
+    /// Leave a warming tenant (its curve's footprint still growing and below the space it
+    /// holds) at least the space it held, where the allocation honours floors.
+    #[serde(default = "yes")]
+    pub hold_warming: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for Hysteresis {
@@ -150,6 +158,7 @@ impl Default for Hysteresis {
         Hysteresis {
             min_gain: 0.01,
             max_move: 0.25,
+            hold_warming: true,
         }
     }
 }

@@ -282,3 +282,66 @@ fn bad_input_is_named() {
         .to_string()
         .contains("host index 7"));
 }
+
+#[test]
+fn a_warming_tenant_keeps_its_space_until_its_footprint_stops_growing() {
+    // Two tenants on host h1 (1,000 blocks) and server s1 (2,000): `young`'s curve has
+    // seen 100, then 120, 140 blocks reused (a cold cache filling), far below the 1,500
+    // it holds at fair share; `big`'s curve covers 20,000.
+    let t = topo(vec![
+        tenant("young", 0, vec![0], None),
+        tenant("big", 0, vec![0], None),
+    ]);
+    let step = |c: &mut Controller, k: u64, young: u64| {
+        c.step(10.0 * k as f64, &obs_of(&[1000, 1000], &[young, 20_000]))
+            .unwrap()
+    };
+    // Started from fair share, as the simulator starts its caches.
+    let from_fair = |scheme: Scheme| {
+        let fresh = Controller::new(t.clone(), scheme.clone()).unwrap();
+        let mut state = fresh.state().clone();
+        state.previous = Some(fresh.initial_plan());
+        Controller::resume(t.clone(), scheme, state).unwrap()
+    };
+    let mut c = from_fair(Scheme::named("lachesis").unwrap());
+    for (k, f) in [100, 120, 140].into_iter().enumerate() {
+        let p = step(&mut c, k as u64 + 1, f);
+        assert_eq!(
+            p.tenants[0].l1.size, 500,
+            "interval {k}: {:?}",
+            p.tenants[0].l1
+        );
+        assert_eq!(p.tenants[0].l2[0].size, 1000);
+        assert_eq!(
+            p.tenants[0].l1.reason,
+            Reason::Warming { footprint: f },
+            "interval {k}"
+        );
+    }
+    // Its footprint stands still: two more intervals it is held, the third it is priced
+    // on its curve and gives space to `big`, a quarter of the host at most per interval.
+    for k in 4..=5 {
+        let p = step(&mut c, k, 140);
+        assert_eq!(p.tenants[0].l1.size, 500, "interval {k}");
+    }
+    let p = step(&mut c, 6, 140);
+    assert_eq!(p.tenants[0].l1.size, 250, "{:?}", p.tenants[0].l1);
+    assert_eq!(p.tenants[1].l1.size, 750);
+    assert!(p.tenants[0].l2[0].size < 1000);
+
+    // Without the hold, the first interval already takes its space.
+    let mut scheme = Scheme::named("lachesis").unwrap();
+    scheme.hysteresis.as_mut().unwrap().hold_warming = false;
+    let mut c = from_fair(scheme);
+    let p = step(&mut c, 1, 100);
+    assert_eq!(p.tenants[0].l1.size, 250, "{:?}", p.tenants[0].l1);
+}
+
+#[test]
+fn a_footprint_is_where_the_curve_stops_falling() {
+    assert_eq!(footprint(&curve(300)), 300);
+    let scan = HitRatioCurve::from_pairs([(0, 1.0), (100, 1.0), (200, 1.0)]).unwrap();
+    assert_eq!(footprint(&scan), 0);
+    let tail = HitRatioCurve::from_pairs([(0, 1.0), (100, 0.5), (200, 0.3), (300, 0.298)]).unwrap();
+    assert_eq!(footprint(&tail), 200);
+}

@@ -10,13 +10,16 @@
 //! 3. Admission: dedicated first, then gold, silver, best effort; within a class the
 //!    smallest normalised need first; a tenant is admitted when its level-1 need fits its
 //!    host and `need/n` fits each of its `n` servers. The rest are reported with their need.
-//! 4. Spare space, by coordinate descent (two rounds): level 1 per host with level 2 fixed,
+//! 4. Warming tenants (a curve whose footprint still grows, below the space the tenant
+//!    holds: [`super::Floor`]) keep what they held, beyond their SLO minimum, while room
+//!    is left on their nodes after the SLO minimums.
+//! 5. Spare space, by coordinate descent (two rounds): level 1 per host with level 2 fixed,
 //!    then level 2 per server with level 1 fixed, each by [`super::optimise`] on the
 //!    tenant's latency as a function of that partition's size, weighted by
 //!    `class weight / fair-share latency` — so the optimiser maximises the (weighted) fair
 //!    speedup, as MLMS's spare-space step does, but over concave hulls rather than one grid
 //!    step at a time, so a cliff (a loop that fits) is seen across a plateau.
-//! 5. The disk queueing a miss costs the others. A tenant's latency model takes the miss
+//! 6. The disk queueing a miss costs the others. A tenant's latency model takes the miss
 //!    service time it observed as given, but every miss is also a request in the queue of
 //!    a level-2 server's disk, which every tenant striped over that server waits behind.
 //!    So the objective each partition is sized for is the tenant's own weighted latency
@@ -30,7 +33,7 @@
 //!    its weight in the objective. On idle disks `R` is the bare service time and the
 //!    term is small; on saturated ones it dominates, and space goes where it removes the
 //!    most disk requests (which Moirai's hit maximisation does always). `E_s` is taken at
-//!    fair share for the first round of step 4 and at the first round's sizes for the
+//!    fair share for the first round of step 5 and at the first round's sizes for the
 //!    second.
 
 use super::{optimise, Inputs, Item, Sizes};
@@ -171,6 +174,42 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             });
         }
     }
+    // Warming tenants keep what they held, beyond their SLO minimum, while room is left
+    // (in the order SLO minimums were admitted): their curves cannot yet price that space.
+    let (slo1, slo2) = (min1.clone(), min2.clone());
+    let mut warm: Vec<usize> = (0..n)
+        .filter(|&i| !fixed[i] && inp.floor(i).is_some())
+        .collect();
+    warm.sort_by_key(|&i| (topo.tenants[i].class.rank(), i));
+    for i in warm {
+        let (Some(f), t) = (inp.floor(i), &topo.tenants[i]) else {
+            continue;
+        };
+        let a = f.l1.saturating_sub(min1[i]).min(host_free[t.host]);
+        host_free[t.host] -= a;
+        min1[i] += a;
+        let room = t.servers.iter().map(|&s| server_free[s]).min().unwrap_or(0);
+        let held2 = f.l2.iter().copied().min().unwrap_or(0);
+        let b = held2.saturating_sub(min2[i]).min(room);
+        for &s in &t.servers {
+            server_free[s] -= b;
+        }
+        min2[i] += b;
+    }
+    let reason = |i: usize, size: u64, level1: bool, gain: f64| -> Reason {
+        let (slo, min) = if level1 {
+            (slo1[i], min1[i])
+        } else {
+            (slo2[i], min2[i])
+        };
+        match (inp.targets[i], inp.floor(i)) {
+            (Some(t), _) if slo > 0 && size <= slo => Reason::SloMinimum { target_ms: t },
+            (_, Some(f)) if min > slo && size <= min => Reason::Warming {
+                footprint: f.footprint,
+            },
+            _ => Reason::Gain { per_block: gain },
+        }
+    };
     // Spare space: start from the minimums, then two rounds of coordinate descent.
     let fair = (out.l1.clone(), out.l2.clone());
     for i in (0..n).filter(|&i| !fixed[i]) {
@@ -232,7 +271,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             let (sizes, gains) = optimise(cap, &items);
             for (k, &i) in members.iter().enumerate() {
                 out.l1[i] = sizes[k];
-                out.l1_reason[i] = reason(sizes[k], min1[i], inp.targets[i], gains[k]);
+                out.l1_reason[i] = reason(i, sizes[k], true, gains[k]);
             }
         }
         for (s, server) in topo.servers.iter().enumerate() {
@@ -276,7 +315,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             let (sizes, gains) = optimise(cap, &items);
             for (j, &(i, k)) in members.iter().enumerate() {
                 out.l2[i][k] = sizes[j];
-                out.l2_reason[i] = reason(sizes[j], min2[i], inp.targets[i], gains[j]);
+                out.l2_reason[i] = reason(i, sizes[j], false, gains[j]);
             }
         }
     }
@@ -291,15 +330,8 @@ pub fn allocate(inp: &Inputs) -> Sizes {
     out
 }
 
-fn reason(size: u64, min: u64, target: Option<f64>, gain: f64) -> Reason {
-    match target {
-        Some(t) if min > 0 && size <= min => Reason::SloMinimum { target_ms: t },
-        _ => Reason::Gain { per_block: gain },
-    }
-}
-
 /// Per server, `E_s`: the weighted latency one more disk request per second there costs
-/// its tenants (see the module doc, step 5), at sizes `l1`, `l2`.
+/// its tenants (see the module doc, step 6), at sizes `l1`, `l2`.
 fn externality(
     inp: &Inputs,
     servers: &[Vec<(usize, usize)>],

@@ -56,9 +56,29 @@ pub struct Inputs<'a> {
     pub lat_fair: &'a [f64],
     /// Per tenant, requests per second last interval.
     pub rates: &'a [f64],
+    /// Per tenant, what it held if it is still warming (empty: none is); methods that
+    /// honour floors ([`lachesis`]) leave it at least that while room is left.
+    pub floors: &'a [Option<Floor>],
+}
+
+/// A warming tenant's floor: the sizes it held last interval, and the footprint its curve
+/// shows so far, below the space it holds (see `Controller::step`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Floor {
+    /// Level-1 blocks it held.
+    pub l1: u64,
+    /// Level-2 blocks it held per server (aligned with `Tenant::servers`).
+    pub l2: Vec<u64>,
+    /// The footprint its curve shows (blocks).
+    pub footprint: u64,
 }
 
 impl Inputs<'_> {
+    /// Tenant `i`'s floor, if it is warming.
+    pub fn floor(&self, i: usize) -> Option<&Floor> {
+        self.floors.get(i).and_then(Option::as_ref)
+    }
+
     /// Predicted latency of tenant `i` with `c1` level-1 blocks and `x[k]` blocks on its
     /// `k`-th server. Data is striped evenly, so each server sees `1/n` of the tenant's
     /// keys and `x` blocks there act like `n·x` blocks of one cache for that share.

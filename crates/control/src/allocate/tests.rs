@@ -127,6 +127,7 @@ fn inputs<'a>(
         targets,
         lat_fair,
         rates,
+        floors: &[],
     }
 }
 
