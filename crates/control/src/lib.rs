@@ -13,7 +13,9 @@
 //! 2. each tenant's latency model ([`model`]) from its curve (of the policy it runs) and
 //!    service times; its latency target from its SLO ([`model::latency_target`]);
 //! 3. space ([`allocate`]): fair share, shared or alone baselines, MLMS, Moirai, or ours;
-//!    idle tenants shrink to a floor and get space back when they return;
+//!    idle tenants shrink to a floor and get space back when they return; with
+//!    [`Hysteresis::hold_warming`], a tenant whose curve's footprint is still growing and
+//!    below the space it holds keeps that space in ours ([`allocate::Floor`]);
 //! 4. hysteresis ([`hysteresis`]): move only for a real predicted gain or an SLO at risk,
 //!    and at most a share of each node per interval; a node whose capacity or tenants
 //!    changed since the previous plan is planned afresh at once;
