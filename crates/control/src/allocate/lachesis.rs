@@ -4,7 +4,7 @@
 //! 1. Dedicated partitions are taken off the top.
 //! 2. For each active tenant with a latency target, its cheapest sufficient point: for
 //!    every level-1 size on a grid of its host (1/64 of the host), the smallest level-2
-//!    total meeting the target ([`LatencyModel::min_c2`]); the point with the least
+//!    total meeting the target ([`crate::model::LatencyModel::min_c2`]); the point with the least
 //!    normalised cost `c1/C1 + c2/C2` wins (level-1 blocks on a small host are dear).
 //!    A target no point reaches is reported with the best latency the whole system gives.
 //! 3. Admission: dedicated first, then gold, silver, best effort; within a class the
