@@ -370,7 +370,7 @@ impl Controller {
         let active: Vec<bool> = (0..n)
             .map(|i| idle_cfg.map_or(true, |c| self.state.tenants[i].idle < c.intervals))
             .collect();
-        let floors = self.warming_floors(&active);
+        let floors = self.floors(&active);
         let inp = Inputs {
             topo,
             models: &models,
@@ -491,16 +491,23 @@ impl Controller {
         Ok(plan)
     }
 
-    /// Per tenant, its [`Floor`] if it is warming: an active tenant whose curve's
-    /// footprint grew within the last [`WARMING_INTERVALS`] and is still below the space
-    /// it held (both levels together). Its curve then says nothing yet of the blocks it
-    /// holds beyond what it has been seen to reuse: a cold cache, or a working set still
-    /// being touched for the first time, makes a young curve flat past its footprint, and
-    /// taking that space away on such a curve throws out the blocks it is filling with
-    /// (the tenant then refills them later, from the disk). Empty unless the scheme holds
-    /// warming tenants ([`crate::scheme::Hysteresis::hold_warming`]) and the previous plan
-    /// was partitioned.
-    fn warming_floors(&self, active: &[bool]) -> Vec<Option<Floor>> {
+    /// Per tenant, its [`Floor`], if any. Empty unless the scheme holds floors
+    /// ([`crate::scheme::Hysteresis::hold_warming`]) and the previous plan was partitioned.
+    ///
+    /// * Warming: an active tenant whose curve's footprint grew within the last
+    ///   [`WARMING_INTERVALS`] and is still below the space it held (both levels
+    ///   together) keeps both levels. Its curve says nothing yet of the blocks it holds
+    ///   beyond what it has been seen to reuse: a cold cache, or a working set still being
+    ///   touched for the first time, makes a young curve flat past its footprint, and
+    ///   taking that space away on such a curve throws out the blocks it is filling (the
+    ///   tenant then refills them later, from the disk).
+    /// * Write buffer: an active tenant whose level 1 is write-back, whose writes were
+    ///   seen to pay for the blocks they add ([`WriteMix::per_miss_ms`] learned) and cost
+    ///   more than a level-2 hit, keeps its level 2. A write-back level 2 absorbs its
+    ///   level-1 write-backs up to its dirty limit, which grows with its size: shrinking
+    ///   it makes those writes wait for the disk sooner, whatever the curve (which counts
+    ///   reuse, not buffering) says.
+    fn floors(&self, active: &[bool]) -> Vec<Option<Floor>> {
         let topo = &self.topology;
         let (Some(h), Some(prev)) = (self.scheme.hysteresis, self.state.previous.as_ref()) else {
             return Vec::new();
@@ -512,16 +519,27 @@ impl Controller {
         (0..topo.tenants.len())
             .map(|i| {
                 let st = &self.state.tenants[i];
+                if !active[i] {
+                    return None;
+                }
                 let (l1, l2) = was.sizes(topo, i)?;
                 let held = l1 + l2.iter().sum::<u64>();
-                let warming = active[i]
-                    && st.footprint > 0
-                    && st.footprint_still < WARMING_INTERVALS
-                    && st.footprint < held;
-                warming.then_some(Floor {
-                    l1,
+                if st.footprint > 0 && st.footprint_still < WARMING_INTERVALS && st.footprint < held
+                {
+                    return Some(Floor {
+                        l1,
+                        l2,
+                        reason: Reason::Warming {
+                            footprint: st.footprint,
+                        },
+                    });
+                }
+                let w = st.writes?;
+                let l2_hit = st.service.unwrap_or(topo.service).l2_hit_ms;
+                (w.per_miss_ms.is_some() && w.share > 0.0 && w.ms > l2_hit).then_some(Floor {
+                    l1: 0,
                     l2,
-                    footprint: st.footprint,
+                    reason: Reason::WriteBuffer { write_ms: w.ms },
                 })
             })
             .collect()

@@ -45,6 +45,13 @@ pub enum Reason {
         /// The footprint its curve shows so far (blocks).
         footprint: u64,
     },
+    /// Level 2 kept at what it held: it is write-back and absorbs the tenant's level-1
+    /// write-backs, and the tenant's writes wait for write-back (they cost more than a
+    /// level-2 hit), a buffer its hit-ratio curve does not price.
+    WriteBuffer {
+        /// The tenant's mean write latency (ms).
+        write_ms: f64,
+    },
     /// No requests for a while: shrunk to its floor until it returns.
     Idle {
         /// Intervals without requests.
@@ -78,6 +85,10 @@ impl fmt::Display for Reason {
                     "held while warming: {footprint} blocks seen reused so far"
                 )
             }
+            Reason::WriteBuffer { write_ms } => write!(
+                f,
+                "held: level 2 absorbs its write-backs (writes take {write_ms:.2} ms)"
+            ),
             Reason::Idle { intervals } => write!(f, "idle for {intervals} intervals"),
             Reason::Shared => write!(f, "shared cache"),
             Reason::Alone => write!(f, "alone on the system"),

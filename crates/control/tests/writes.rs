@@ -249,3 +249,40 @@ fn a_writer_waiting_for_write_back_is_modelled_per_write_miss() {
     assert!(at_1000 < 0.7 * at_500, "{at_500} → {at_1000}");
     assert!((m(wt).latency(1000.0, 0.0) - (0.01 * reads(1000.0) + 0.99 * 20.0)).abs() < 1e-6);
 }
+
+#[test]
+fn a_write_back_level_2_that_absorbs_waiting_writes_is_kept() {
+    // The writer's curve is flat (it reuses nothing), so its curve prices its level 2 at
+    // nothing; but its writes wait for write-back (20 ms, above a 0.5 ms level-2 hit)
+    // through a write-back level 1, and level 2 absorbs those write-backs: under
+    // `lachesis` it keeps the 200 blocks of level 2 it held at fair share. Through a
+    // write-through level 1 nothing is learned per write miss and the space goes.
+    let t = topo();
+    let run = |write_back: bool| {
+        let scheme = Scheme::named("lachesis").unwrap();
+        let fresh = Controller::new(t.clone(), scheme.clone()).unwrap();
+        let mut state = fresh.state().clone();
+        state.previous = Some(fresh.initial_plan());
+        let mut c = Controller::resume(t.clone(), scheme, state).unwrap();
+        let mut w = obs(990);
+        w.curves[0].curve = HitRatioCurve::from_pairs([(0, 1.0), (2000, 1.0)]).unwrap();
+        w.write_latency_ms = Some(20.0);
+        w.mean_latency_ms = 0.01 * 4.0 + 0.99 * 20.0;
+        w.write_back = write_back;
+        let o = Observations {
+            seconds: 1.0,
+            tenants: vec![obs(0), w],
+            tiers: vec![],
+        };
+        (1..=4)
+            .map(|k| c.step(k as f64, &o).unwrap())
+            .collect::<Vec<Plan>>()
+    };
+    for plan in run(true) {
+        let writer = &plan.tenants[1];
+        assert_eq!(writer.l2[0].size, 200, "{:?}", writer.l2);
+        assert_eq!(writer.l2[0].reason, Reason::WriteBuffer { write_ms: 20.0 });
+    }
+    let last = run(false).pop().unwrap();
+    assert!(last.tenants[1].l2[0].size < 200, "{:?}", last.tenants[1].l2);
+}

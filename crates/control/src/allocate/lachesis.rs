@@ -10,9 +10,10 @@
 //! 3. Admission: dedicated first, then gold, silver, best effort; within a class the
 //!    smallest normalised need first; a tenant is admitted when its level-1 need fits its
 //!    host and `need/n` fits each of its `n` servers. The rest are reported with their need.
-//! 4. Warming tenants (a curve whose footprint still grows, below the space the tenant
-//!    holds: [`super::Floor`]) keep what they held, beyond their SLO minimum, while room
-//!    is left on their nodes after the SLO minimums.
+//! 4. Floors ([`super::Floor`]): a warming tenant (a curve whose footprint still grows,
+//!    below the space it holds) keeps what it held, and a tenant whose writes wait for
+//!    write-back keeps its level 2 (its write buffer), beyond their SLO minimums while
+//!    room is left on their nodes after the SLO minimums.
 //! 5. Spare space, by coordinate descent (two rounds): level 1 per host with level 2 fixed,
 //!    then level 2 per server with level 1 fixed, each by [`super::optimise`] on the
 //!    tenant's latency as a function of that partition's size, weighted by
@@ -174,8 +175,8 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             });
         }
     }
-    // Warming tenants keep what they held, beyond their SLO minimum, while room is left
-    // (in the order SLO minimums were admitted): their curves cannot yet price that space.
+    // Floors (warming tenants, write buffers) are kept beyond the SLO minimums while room
+    // is left, in the order SLO minimums were admitted: the curves cannot price that space.
     let (slo1, slo2) = (min1.clone(), min2.clone());
     let mut warm: Vec<usize> = (0..n)
         .filter(|&i| !fixed[i] && inp.floor(i).is_some())
@@ -204,9 +205,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
         };
         match (inp.targets[i], inp.floor(i)) {
             (Some(t), _) if slo > 0 && size <= slo => Reason::SloMinimum { target_ms: t },
-            (_, Some(f)) if min > slo && size <= min => Reason::Warming {
-                footprint: f.footprint,
-            },
+            (_, Some(f)) if min > slo && size <= min => f.reason.clone(),
             _ => Reason::Gain { per_block: gain },
         }
     };

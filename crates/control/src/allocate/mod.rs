@@ -56,25 +56,26 @@ pub struct Inputs<'a> {
     pub lat_fair: &'a [f64],
     /// Per tenant, requests per second last interval.
     pub rates: &'a [f64],
-    /// Per tenant, what it held if it is still warming (empty: none is); methods that
-    /// honour floors ([`lachesis`]) leave it at least that while room is left.
+    /// Per tenant, a floor (empty: none has one); methods that honour floors
+    /// ([`lachesis`]) leave it at least that while room is left.
     pub floors: &'a [Option<Floor>],
 }
 
-/// A warming tenant's floor: the sizes it held last interval, and the footprint its curve
-/// shows so far, below the space it holds (see `Controller::step`).
+/// A tenant's floor: sizes it held last interval that it keeps while room is left, and
+/// why (see `Controller::step`): [`Reason::Warming`] (both levels) or
+/// [`Reason::WriteBuffer`] (level 2 only; its level-1 floor is 0).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Floor {
-    /// Level-1 blocks it held.
+    /// Level-1 blocks it keeps.
     pub l1: u64,
-    /// Level-2 blocks it held per server (aligned with `Tenant::servers`).
+    /// Level-2 blocks it keeps per server (aligned with `Tenant::servers`).
     pub l2: Vec<u64>,
-    /// The footprint its curve shows (blocks).
-    pub footprint: u64,
+    /// Why.
+    pub reason: Reason,
 }
 
 impl Inputs<'_> {
-    /// Tenant `i`'s floor, if it is warming.
+    /// Tenant `i`'s floor, if it has one.
     pub fn floor(&self, i: usize) -> Option<&Floor> {
         self.floors.get(i).and_then(Option::as_ref)
     }
