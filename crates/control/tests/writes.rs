@@ -190,6 +190,23 @@ fn a_write_back_cache_makes_writes_cheaper_as_more_find_their_block() {
     assert!((m.latency(100.0, 0.0) - 0.1).abs() < 1e-9);
 }
 
+/// `reader` as in [`obs`], and `writer` with 990 writes of 1,000 taking 20 ms each
+/// (waiting for the backend), through a write-back level 1 or not, with `curve` if given.
+fn waiting_writer(write_back: bool, curve: Option<HitRatioCurve>) -> Observations {
+    let mut w = obs(990);
+    if let Some(c) = curve {
+        w.curves[0].curve = c;
+    }
+    w.write_latency_ms = Some(20.0);
+    w.mean_latency_ms = 0.01 * 4.0 + 0.99 * 20.0;
+    w.write_back = write_back;
+    Observations {
+        seconds: 1.0,
+        tenants: vec![obs(0), w],
+        tiers: vec![],
+    }
+}
+
 #[test]
 fn a_writer_waiting_for_write_back_is_modelled_per_write_miss() {
     // The writer's writes wait for the backend (20 ms each: its write-back cache is full
@@ -198,15 +215,7 @@ fn a_writer_waiting_for_write_back_is_modelled_per_write_miss() {
     // the plan's model has writes cheaper with more level-1 space.
     let learn = |write_back: bool| {
         let mut c = Controller::new(topo(), Scheme::named("fair").unwrap()).unwrap();
-        let mut w = obs(990);
-        w.write_latency_ms = Some(20.0);
-        w.mean_latency_ms = 0.01 * 4.0 + 0.99 * 20.0;
-        w.write_back = write_back;
-        let o = Observations {
-            seconds: 1.0,
-            tenants: vec![obs(0), w],
-            tiers: vec![],
-        };
+        let o = waiting_writer(write_back, None);
         let mut plan = c.step(0.0, &o).unwrap();
         for k in 1..4 {
             plan = c.step(k as f64, &o).unwrap();
@@ -264,16 +273,8 @@ fn a_write_back_level_2_that_absorbs_waiting_writes_is_kept() {
         let mut state = fresh.state().clone();
         state.previous = Some(fresh.initial_plan());
         let mut c = Controller::resume(t.clone(), scheme, state).unwrap();
-        let mut w = obs(990);
-        w.curves[0].curve = HitRatioCurve::from_pairs([(0, 1.0), (2000, 1.0)]).unwrap();
-        w.write_latency_ms = Some(20.0);
-        w.mean_latency_ms = 0.01 * 4.0 + 0.99 * 20.0;
-        w.write_back = write_back;
-        let o = Observations {
-            seconds: 1.0,
-            tenants: vec![obs(0), w],
-            tiers: vec![],
-        };
+        let flat = HitRatioCurve::from_pairs([(0, 1.0), (2000, 1.0)]).unwrap();
+        let o = waiting_writer(write_back, Some(flat));
         (1..=4)
             .map(|k| c.step(k as f64, &o).unwrap())
             .collect::<Vec<Plan>>()
