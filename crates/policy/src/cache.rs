@@ -2,7 +2,7 @@
 //! simulator and the live cache node (which stores each slot's data in an arena indexed by
 //! the same [`Slot`]).
 //!
-//! [`BlockCache`] owns the directory (key to slot), the key of every slot, the free slots,
+//! [`BlockCache`] owns the directory (key to slot, a [`DirMap`]: one cache line per probe), the key of every slot, the free slots,
 //! the capacity, and — when history is on — a last-access stamp per slot, which is SOPA's
 //! LRU history list in a cheaper form: ordering resident slots by stamp gives the list,
 //! oldest first, without touching a linked list on every hit. It asks its
@@ -17,10 +17,9 @@
 //! Invariant: after any call returns, `len() <= capacity()`.
 
 use crate::admission::AdmissionPolicy;
-use crate::keymap::KeyMap;
+use crate::dirmap::DirMap;
 use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot, GHOST};
-
-type DirMap = KeyMap<u32>;
+use crate::prefetch::prefetch_at;
 
 /// The outcome of one access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +116,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
     /// The slot of `key` if resident, without counting an access.
     #[inline]
     pub fn lookup(&self, key: Key) -> Option<Slot> {
-        self.dir.get(&key).copied().filter(|&v| v & GHOST == 0)
+        self.dir.get(key).filter(|&v| v & GHOST == 0)
     }
 
     /// The key stored in a resident `slot`.
@@ -132,9 +131,9 @@ impl<P: EvictionPolicy> BlockCache<P> {
     #[inline]
     pub fn access(&mut self, key: Key, mut on_evict: impl FnMut(Key, Slot)) -> Access {
         self.clock += 1;
-        let ghost = match self.dir.get(&key) {
-            Some(&v) if v & GHOST != 0 => Some(v & !GHOST),
-            Some(&slot) => return self.hit(slot, key),
+        let ghost = match self.dir.get(key) {
+            Some(v) if v & GHOST != 0 => Some(v & !GHOST),
+            Some(slot) => return self.hit(slot, key),
             None => None,
         };
         self.policy.on_miss(key, ghost);
@@ -145,7 +144,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
         if !admitted || self.capacity == 0 {
             if ghost.is_some() {
                 // The policy dropped its ghost in `on_miss`.
-                self.dir.remove(&key);
+                self.dir.remove(key);
             }
             return Access::Bypassed;
         }
@@ -154,52 +153,65 @@ impl<P: EvictionPolicy> BlockCache<P> {
             on_evict(self.keys[victim as usize], victim);
         }
         let slot = self.insert_new(key);
-        std::hint::black_box(self.warm_victim());
+        self.prefetch_victims();
         Access::Inserted(slot)
     }
 
-    /// A hint for a caller that knows its next keys: reads what an access to `key` will
-    /// read first (its directory entry and, if resident, the policy's metadata of its slot)
-    /// and changes nothing. Called a few keys ahead of the accesses (as
-    /// [`crate::sim::replay_stream`] does), it overlaps those memory loads with the work on
-    /// earlier keys instead of waiting for each in turn. The value means nothing; pass it
-    /// to [`std::hint::black_box`].
+    /// A hint for a caller that knows its next keys (as [`crate::sim::replay_stream`]
+    /// does): starts loading the directory buckets a lookup of `key` reads
+    /// ([`crate::prefetch`]), which needs only the key's hash, and changes nothing. Called
+    /// some requests ahead of the access, the load overlaps with the work on the requests
+    /// between instead of being waited for.
     #[inline]
-    pub fn warm(&self, key: Key) -> u64 {
-        match self.dir.get(&key) {
-            Some(&v) if v & GHOST == 0 => self.policy.warm(v) ^ v as u64,
-            Some(&v) => v as u64,
-            None => 0,
+    pub fn prefetch(&self, key: Key) {
+        self.dir.prefetch(key);
+    }
+
+    /// The second stage of [`BlockCache::prefetch`], called later for the same key (its
+    /// directory bucket is in cache by then): if `key` is resident, starts loading the
+    /// policy's metadata a hit on its slot touches ([`EvictionPolicy::prefetch`]).
+    #[inline]
+    pub fn prefetch_slot(&self, key: Key) {
+        if let Some(slot) = self.lookup(key) {
+            self.policy.prefetch(slot);
         }
     }
 
-    /// The first half of [`BlockCache::warm`]: reads only `key`'s directory entry. Called
-    /// further ahead than `warm`, it splits the chain of dependent loads of one lookup
-    /// (directory entry, then the slot's metadata) over two requests' time, so no single
-    /// request waits for both.
+    /// The third stage, after [`BlockCache::prefetch_slot`] of the same key:
+    /// [`EvictionPolicy::prefetch_neighbours`] of its slot.
     #[inline]
-    pub fn warm_dir(&self, key: Key) -> u64 {
-        self.dir.get(&key).map_or(0, |&v| v as u64)
+    pub fn prefetch_neighbours(&self, key: Key) {
+        if let Some(slot) = self.lookup(key) {
+            self.policy.prefetch_neighbours(slot);
+        }
     }
 
-    /// Reads the key and directory entry of the policy's likely next victim (see
-    /// [`EvictionPolicy::next_victim`]) and the key and metadata of the victim after it
-    /// ([`EvictionPolicy::victim_after`]), so the next miss does not wait for them. The
-    /// loads for the victim after next do not depend on the directory probe of the next
-    /// one, so they run side by side; by the next miss its key is in cache and its
-    /// directory probe is one load, not a chain of three.
+    /// Prepares later evictions after an insertion, walking from the policy's likely next
+    /// victim `v` ([`EvictionPolicy::next_victim`]) towards the front
+    /// ([`EvictionPolicy::victim_after`]): `w`, the victim after `v`, gets its directory
+    /// bucket loaded (its key was loaded by the call one insertion earlier, when it was
+    /// `x`), and `x`, the victim after `w`, gets its key and metadata loaded
+    /// ([`crate::prefetch`]). So each eviction finds its victim's key, metadata and
+    /// directory bucket in cache, each started at least one miss earlier, and nothing here
+    /// waits for a load that was not started by an earlier call. A policy that cannot name
+    /// the victim after next (ARC) gets the next victim's directory bucket.
     #[inline]
-    fn warm_victim(&self) -> u64 {
-        match self.policy.next_victim() {
-            Some(v) => {
-                let k = self.keys[v as usize];
-                let after = match self.policy.victim_after(v) {
-                    Some(w) => self.keys[w as usize] ^ self.policy.warm(w),
-                    None => 0,
-                };
-                self.dir.get(&k).map_or(k, |&s| s as u64) ^ self.policy.warm(v) ^ after
+    fn prefetch_victims(&self) {
+        let Some(v) = self.policy.next_victim() else {
+            return;
+        };
+        match self.policy.victim_after(v) {
+            Some(w) => {
+                self.dir.prefetch(self.keys[w as usize]);
+                if let Some(x) = self.policy.victim_after(w) {
+                    prefetch_at(&self.keys, x as usize);
+                    self.policy.prefetch(x);
+                }
             }
-            None => 0,
+            None => {
+                self.dir.prefetch(self.keys[v as usize]);
+                self.policy.prefetch(v);
+            }
         }
     }
 
@@ -233,9 +245,9 @@ impl<P: EvictionPolicy> BlockCache<P> {
         let buried = dir.buried();
         let vkey = self.keys[victim as usize];
         if buried {
-            debug_assert!(self.dir.get(&vkey).is_some_and(|&v| v & GHOST != 0));
+            debug_assert!(self.dir.get(vkey).is_some_and(|v| v & GHOST != 0));
         } else {
-            let removed = self.dir.remove(&vkey);
+            let removed = self.dir.remove(vkey);
             debug_assert_eq!(
                 removed,
                 Some(victim),
@@ -277,10 +289,11 @@ impl<P: EvictionPolicy> BlockCache<P> {
 
     /// Drops `key` if resident (trim, invalidation) and returns the slot it had.
     pub fn remove(&mut self, key: Key) -> Option<Slot> {
-        let slot = match self.dir.entry(key) {
-            hashbrown::hash_map::Entry::Occupied(e) if *e.get() & GHOST == 0 => e.remove(),
+        let slot = match self.dir.get(key) {
+            Some(s) if s & GHOST == 0 => s,
             _ => return None,
         };
+        self.dir.remove(key);
         self.policy.on_remove(slot, key);
         self.free.push(slot);
         Some(slot)
@@ -341,9 +354,6 @@ impl<P: EvictionPolicy> BlockCache<P> {
 
     /// Iterates over resident `(key, slot)` pairs in no particular order.
     pub fn resident(&self) -> impl Iterator<Item = (Key, Slot)> + '_ {
-        self.dir
-            .iter()
-            .filter(|&(_, &s)| s & GHOST == 0)
-            .map(|(&k, &s)| (k, s))
+        self.dir.iter().filter(|&(_, s)| s & GHOST == 0)
     }
 }
