@@ -17,7 +17,7 @@
 //! Invariant: after any call returns, `len() <= capacity()`.
 
 use crate::admission::AdmissionPolicy;
-use crate::dirmap::DirMap;
+use crate::dirmap::{DirMap, Hashed};
 use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot, GHOST};
 use crate::prefetch::prefetch_at;
 
@@ -129,9 +129,17 @@ impl<P: EvictionPolicy> BlockCache<P> {
     /// many blocks as needed first. `on_evict(key, slot)` is called for every evicted block
     /// before its slot is reused, so the owner of the data can write it back.
     #[inline]
-    pub fn access(&mut self, key: Key, mut on_evict: impl FnMut(Key, Slot)) -> Access {
+    pub fn access(&mut self, key: Key, on_evict: impl FnMut(Key, Slot)) -> Access {
+        self.access_hashed(Hashed::new(key), on_evict)
+    }
+
+    /// [`BlockCache::access`] of a key whose hash is already computed (by a caller that
+    /// hashed it to [`BlockCache::prefetch`] it).
+    #[inline]
+    pub fn access_hashed(&mut self, k: Hashed, mut on_evict: impl FnMut(Key, Slot)) -> Access {
+        let key = k.key();
         self.clock += 1;
-        let ghost = match self.dir.get(key) {
+        let ghost = match self.dir.get_hashed(k) {
             Some(v) if v & GHOST != 0 => Some(v & !GHOST),
             Some(slot) => return self.hit(slot, key),
             None => None,
@@ -152,7 +160,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
             let victim = self.evict_one();
             on_evict(self.keys[victim as usize], victim);
         }
-        let slot = self.insert_new(key);
+        let slot = self.insert_new(k);
         self.prefetch_victims();
         Access::Inserted(slot)
     }
@@ -163,27 +171,27 @@ impl<P: EvictionPolicy> BlockCache<P> {
     /// some requests ahead of the access, the load overlaps with the work on the requests
     /// between instead of being waited for.
     #[inline]
-    pub fn prefetch(&self, key: Key) {
+    pub fn prefetch(&self, key: Hashed) {
         self.dir.prefetch(key);
     }
 
     /// The second stage of [`BlockCache::prefetch`], called later for the same key (its
     /// directory bucket is in cache by then): if `key` is resident, starts loading the
-    /// policy's metadata a hit on its slot touches ([`EvictionPolicy::prefetch`]).
+    /// policy's metadata a hit on its slot touches ([`EvictionPolicy::prefetch`]) and
+    /// returns the slot, for the third stage.
     #[inline]
-    pub fn prefetch_slot(&self, key: Key) {
-        if let Some(slot) = self.lookup(key) {
-            self.policy.prefetch(slot);
-        }
+    pub fn prefetch_slot(&self, key: Hashed) -> Option<Slot> {
+        let slot = self.dir.get_hashed(key).filter(|&v| v & GHOST == 0)?;
+        self.policy.prefetch(slot);
+        Some(slot)
     }
 
-    /// The third stage, after [`BlockCache::prefetch_slot`] of the same key:
-    /// [`EvictionPolicy::prefetch_neighbours`] of its slot.
+    /// The third stage, later again: [`EvictionPolicy::prefetch_neighbours`] of the slot
+    /// [`BlockCache::prefetch_slot`] returned. A slot that has changed hands since is
+    /// harmless (it is a hint).
     #[inline]
-    pub fn prefetch_neighbours(&self, key: Key) {
-        if let Some(slot) = self.lookup(key) {
-            self.policy.prefetch_neighbours(slot);
-        }
+    pub fn prefetch_neighbours(&self, slot: Slot) {
+        self.policy.prefetch_neighbours(slot);
     }
 
     /// Prepares later evictions after an insertion, walking from the policy's likely next
@@ -202,14 +210,14 @@ impl<P: EvictionPolicy> BlockCache<P> {
         };
         match self.policy.victim_after(v) {
             Some(w) => {
-                self.dir.prefetch(self.keys[w as usize]);
+                self.dir.prefetch(Hashed::new(self.keys[w as usize]));
                 if let Some(x) = self.policy.victim_after(w) {
                     prefetch_at(&self.keys, x as usize);
                     self.policy.prefetch(x);
                 }
             }
             None => {
-                self.dir.prefetch(self.keys[v as usize]);
+                self.dir.prefetch(Hashed::new(self.keys[v as usize]));
                 self.policy.prefetch(v);
             }
         }
@@ -262,7 +270,8 @@ impl<P: EvictionPolicy> BlockCache<P> {
     }
 
     #[inline]
-    fn insert_new(&mut self, key: Key) -> Slot {
+    fn insert_new(&mut self, k: Hashed) -> Slot {
+        let key = k.key();
         let slot = match self.free.pop() {
             Some(s) => {
                 self.keys[s as usize] = key;
@@ -282,7 +291,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
                 hits: 0,
             };
         }
-        self.dir.insert(key, slot);
+        self.dir.insert_hashed(k, slot);
         self.policy.on_insert(slot, key);
         slot
     }

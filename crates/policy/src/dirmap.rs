@@ -41,6 +41,32 @@ struct Bucket {
 
 const VACANT: Bucket = Bucket { key: EMPTY, val: 0 };
 
+/// A key with its hash ([`mix64`]), computed once: the replay hashes each request's key
+/// when it prefetches its bucket and reuses the hash for the lookups after. Built only by
+/// [`Hashed::new`], so the hash always matches the key.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Hashed {
+    key: u64,
+    hash: u64,
+}
+
+impl Hashed {
+    /// Hashes `key`.
+    #[inline]
+    pub fn new(key: u64) -> Self {
+        Hashed {
+            key,
+            hash: mix64(key),
+        }
+    }
+
+    /// The key.
+    #[inline]
+    pub fn key(self) -> u64 {
+        self.key
+    }
+}
+
 /// A map from `u64` keys to `u32` values (see the module docs).
 #[derive(Clone, Debug, Default)]
 pub struct DirMap {
@@ -64,6 +90,11 @@ impl DirMap {
     #[inline]
     fn home(&self, key: u64) -> usize {
         mix64(key) as usize & self.mask
+    }
+
+    #[inline]
+    fn home_of(&self, k: Hashed) -> usize {
+        k.hash as usize & self.mask
     }
 
     /// Number of entries.
@@ -105,19 +136,20 @@ impl DirMap {
     /// one after, usually the same cache line) without waiting for them; see
     /// [`crate::prefetch`]. Needs no load of the table itself, only the hash.
     #[inline]
-    pub fn prefetch(&self, key: u64) {
-        let i = self.home(key);
+    pub fn prefetch(&self, key: Hashed) {
+        let i = self.home_of(key);
         prefetch_at(&self.buckets, i);
         prefetch_at(&self.buckets, (i + 1) & self.mask);
     }
 
     /// The bucket index of `key` (not [`EMPTY`]), if present.
     #[inline]
-    fn find(&self, key: u64) -> Option<usize> {
+    fn find(&self, k: Hashed) -> Option<usize> {
         if self.buckets.is_empty() {
             return None;
         }
-        let mut i = self.home(key);
+        let key = k.key;
+        let mut i = self.home_of(k);
         loop {
             let k = self.buckets[i].key;
             if k == key {
@@ -133,10 +165,16 @@ impl DirMap {
     /// The value of `key`.
     #[inline]
     pub fn get(&self, key: u64) -> Option<u32> {
-        if key == EMPTY {
+        self.get_hashed(Hashed::new(key))
+    }
+
+    /// [`DirMap::get`] with the hash already computed.
+    #[inline]
+    pub fn get_hashed(&self, k: Hashed) -> Option<u32> {
+        if k.key == EMPTY {
             return self.max_val;
         }
-        self.find(key).map(|i| self.buckets[i].val)
+        self.find(k).map(|i| self.buckets[i].val)
     }
 
     /// The value of `key`, mutably.
@@ -145,19 +183,27 @@ impl DirMap {
         if key == EMPTY {
             return self.max_val.as_mut();
         }
-        self.find(key).map(|i| &mut self.buckets[i].val)
+        self.find(Hashed::new(key))
+            .map(|i| &mut self.buckets[i].val)
     }
 
     /// Sets `key` to `val`, returning the old value.
     #[inline]
     pub fn insert(&mut self, key: u64, val: u32) -> Option<u32> {
+        self.insert_hashed(Hashed::new(key), val)
+    }
+
+    /// [`DirMap::insert`] with the hash already computed.
+    #[inline]
+    pub fn insert_hashed(&mut self, k: Hashed, val: u32) -> Option<u32> {
+        let key = k.key;
         if key == EMPTY {
             return self.max_val.replace(val);
         }
         if self.used + 1 > self.grow_at {
             self.rehash((self.buckets.len() * 2).max(8));
         }
-        let mut i = self.home(key);
+        let mut i = self.home_of(k);
         loop {
             let b = &mut self.buckets[i];
             if b.key == key {
@@ -178,7 +224,7 @@ impl DirMap {
         if key == EMPTY {
             return self.max_val.take();
         }
-        let i = self.find(key)?;
+        let i = self.find(Hashed::new(key))?;
         let val = self.buckets[i].val;
         self.erase(i);
         Some(val)

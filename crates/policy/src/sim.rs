@@ -8,7 +8,8 @@
 //!   lookup per covered block, each `block_size` bytes;
 //! * `miss_ratio = misses / accesses`, `byte_miss_ratio = miss_bytes / bytes`.
 
-use crate::policy::EvictionPolicy;
+use crate::dirmap::Hashed;
+use crate::policy::{EvictionPolicy, Slot};
 use crate::{with_policy, BlockCache, PolicyError, PolicyVisitor};
 use serde::Serialize;
 use std::time::Instant;
@@ -84,6 +85,10 @@ pub const PREFETCH_SLOT: usize = 8;
 /// ([`BlockCache::prefetch_neighbours`]), for policies whose hits touch them.
 pub const PREFETCH_NEIGHBOURS: usize = 4;
 
+/// Slots found by the second prefetch stage, kept for the third (a power of two above
+/// [`PREFETCH_SLOT`]).
+const RING: usize = 16;
+
 /// Replays `requests` through `cache` in `mode`. `progress(n)` is called about every
 /// [`PROGRESS_EVERY`] requests (after the batch that reaches it) with the number of
 /// requests since the last call, and once at the end.
@@ -109,6 +114,7 @@ pub fn replay_stream<P: EvictionPolicy>(
     let start = Instant::now();
     let mut s = SimStats::default();
     let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
+    let mut hashed: Vec<Hashed> = Vec::with_capacity(BATCH);
     let mut since = 0u64;
     let deep = cache.policy().prefetches_hits();
     loop {
@@ -120,33 +126,44 @@ pub fn replay_stream<P: EvictionPolicy>(
             progress(since);
             since = 0;
         }
+        let object = mode == KeyMode::Object;
+        if object {
+            // Each key hashed once, for its prefetch and its access.
+            hashed.clear();
+            hashed.extend(batch.iter().map(|r| Hashed::new(r.object_key())));
+        }
+        let mut ring = [None::<Slot>; RING];
         for (i, r) in batch.iter().enumerate() {
-            if mode == KeyMode::Object {
+            if object {
                 // Start the memory loads of later requests' lookups now (see
                 // `BlockCache::prefetch`), in stages so no stage waits for a load: the
                 // directory bucket of the request `PREFETCH_DIR` ahead; for a policy whose
                 // hits touch per-slot metadata (`EvictionPolicy::prefetches_hits`), that
                 // metadata of the one `PREFETCH_SLOT` ahead (its bucket now in cache), and
-                // the list neighbours of the one `PREFETCH_NEIGHBOURS` ahead.
-                if let Some(far) = batch.get(i + PREFETCH_DIR) {
-                    if matches!(far.op, Op::Read | Op::Write) {
-                        cache.prefetch(far.object_key());
-                    }
+                // the list neighbours of the one `PREFETCH_NEIGHBOURS` ahead, whose slot
+                // the second stage left in `ring`. Hints for trims and flushes are harmless.
+                if let Some(&far) = hashed.get(i + PREFETCH_DIR) {
+                    cache.prefetch(far);
                 }
                 if deep {
-                    if let Some(mid) = batch.get(i + PREFETCH_SLOT) {
-                        if matches!(mid.op, Op::Read | Op::Write) {
-                            cache.prefetch_slot(mid.object_key());
-                        }
+                    if let Some(&mid) = hashed.get(i + PREFETCH_SLOT) {
+                        ring[(i + PREFETCH_SLOT) % RING] = cache.prefetch_slot(mid);
                     }
-                    if let Some(near) = batch.get(i + PREFETCH_NEIGHBOURS) {
-                        if matches!(near.op, Op::Read | Op::Write) {
-                            cache.prefetch_neighbours(near.object_key());
-                        }
+                    if let Some(slot) = ring[(i + PREFETCH_NEIGHBOURS) % RING].take() {
+                        cache.prefetch_neighbours(slot);
                     }
                 }
             }
             match r.op {
+                Op::Read | Op::Write if object => {
+                    let bytes = r.bytes_per_key(mode);
+                    s.accesses += 1;
+                    s.bytes += bytes;
+                    if !cache.access_hashed(hashed[i], |_, _| {}).is_hit() {
+                        s.misses += 1;
+                        s.miss_bytes += bytes;
+                    }
+                }
                 Op::Read | Op::Write => {
                     let bytes = r.bytes_per_key(mode);
                     r.for_each_key(mode, |k| {
