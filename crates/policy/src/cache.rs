@@ -2,12 +2,14 @@
 //! simulator and the live cache node (which stores each slot's data in an arena indexed by
 //! the same [`Slot`]).
 //!
-//! [`BlockCache`] owns the directory (key to slot, a [`DirMap`]: one cache line per probe), the key of every slot, the free slots,
-//! the capacity, and — when history is on — a last-access stamp per slot, which is SOPA's
-//! LRU history list in a cheaper form: ordering resident slots by stamp gives the list,
-//! oldest first, without touching a linked list on every hit. It asks its
-//! [`EvictionPolicy`] which block leaves and its [`AdmissionPolicy`] whether a missed block
-//! enters.
+//! [`BlockCache`] owns the directory (key to slot, a [`DirMap`]: one cache line per probe,
+//! prefetchable by key), the key of every slot, the free slots, the capacity, and — when
+//! history is on — a last-access stamp per slot, which is SOPA's LRU history list in a
+//! cheaper form: ordering resident slots by stamp gives the list, oldest first, without
+//! touching a linked list on every hit. It asks its [`EvictionPolicy`] which block leaves
+//! and its [`AdmissionPolicy`] whether a missed block enters. After each insertion it
+//! prefetches what the next evictions will read (`prefetch_victims`), and a caller that
+//! knows its next keys can prefetch their lookups ([`BlockCache::prefetch`]).
 //!
 //! The directory also holds the ghosts of a policy that keeps them there (ARC, see
 //! [`Directory`]): a value with the [`GHOST`] bit is a ghost's tag, not a slot, so one
