@@ -2,12 +2,14 @@
 //! simulator and the live cache node (which stores each slot's data in an arena indexed by
 //! the same [`Slot`]).
 //!
-//! [`BlockCache`] owns the directory (key to slot), the key of every slot, the free slots,
-//! the capacity, and — when history is on — a last-access stamp per slot, which is SOPA's
-//! LRU history list in a cheaper form: ordering resident slots by stamp gives the list,
-//! oldest first, without touching a linked list on every hit. It asks its
-//! [`EvictionPolicy`] which block leaves and its [`AdmissionPolicy`] whether a missed block
-//! enters.
+//! [`BlockCache`] owns the directory (key to slot, a [`DirMap`]: one cache line per probe,
+//! prefetchable by key), the key of every slot, the free slots, the capacity, and — when
+//! history is on — a last-access stamp per slot, which is SOPA's LRU history list in a
+//! cheaper form: ordering resident slots by stamp gives the list, oldest first, without
+//! touching a linked list on every hit. It asks its [`EvictionPolicy`] which block leaves
+//! and its [`AdmissionPolicy`] whether a missed block enters. After each insertion it
+//! prefetches what the next evictions will read (`prefetch_victims`), and a caller that
+//! knows its next keys can prefetch their lookups ([`BlockCache::prefetch`]).
 //!
 //! The directory also holds the ghosts of a policy that keeps them there (ARC, see
 //! [`Directory`]): a value with the [`GHOST`] bit is a ghost's tag, not a slot, so one
@@ -17,10 +19,9 @@
 //! Invariant: after any call returns, `len() <= capacity()`.
 
 use crate::admission::AdmissionPolicy;
-use crate::keymap::KeyMap;
+use crate::dirmap::{DirMap, Hashed};
 use crate::policy::{BlockHistory, Directory, EvictionPolicy, Key, Slot, GHOST};
-
-type DirMap = KeyMap<u32>;
+use crate::prefetch::prefetch_at;
 
 /// The outcome of one access.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -117,7 +118,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
     /// The slot of `key` if resident, without counting an access.
     #[inline]
     pub fn lookup(&self, key: Key) -> Option<Slot> {
-        self.dir.get(&key).copied().filter(|&v| v & GHOST == 0)
+        self.dir.get(key).filter(|&v| v & GHOST == 0)
     }
 
     /// The key stored in a resident `slot`.
@@ -130,11 +131,19 @@ impl<P: EvictionPolicy> BlockCache<P> {
     /// many blocks as needed first. `on_evict(key, slot)` is called for every evicted block
     /// before its slot is reused, so the owner of the data can write it back.
     #[inline]
-    pub fn access(&mut self, key: Key, mut on_evict: impl FnMut(Key, Slot)) -> Access {
+    pub fn access(&mut self, key: Key, on_evict: impl FnMut(Key, Slot)) -> Access {
+        self.access_hashed(Hashed::new(key), on_evict)
+    }
+
+    /// [`BlockCache::access`] of a key whose hash is already computed (by a caller that
+    /// hashed it to [`BlockCache::prefetch`] it).
+    #[inline]
+    pub fn access_hashed(&mut self, k: Hashed, mut on_evict: impl FnMut(Key, Slot)) -> Access {
+        let key = k.key();
         self.clock += 1;
-        let ghost = match self.dir.get(&key) {
-            Some(&v) if v & GHOST != 0 => Some(v & !GHOST),
-            Some(&slot) => return self.hit(slot, key),
+        let ghost = match self.dir.get_hashed(k) {
+            Some(v) if v & GHOST != 0 => Some(v & !GHOST),
+            Some(slot) => return self.hit(slot, key),
             None => None,
         };
         self.policy.on_miss(key, ghost);
@@ -145,7 +154,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
         if !admitted || self.capacity == 0 {
             if ghost.is_some() {
                 // The policy dropped its ghost in `on_miss`.
-                self.dir.remove(&key);
+                self.dir.remove(key);
             }
             return Access::Bypassed;
         }
@@ -153,53 +162,66 @@ impl<P: EvictionPolicy> BlockCache<P> {
             let victim = self.evict_one();
             on_evict(self.keys[victim as usize], victim);
         }
-        let slot = self.insert_new(key);
-        std::hint::black_box(self.warm_victim());
+        let slot = self.insert_new(k);
+        self.prefetch_victims();
         Access::Inserted(slot)
     }
 
-    /// A hint for a caller that knows its next keys: reads what an access to `key` will
-    /// read first (its directory entry and, if resident, the policy's metadata of its slot)
-    /// and changes nothing. Called a few keys ahead of the accesses (as
-    /// [`crate::sim::replay_stream`] does), it overlaps those memory loads with the work on
-    /// earlier keys instead of waiting for each in turn. The value means nothing; pass it
-    /// to [`std::hint::black_box`].
+    /// A hint for a caller that knows its next keys (as [`crate::sim::replay_stream`]
+    /// does): starts loading the directory buckets a lookup of `key` reads
+    /// ([`crate::prefetch`]), which needs only the key's hash, and changes nothing. Called
+    /// some requests ahead of the access, the load overlaps with the work on the requests
+    /// between instead of being waited for.
     #[inline]
-    pub fn warm(&self, key: Key) -> u64 {
-        match self.dir.get(&key) {
-            Some(&v) if v & GHOST == 0 => self.policy.warm(v) ^ v as u64,
-            Some(&v) => v as u64,
-            None => 0,
-        }
+    pub fn prefetch(&self, key: Hashed) {
+        self.dir.prefetch(key);
     }
 
-    /// The first half of [`BlockCache::warm`]: reads only `key`'s directory entry. Called
-    /// further ahead than `warm`, it splits the chain of dependent loads of one lookup
-    /// (directory entry, then the slot's metadata) over two requests' time, so no single
-    /// request waits for both.
+    /// The second stage of [`BlockCache::prefetch`], called later for the same key (its
+    /// directory bucket is in cache by then): if `key` is resident, starts loading the
+    /// policy's metadata a hit on its slot touches ([`EvictionPolicy::prefetch`]) and
+    /// returns the slot, for the third stage.
     #[inline]
-    pub fn warm_dir(&self, key: Key) -> u64 {
-        self.dir.get(&key).map_or(0, |&v| v as u64)
+    pub fn prefetch_slot(&self, key: Hashed) -> Option<Slot> {
+        let slot = self.dir.get_hashed(key).filter(|&v| v & GHOST == 0)?;
+        self.policy.prefetch(slot);
+        Some(slot)
     }
 
-    /// Reads the key and directory entry of the policy's likely next victim (see
-    /// [`EvictionPolicy::next_victim`]) and the key and metadata of the victim after it
-    /// ([`EvictionPolicy::victim_after`]), so the next miss does not wait for them. The
-    /// loads for the victim after next do not depend on the directory probe of the next
-    /// one, so they run side by side; by the next miss its key is in cache and its
-    /// directory probe is one load, not a chain of three.
+    /// The third stage, later again: [`EvictionPolicy::prefetch_neighbours`] of the slot
+    /// [`BlockCache::prefetch_slot`] returned. A slot that has changed hands since is
+    /// harmless (it is a hint).
     #[inline]
-    fn warm_victim(&self) -> u64 {
-        match self.policy.next_victim() {
-            Some(v) => {
-                let k = self.keys[v as usize];
-                let after = match self.policy.victim_after(v) {
-                    Some(w) => self.keys[w as usize] ^ self.policy.warm(w),
-                    None => 0,
-                };
-                self.dir.get(&k).map_or(k, |&s| s as u64) ^ self.policy.warm(v) ^ after
+    pub fn prefetch_neighbours(&self, slot: Slot) {
+        self.policy.prefetch_neighbours(slot);
+    }
+
+    /// Prepares later evictions after an insertion, walking from the policy's likely next
+    /// victim `v` ([`EvictionPolicy::next_victim`]) towards the front
+    /// ([`EvictionPolicy::victim_after`]): `w`, the victim after `v`, gets its directory
+    /// bucket loaded (its key was loaded by the call one insertion earlier, when it was
+    /// `x`), and `x`, the victim after `w`, gets its key and metadata loaded
+    /// ([`crate::prefetch`]). So each eviction finds its victim's key, metadata and
+    /// directory bucket in cache, each started at least one miss earlier, and nothing here
+    /// waits for a load that was not started by an earlier call. A policy that cannot name
+    /// the victim after next (ARC) gets the next victim's directory bucket.
+    #[inline]
+    fn prefetch_victims(&self) {
+        let Some(v) = self.policy.next_victim() else {
+            return;
+        };
+        match self.policy.victim_after(v) {
+            Some(w) => {
+                self.dir.prefetch(Hashed::new(self.keys[w as usize]));
+                if let Some(x) = self.policy.victim_after(w) {
+                    prefetch_at(&self.keys, x as usize);
+                    self.policy.prefetch(x);
+                }
             }
-            None => 0,
+            None => {
+                self.dir.prefetch(Hashed::new(self.keys[v as usize]));
+                self.policy.prefetch(v);
+            }
         }
     }
 
@@ -233,9 +255,9 @@ impl<P: EvictionPolicy> BlockCache<P> {
         let buried = dir.buried();
         let vkey = self.keys[victim as usize];
         if buried {
-            debug_assert!(self.dir.get(&vkey).is_some_and(|&v| v & GHOST != 0));
+            debug_assert!(self.dir.get(vkey).is_some_and(|v| v & GHOST != 0));
         } else {
-            let removed = self.dir.remove(&vkey);
+            let removed = self.dir.remove(vkey);
             debug_assert_eq!(
                 removed,
                 Some(victim),
@@ -250,7 +272,8 @@ impl<P: EvictionPolicy> BlockCache<P> {
     }
 
     #[inline]
-    fn insert_new(&mut self, key: Key) -> Slot {
+    fn insert_new(&mut self, k: Hashed) -> Slot {
+        let key = k.key();
         let slot = match self.free.pop() {
             Some(s) => {
                 self.keys[s as usize] = key;
@@ -270,17 +293,18 @@ impl<P: EvictionPolicy> BlockCache<P> {
                 hits: 0,
             };
         }
-        self.dir.insert(key, slot);
+        self.dir.insert_hashed(k, slot);
         self.policy.on_insert(slot, key);
         slot
     }
 
     /// Drops `key` if resident (trim, invalidation) and returns the slot it had.
     pub fn remove(&mut self, key: Key) -> Option<Slot> {
-        let slot = match self.dir.entry(key) {
-            hashbrown::hash_map::Entry::Occupied(e) if *e.get() & GHOST == 0 => e.remove(),
+        let slot = match self.dir.get(key) {
+            Some(s) if s & GHOST == 0 => s,
             _ => return None,
         };
+        self.dir.remove(key);
         self.policy.on_remove(slot, key);
         self.free.push(slot);
         Some(slot)
@@ -341,9 +365,6 @@ impl<P: EvictionPolicy> BlockCache<P> {
 
     /// Iterates over resident `(key, slot)` pairs in no particular order.
     pub fn resident(&self) -> impl Iterator<Item = (Key, Slot)> + '_ {
-        self.dir
-            .iter()
-            .filter(|&(_, &s)| s & GHOST == 0)
-            .map(|(&k, &s)| (k, s))
+        self.dir.iter().filter(|&(_, s)| s & GHOST == 0)
     }
 }

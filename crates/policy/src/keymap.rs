@@ -1,4 +1,5 @@
-//! [`KeyMap`]: the hash map every policy and the cache directory use for block keys.
+//! [`KeyMap`]: the hash map the policies use for block keys (the cache directory itself is
+//! [`crate::dirmap::DirMap`], a flat table with the same hash, [`mix64`]).
 //!
 //! Written by hand because the usual fast hashers are fragile on block keys: FxHash (one
 //! multiply) maps keys that share their low bits — block numbers scaled or salted in the

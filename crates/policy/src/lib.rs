@@ -14,6 +14,7 @@
 
 pub mod admission;
 pub mod cache;
+pub mod dirmap;
 pub mod eviction;
 pub mod ghost;
 pub mod heap;
@@ -21,6 +22,7 @@ pub mod keymap;
 pub mod list;
 pub mod params;
 pub mod policy;
+pub mod prefetch;
 pub mod sanity;
 pub mod sim;
 pub mod spec;

@@ -5,6 +5,8 @@
 //!
 //! Front = most recently pushed ("head", MRU end); back = oldest ("tail", LRU end).
 
+use crate::prefetch::prefetch_at;
+
 /// The "no node" index.
 pub const NIL: u32 = u32::MAX;
 
@@ -45,22 +47,20 @@ impl Links {
         self.links[i as usize]
     }
 
-    /// Reads node `i`'s link cell if it has one (a warm-up read, see
-    /// [`crate::EvictionPolicy::warm`]): both indices folded into one number.
+    /// Starts loading node `i`'s link cell, if it has one ([`crate::prefetch`]; a hint
+    /// for [`crate::EvictionPolicy::prefetch`]).
     #[inline]
-    pub fn peek(&self, i: u32) -> u64 {
-        self.links
-            .get(i as usize)
-            .map_or(0, |l| ((l.prev as u64) << 32) | l.next as u64)
+    pub fn prefetch(&self, i: u32) {
+        prefetch_at(&self.links, i as usize);
     }
 
-    /// [`Links::peek`] of node `i` and of its two neighbours: the cells an unlink of `i`
-    /// writes.
+    /// Reads node `i`'s link cell and starts loading its two neighbours' cells: with
+    /// [`Links::prefetch`] of `i` earlier, the cells an unlink of `i` writes.
     #[inline]
-    pub fn peek_around(&self, i: u32) -> u64 {
-        match self.links.get(i as usize) {
-            Some(l) => self.peek(l.prev) ^ self.peek(l.next).rotate_left(1),
-            None => 0,
+    pub fn prefetch_neighbours(&self, i: u32) {
+        if let Some(l) = self.links.get(i as usize) {
+            prefetch_at(&self.links, l.prev as usize);
+            prefetch_at(&self.links, l.next as usize);
         }
     }
 

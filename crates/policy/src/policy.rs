@@ -26,7 +26,7 @@
 //! others ignore both.
 //! [`crate::sanity::Checked`] wraps any policy and asserts this contract in tests.
 
-use crate::keymap::KeyMap;
+use crate::dirmap::DirMap;
 
 /// Index of a resident block in the cache's directory. The cache hands out slots densely
 /// from `0` and recycles them, so a policy can keep per-slot metadata in a `Vec`.
@@ -76,14 +76,20 @@ pub trait EvictionPolicy: Send {
         self.on_insert(slot, key)
     }
 
-    /// A hint, not an event: reads the metadata a hit on resident `slot` will touch, so a
-    /// caller that knows its next keys ([`crate::BlockCache::warm`]) can have those memory
-    /// loads under way while it serves earlier ones. Changes nothing; the value returned
-    /// means nothing (the caller passes it to [`std::hint::black_box`] so the loads stay).
+    /// A hint, not an event: starts loading ([`crate::prefetch`]) the metadata a hit on
+    /// resident `slot` touches first, as far as its address is known without reading
+    /// anything (LRU: the slot's list links; CLOCK: its counter), so a caller that knows
+    /// its next keys ([`crate::BlockCache::prefetch_slot`]) has those loads under way while
+    /// it serves earlier ones. Changes nothing.
     #[inline]
-    fn warm(&self, _slot: Slot) -> u64 {
-        0
-    }
+    fn prefetch(&self, _slot: Slot) {}
+
+    /// A hint, not an event: the second stage of [`EvictionPolicy::prefetch`], called
+    /// later for the same slot (its first-stage lines are in cache by then): reads them and
+    /// starts loading what their contents point to (LRU: the list neighbours' links, which
+    /// an unlink writes). Changes nothing.
+    #[inline]
+    fn prefetch_neighbours(&self, _slot: Slot) {}
 
     /// A hint, not an event: the slot the next [`EvictionPolicy::evict`] would most likely
     /// return if nothing else happened first, so the cache can read its key and directory
@@ -93,11 +99,11 @@ pub trait EvictionPolicy: Send {
         None
     }
 
-    /// Whether [`EvictionPolicy::warm`] reads anything, i.e. a hit touches per-slot
-    /// metadata worth reading ahead (a replay then warms in two stages, see
+    /// Whether [`EvictionPolicy::prefetch`] does anything, i.e. a hit touches per-slot
+    /// metadata worth loading ahead (a replay then prefetches in three stages, see
     /// [`crate::sim::replay_stream`]). `false` by default.
     #[inline]
-    fn warms_hits(&self) -> bool {
+    fn prefetches_hits(&self) -> bool {
         false
     }
 
@@ -124,14 +130,14 @@ pub const GHOST: u32 = 1 << 31;
 /// drops it when the block is not admitted, and drops every ghost when the policy is
 /// switched. The policy must [`Directory::forget`] a ghost it no longer tracks.
 pub struct Directory<'a> {
-    map: &'a mut KeyMap<u32>,
+    map: &'a mut DirMap,
     keys: &'a [Key],
     buried: bool,
 }
 
 impl<'a> Directory<'a> {
     /// Wraps the cache's map and its keys by slot.
-    pub(crate) fn new(map: &'a mut KeyMap<u32>, keys: &'a [Key]) -> Self {
+    pub(crate) fn new(map: &'a mut DirMap, keys: &'a [Key]) -> Self {
         Directory {
             map,
             keys,
@@ -155,7 +161,7 @@ impl<'a> Directory<'a> {
     #[inline]
     pub fn bury(&mut self, key: Key, tag: u32) {
         debug_assert!(tag < GHOST);
-        let v = self.map.get_mut(&key).expect("buried key is resident");
+        let v = self.map.get_mut(key).expect("buried key is resident");
         debug_assert!(*v & GHOST == 0, "buried key is already a ghost");
         *v = GHOST | tag;
         self.buried = true;
@@ -164,7 +170,7 @@ impl<'a> Directory<'a> {
     /// Changes the tag of ghost `key`.
     #[inline]
     pub fn retag(&mut self, key: Key, tag: u32) {
-        let v = self.map.get_mut(&key).expect("retagged key is a ghost");
+        let v = self.map.get_mut(key).expect("retagged key is a ghost");
         debug_assert!(*v & GHOST != 0);
         *v = GHOST | tag;
     }
@@ -173,13 +179,13 @@ impl<'a> Directory<'a> {
     /// directory, for policies that leave dropped ghosts behind and clean up in bulk).
     pub fn retain_ghosts(&mut self, mut keep: impl FnMut(Key, u32) -> bool) {
         self.map
-            .retain(|&k, v| *v & GHOST == 0 || keep(k, *v & !GHOST));
+            .retain(|k, v| *v & GHOST == 0 || keep(k, *v & !GHOST));
     }
 
     /// Drops ghost `key` from the directory.
     #[inline]
     pub fn forget(&mut self, key: Key) {
-        let v = self.map.remove(&key);
+        let v = self.map.remove(key);
         debug_assert!(v.is_some_and(|v| v & GHOST != 0), "forgot a non-ghost");
     }
 }
@@ -225,8 +231,12 @@ impl<P: EvictionPolicy + ?Sized> EvictionPolicy for Box<P> {
         (**self).on_reconstruct(slot, key, history)
     }
     #[inline]
-    fn warm(&self, slot: Slot) -> u64 {
-        (**self).warm(slot)
+    fn prefetch(&self, slot: Slot) {
+        (**self).prefetch(slot)
+    }
+    #[inline]
+    fn prefetch_neighbours(&self, slot: Slot) {
+        (**self).prefetch_neighbours(slot)
     }
     #[inline]
     fn next_victim(&self) -> Option<Slot> {
@@ -237,7 +247,7 @@ impl<P: EvictionPolicy + ?Sized> EvictionPolicy for Box<P> {
         (**self).victim_after(slot)
     }
     #[inline]
-    fn warms_hits(&self) -> bool {
-        (**self).warms_hits()
+    fn prefetches_hits(&self) -> bool {
+        (**self).prefetches_hits()
     }
 }

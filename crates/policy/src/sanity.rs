@@ -108,8 +108,11 @@ impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
         );
         self.inner.on_remove(slot, key)
     }
-    fn warm(&self, slot: Slot) -> u64 {
-        self.inner.warm(slot)
+    fn prefetch(&self, slot: Slot) {
+        self.inner.prefetch(slot)
+    }
+    fn prefetch_neighbours(&self, slot: Slot) {
+        self.inner.prefetch_neighbours(slot)
     }
     fn next_victim(&self) -> Option<Slot> {
         let v = self.inner.next_victim();
@@ -133,7 +136,7 @@ impl<P: EvictionPolicy> EvictionPolicy for Checked<P> {
         }
         v
     }
-    fn warms_hits(&self) -> bool {
-        self.inner.warms_hits()
+    fn prefetches_hits(&self) -> bool {
+        self.inner.prefetches_hits()
     }
 }

@@ -8,7 +8,8 @@
 //!   lookup per covered block, each `block_size` bytes;
 //! * `miss_ratio = misses / accesses`, `byte_miss_ratio = miss_bytes / bytes`.
 
-use crate::policy::EvictionPolicy;
+use crate::dirmap::Hashed;
+use crate::policy::{EvictionPolicy, Slot};
 use crate::{with_policy, BlockCache, PolicyError, PolicyVisitor};
 use serde::Serialize;
 use std::time::Instant;
@@ -72,9 +73,21 @@ pub enum SimError {
 /// How often (in requests) the progress callback is called.
 pub const PROGRESS_EVERY: u64 = 1 << 20;
 
-/// How many requests ahead of the one being served the replay warms a lookup
-/// ([`BlockCache::warm`]), in object mode.
-pub const WARM_AHEAD: usize = 8;
+/// How many requests ahead of the one being served the replay starts loading a lookup's
+/// directory bucket ([`BlockCache::prefetch`]), in object mode.
+pub const PREFETCH_DIR: usize = 16;
+
+/// How many requests ahead the replay starts loading a resident key's slot metadata
+/// ([`BlockCache::prefetch_slot`]), for policies whose hits touch it.
+pub const PREFETCH_SLOT: usize = 8;
+
+/// How many requests ahead the replay starts loading a resident key's list neighbours
+/// ([`BlockCache::prefetch_neighbours`]), for policies whose hits touch them.
+pub const PREFETCH_NEIGHBOURS: usize = 4;
+
+/// Slots found by the second prefetch stage, kept for the third (a power of two above
+/// [`PREFETCH_SLOT`]).
+const RING: usize = 16;
 
 /// Replays `requests` through `cache` in `mode`. `progress(n)` is called about every
 /// [`PROGRESS_EVERY`] requests (after the batch that reaches it) with the number of
@@ -101,8 +114,9 @@ pub fn replay_stream<P: EvictionPolicy>(
     let start = Instant::now();
     let mut s = SimStats::default();
     let mut batch: Vec<Request> = Vec::with_capacity(BATCH);
+    let mut hashed: Vec<Hashed> = Vec::with_capacity(BATCH);
     let mut since = 0u64;
-    let deep = cache.policy().warms_hits();
+    let deep = cache.policy().prefetches_hits();
     loop {
         batch.clear();
         let res = requests.next_batch(&mut batch, BATCH);
@@ -112,27 +126,44 @@ pub fn replay_stream<P: EvictionPolicy>(
             progress(since);
             since = 0;
         }
+        let object = mode == KeyMode::Object;
+        if object {
+            // Each key hashed once, for its prefetch and its access.
+            hashed.clear();
+            hashed.extend(batch.iter().map(|r| Hashed::new(r.object_key())));
+        }
+        let mut ring = [None::<Slot>; RING];
         for (i, r) in batch.iter().enumerate() {
-            if mode == KeyMode::Object {
+            if object {
                 // Start the memory loads of later requests' lookups now (see
-                // `BlockCache::warm`); results are not used. For a policy whose hits read
-                // per-slot metadata (`EvictionPolicy::warms_hits`: LRU, ARC) in two
-                // stages: the directory entry of the request `2 * WARM_AHEAD` ahead, then
-                // (its entry now in cache) the slot's metadata of the one `WARM_AHEAD`
-                // ahead. For the others (FIFO; CLOCK, whose counters fit in the core's cache) the
-                // far stage only repeats the near one and measured slower.
-                if let Some(far) = batch.get(i + 2 * WARM_AHEAD).filter(|_| deep) {
-                    if matches!(far.op, Op::Read | Op::Write) {
-                        std::hint::black_box(cache.warm_dir(far.object_key()));
-                    }
+                // `BlockCache::prefetch`), in stages so no stage waits for a load: the
+                // directory bucket of the request `PREFETCH_DIR` ahead; for a policy whose
+                // hits touch per-slot metadata (`EvictionPolicy::prefetches_hits`), that
+                // metadata of the one `PREFETCH_SLOT` ahead (its bucket now in cache), and
+                // the list neighbours of the one `PREFETCH_NEIGHBOURS` ahead, whose slot
+                // the second stage left in `ring`. Hints for trims and flushes are harmless.
+                if let Some(&far) = hashed.get(i + PREFETCH_DIR) {
+                    cache.prefetch(far);
                 }
-                if let Some(next) = batch.get(i + WARM_AHEAD) {
-                    if matches!(next.op, Op::Read | Op::Write) {
-                        std::hint::black_box(cache.warm(next.object_key()));
+                if deep {
+                    if let Some(&mid) = hashed.get(i + PREFETCH_SLOT) {
+                        ring[(i + PREFETCH_SLOT) % RING] = cache.prefetch_slot(mid);
+                    }
+                    if let Some(slot) = ring[(i + PREFETCH_NEIGHBOURS) % RING].take() {
+                        cache.prefetch_neighbours(slot);
                     }
                 }
             }
             match r.op {
+                Op::Read | Op::Write if object => {
+                    let bytes = r.bytes_per_key(mode);
+                    s.accesses += 1;
+                    s.bytes += bytes;
+                    if !cache.access_hashed(hashed[i], |_, _| {}).is_hit() {
+                        s.misses += 1;
+                        s.miss_bytes += bytes;
+                    }
+                }
                 Op::Read | Op::Write => {
                     let bytes = r.bytes_per_key(mode);
                     r.for_each_key(mode, |k| {
@@ -231,9 +262,9 @@ mod tests {
     }
 
     #[test]
-    fn warming_ahead_changes_no_count() {
-        // The replay warms lookups `WARM_AHEAD` requests early; the counts must be those
-        // of a plain access loop, for policies with and without warm-up hints.
+    fn prefetching_ahead_changes_no_count() {
+        // The replay prefetches lookups up to `PREFETCH_DIR` requests early; the counts
+        // must be those of a plain access loop, for policies with and without hints.
         let mut x = 11u64;
         let keys: Vec<u64> = (0..20_000)
             .map(|_| {

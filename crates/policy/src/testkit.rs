@@ -94,7 +94,7 @@ pub mod pinned {
 /// An empty cache directory, for tests that drive a policy's hooks by hand (policies other
 /// than ARC never look into it).
 #[derive(Default)]
-pub struct NoDir(crate::keymap::KeyMap<u32>);
+pub struct NoDir(crate::dirmap::DirMap);
 
 impl NoDir {
     /// The directory to pass to `set_capacity` and `evict`.

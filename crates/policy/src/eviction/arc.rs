@@ -307,11 +307,15 @@ impl EvictionPolicy for Arc {
     }
 
     #[inline]
-    fn warm(&self, slot: Slot) -> u64 {
-        self.links.peek_around(slot)
+    fn prefetch(&self, slot: Slot) {
+        self.links.prefetch(slot);
     }
     #[inline]
-    fn warms_hits(&self) -> bool {
+    fn prefetch_neighbours(&self, slot: Slot) {
+        self.links.prefetch_neighbours(slot);
+    }
+    #[inline]
+    fn prefetches_hits(&self) -> bool {
         true
     }
     /// T1's LRU block when T1 is above its target, else T2's (what `replace` takes when

@@ -95,8 +95,8 @@ impl EvictionPolicy for Clock {
         }
     }
     #[inline]
-    fn warm(&self, slot: Slot) -> u64 {
-        self.counter.get(slot as usize).map_or(0, |&c| c as u64)
+    fn prefetch(&self, slot: Slot) {
+        crate::prefetch::prefetch_at(&self.counter, slot as usize);
     }
     #[inline]
     fn next_victim(&self) -> Option<Slot> {

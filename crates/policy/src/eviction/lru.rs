@@ -51,11 +51,15 @@ impl EvictionPolicy for Lru {
             .expect("evict called on an empty LRU")
     }
     #[inline]
-    fn warm(&self, slot: Slot) -> u64 {
-        self.links.peek_around(slot)
+    fn prefetch(&self, slot: Slot) {
+        self.links.prefetch(slot);
     }
     #[inline]
-    fn warms_hits(&self) -> bool {
+    fn prefetch_neighbours(&self, slot: Slot) {
+        self.links.prefetch_neighbours(slot);
+    }
+    #[inline]
+    fn prefetches_hits(&self) -> bool {
         true
     }
     #[inline]
@@ -93,7 +97,7 @@ mod tests {
         assert_eq!(lru.next_victim(), Some(1));
         assert_eq!(lru.victim_after(1), Some(2));
         assert_eq!(lru.victim_after(0), None);
-        let mut map = crate::keymap::KeyMap::default();
+        let mut map = crate::dirmap::DirMap::default();
         let mut dir = Directory::new(&mut map, &[]);
         assert_eq!(lru.evict(&mut dir), 1);
         assert_eq!(lru.evict(&mut dir), 2);
