@@ -492,7 +492,7 @@ impl Controller {
     }
 
     /// Per tenant, its [`Floor`], if any. Empty unless the scheme holds floors
-    /// ([`crate::scheme::Hysteresis::hold_warming`]) and the previous plan was partitioned.
+    /// ([`crate::scheme::Hysteresis::hold_floors`]) and the previous plan was partitioned.
     ///
     /// * Warming: an active tenant whose curve's footprint grew within the last
     ///   [`WARMING_INTERVALS`] and is still below the space it held (both levels
@@ -512,7 +512,7 @@ impl Controller {
         let (Some(h), Some(prev)) = (self.scheme.hysteresis, self.state.previous.as_ref()) else {
             return Vec::new();
         };
-        if !h.hold_warming || prev.layout != Layout::Partitioned {
+        if !h.hold_floors || prev.layout != Layout::Partitioned {
             return Vec::new();
         }
         let was = Previous::new(topo, prev, &self.state);

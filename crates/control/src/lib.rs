@@ -14,8 +14,9 @@
 //!    service times; its latency target from its SLO ([`model::latency_target`]);
 //! 3. space ([`allocate`]): fair share, shared or alone baselines, MLMS, Moirai, or ours;
 //!    idle tenants shrink to a floor and get space back when they return; with
-//!    [`Hysteresis::hold_warming`], a tenant whose curve's footprint is still growing and
-//!    below the space it holds keeps that space in ours ([`allocate::Floor`]);
+//!    [`Hysteresis::hold_floors`], ours keeps floors ([`allocate::Floor`]): a tenant whose
+//!    curve's footprint is still growing and below the space it holds keeps that space,
+//!    and one whose writes wait for write-back keeps its level 2;
 //! 4. hysteresis ([`hysteresis`]): move only for a real predicted gain or an SLO at risk,
 //!    and at most a share of each node per interval; a node whose capacity or tenants
 //!    changed since the previous plan is planned afresh at once;

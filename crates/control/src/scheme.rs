@@ -143,10 +143,11 @@ pub struct Hysteresis {
     pub min_gain: f64,
     /// Share of a node's capacity that may change hands per interval.
     pub max_move: f64,
-    /// Leave a warming tenant (its curve's footprint still growing and below the space it
-    /// holds) at least the space it held, where the allocation honours floors.
+    /// Keep floors where the allocation honours them (`allocate::Floor`): a warming
+    /// tenant (its curve's footprint still growing, below the space it holds) keeps that
+    /// space, and a tenant whose writes wait for write-back keeps its level 2.
     #[serde(default = "yes")]
-    pub hold_warming: bool,
+    pub hold_floors: bool,
 }
 
 fn yes() -> bool {
@@ -158,7 +159,7 @@ impl Default for Hysteresis {
         Hysteresis {
             min_gain: 0.01,
             max_move: 0.25,
-            hold_warming: true,
+            hold_floors: true,
         }
     }
 }

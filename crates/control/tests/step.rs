@@ -331,7 +331,7 @@ fn a_warming_tenant_keeps_its_space_until_its_footprint_stops_growing() {
 
     // Without the hold, the first interval already takes its space.
     let mut scheme = Scheme::named("lachesis").unwrap();
-    scheme.hysteresis.as_mut().unwrap().hold_warming = false;
+    scheme.hysteresis.as_mut().unwrap().hold_floors = false;
     let mut c = from_fair(scheme);
     let p = step(&mut c, 1, 100);
     assert_eq!(p.tenants[0].l1.size, 250, "{:?}", p.tenants[0].l1);

@@ -178,14 +178,13 @@ pub fn allocate(inp: &Inputs) -> Sizes {
     // Floors (warming tenants, write buffers) are kept beyond the SLO minimums while room
     // is left, in the order SLO minimums were admitted: the curves cannot price that space.
     let (slo1, slo2) = (min1.clone(), min2.clone());
-    let mut warm: Vec<usize> = (0..n)
-        .filter(|&i| !fixed[i] && inp.floor(i).is_some())
+    let mut floored: Vec<(usize, &super::Floor)> = (0..n)
+        .filter(|&i| !fixed[i])
+        .filter_map(|i| Some((i, inp.floor(i)?)))
         .collect();
-    warm.sort_by_key(|&i| (topo.tenants[i].class.rank(), i));
-    for i in warm {
-        let (Some(f), t) = (inp.floor(i), &topo.tenants[i]) else {
-            continue;
-        };
+    floored.sort_by_key(|&(i, _)| (topo.tenants[i].class.rank(), i));
+    for (i, f) in floored {
+        let t = &topo.tenants[i];
         let a = f.l1.saturating_sub(min1[i]).min(host_free[t.host]);
         host_free[t.host] -= a;
         min1[i] += a;
