@@ -75,6 +75,19 @@ impl MiniSim {
         self.sampled_access(key, weight);
     }
 
+    /// Starts loading the directory buckets a sampled `key` (sampling hash `h`) will be
+    /// looked up in, one per emulated size; nothing for a key outside the sample. A hint
+    /// for callers that know their keys early; changes nothing.
+    #[inline]
+    pub fn prefetch_hashed(&self, key: u64, h: u64) {
+        if h < self.threshold {
+            let k = policy::dirmap::Hashed::new(key);
+            for c in &self.caches {
+                c.prefetch(k);
+            }
+        }
+    }
+
     /// The threshold on [`sample_hash`] below which a key is sampled.
     pub fn threshold(&self) -> u64 {
         self.threshold

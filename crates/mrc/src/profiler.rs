@@ -59,6 +59,13 @@ impl PhantomCaches {
         self.sim.access_hashed(key, h, 1.0)
     }
 
+    /// Starts loading what [`PhantomCaches::record_hashed`] of `key` will look up
+    /// ([`MiniSim::prefetch_hashed`]); changes nothing.
+    #[inline]
+    pub fn prefetch_hashed(&self, key: u64, h: u64) {
+        self.sim.prefetch_hashed(key, h)
+    }
+
     /// `(size, estimated miss ratio)` per phantom (0 before any sampled access).
     pub fn miss_ratios(&self) -> Vec<(u64, f64)> {
         self.sim.miss_ratios()
@@ -135,6 +142,17 @@ impl OnlineProfiler {
         }
         if let Some(p) = self.phantoms.as_mut() {
             p.record_hashed(key, h);
+        }
+    }
+
+    /// Starts loading what [`OnlineProfiler::record_hashed`] of `key` (sampling hash `h`)
+    /// will touch: the SHARDS counter's register and the phantoms' buckets. Changes
+    /// nothing; a caller that knows its keys some accesses early hides those loads.
+    #[inline]
+    pub fn prefetch_hashed(&self, key: u64, h: u64) {
+        self.shards.prefetch_hashed(h);
+        if let Some(p) = self.phantoms.as_ref() {
+            p.prefetch_hashed(key, h);
         }
     }
 

@@ -351,6 +351,13 @@ impl ShardsFixedSize {
         self.access_hashed(key, sample_hash(key))
     }
 
+    /// Starts loading what [`ShardsFixedSize::access_hashed`] of a key with sampling hash
+    /// `h` touches on every access (its distinct counter's register); changes nothing.
+    #[inline]
+    pub fn prefetch_hashed(&self, h: u64) {
+        self.distinct.prefetch_hash(h);
+    }
+
     /// [`ShardsFixedSize::access`] for a caller that already has the key's
     /// [`sample_hash`] (one hash feeding several samplers, see
     /// [`crate::profiler::OnlineProfiler::record_hashed`]). `h` must be `sample_hash(key)`.

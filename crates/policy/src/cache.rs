@@ -196,6 +196,19 @@ impl<P: EvictionPolicy> BlockCache<P> {
         self.policy.prefetch_neighbours(slot);
     }
 
+    /// A hint: the key the next eviction would most likely remove
+    /// ([`EvictionPolicy::next_victim`]), for an owner that sends victims elsewhere (a
+    /// lower level) and wants to start loading where it will put them. `None` when the
+    /// policy cannot say cheaply or the cache is not full.
+    #[inline]
+    pub fn next_victim_key(&self) -> Option<Key> {
+        if self.len() < self.capacity {
+            return None;
+        }
+        let v = self.policy.next_victim()?;
+        self.keys.get(v as usize).copied()
+    }
+
     /// Prepares later evictions after an insertion, walking from the policy's likely next
     /// victim `v` ([`EvictionPolicy::next_victim`]) towards the front
     /// ([`EvictionPolicy::victim_after`]): `w`, the victim after `v`, gets its directory
