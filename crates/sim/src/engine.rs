@@ -1154,6 +1154,8 @@ impl<'a> Engine<'a> {
                 done = done.max(t_in);
             }
             self.scratch = disk_blocks;
+            // Kept for the next request (cleared then), so its buffer is reused.
+            self.misses[k] = blocks;
             self.absorb_l2_evictions(s, now);
         }
         self.absorb_l1_evictions(now);
