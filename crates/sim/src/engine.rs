@@ -59,6 +59,10 @@ fn tenant_of(key: u64) -> usize {
 /// 16,000 events of all tenants, were evicted before use and cost a memory load each).
 const REQUEST_BATCH: usize = 128;
 
+/// Events between two [`Engine::forget_before`] calls (the stations' calendars hold at
+/// most about this many periods that have ended).
+const FORGET_EVERY: u64 = 1024;
+
 /// How far ahead in a tenant's own requests [`Engine::prefetch_ahead`] works, in three
 /// stages so none waits for a load: the directory buckets of the request this many ahead
 /// (and the profilers' counters), ...
@@ -605,6 +609,9 @@ impl<'a> Engine<'a> {
             self.prefetch_ahead(i);
             let done = self.serve(i, t, &req);
             total += 1;
+            if total % FORGET_EVERY == 0 {
+                self.forget_before(t);
+            }
             if total % 262_144 == 0 {
                 if let Some(n) = expected {
                     progress((total as f64 / n as f64).min(1.0));
@@ -869,6 +876,24 @@ impl<'a> Engine<'a> {
         };
         rt.last_arrival = at;
         Ok(Some(at))
+    }
+
+    /// Every FIFO station forgets the busy periods that ended before `now`, the time of
+    /// the event being served: nothing booked from here on arrives earlier
+    /// ([`Station::forget_before`]).
+    fn forget_before(&mut self, now: f64) {
+        for h in &mut self.hosts {
+            h.ram.forget_before(now);
+            h.nic.forget_before(now);
+        }
+        for s in &mut self.servers {
+            s.ram.forget_before(now);
+            s.nic.forget_before(now);
+            s.disk.forget_before(now);
+            if let Some(t) = s.tier.as_mut() {
+                t.dev.forget_before(now);
+            }
+        }
     }
 
     /// Starts loading what tenant `i`'s coming requests will look up, a few of its own

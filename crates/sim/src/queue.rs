@@ -66,18 +66,13 @@ pub struct Station {
     /// the few that come out of order land near the end, and old periods leave from the
     /// front.
     calendar: std::collections::VecDeque<(f64, f64)>,
-    /// At most the end of the calendar's first period, so that the periodic check for
-    /// periods to forget reads the deque's front (a cold cache line) only when one may
-    /// be old enough.
+    /// At most the end of the calendar's first period, so that the periodic
+    /// [`Station::forget_before`] reads the deque's front (a cold cache line) only when
+    /// a period may have ended.
     front_end: f64,
     busy: f64,
     ops: u64,
 }
-
-/// How long (seconds) a FIFO station remembers busy periods before the latest arrival:
-/// longer than requests are reordered between paths in any scenario here (a request that
-/// arrives earlier than that is served as if the station had been idle then).
-const MEMORY: f64 = 2.0;
 
 impl Station {
     /// A FIFO station.
@@ -200,7 +195,6 @@ impl Station {
                     arrival + service
                 };
                 self.free[0] = self.free[0].max(end);
-                self.forget_before(arrival);
                 return end;
             }
             None => {
@@ -257,24 +251,24 @@ impl Station {
             }
         }
         self.free[0] = self.free[0].max(end);
-        self.forget_before(arrival);
         at + service
     }
 
-    /// Drops busy periods that ended [`MEMORY`] before `arrival` (keeping the last one),
-    /// every 1,024 operations, or every 64 while more than 4,096 are kept. Not at every
-    /// operation then: a busy link keeps thousands of short periods within [`MEMORY`], and
-    /// a check at each operation would read the deque's cold front to drop one period.
-    fn forget_before(&mut self, arrival: f64) {
-        if self.ops % 1024 == 0 || (self.calendar.len() > 4096 && self.ops % 64 == 0) {
-            let old = arrival - MEMORY;
-            if self.front_end < old {
-                while self.calendar.len() > 1 && self.calendar[0].1 < old {
-                    self.calendar.pop_front();
-                }
-                self.front_end = self.calendar.front().map_or(f64::NEG_INFINITY, |p| p.1);
-            }
+    /// Drops the busy periods that ended before `now` (keeping the last one). The engine
+    /// calls it with its clock every so many events: every arrival it books from then on
+    /// is at or after the event being served, and a period that ended before that can no
+    /// longer delay anyone. So the calendar holds only what is still ahead, and forgetting
+    /// changes no result (a window behind each arrival did: a request held seconds at a
+    /// busy disk arrives at the link after later requests, which then found the link's
+    /// earlier periods forgotten).
+    pub fn forget_before(&mut self, now: f64) {
+        if self.front_end >= now {
+            return;
         }
+        while self.calendar.len() > 1 && self.calendar[0].1 < now {
+            self.calendar.pop_front();
+        }
+        self.front_end = self.calendar.front().map_or(f64::NEG_INFINITY, |p| p.1);
     }
 
     /// Seconds of service reserved so far.
@@ -504,6 +498,37 @@ mod tests {
         assert!((st.reserve(0, 0.9995, 0.001) - 1.002).abs() < 1e-12);
         // In order, it is Lindley's recursion: back to back from the last end.
         assert!((st.reserve(0, 1.0015, 0.001) - 1.003).abs() < 1e-12);
+    }
+
+    #[test]
+    fn forgetting_what_ended_before_the_clock_changes_no_completion() {
+        // Events at a rising clock book arrivals at or after it, some far ahead (a
+        // request held seconds at a disk reaches the link after later ones). A station
+        // that forgets what ended before the clock serves each one as a station that
+        // never forgets; the calendar stays short.
+        let mut rng = StdRng::seed_from_u64(7);
+        let service = Exp::new(2000.0).unwrap();
+        let delay = Exp::new(0.5).unwrap();
+        let mut forgets = Station::new(Device::new(DeviceSpec::ram(), 0));
+        let mut keeps = forgets.clone();
+        let mut now = 0.0;
+        let mut longest = 0;
+        for k in 0..200_000 {
+            now += service.sample(&mut rng) * 0.9;
+            let arrival = if k % 5 == 0 {
+                now + delay.sample(&mut rng)
+            } else {
+                now
+            };
+            let s = service.sample(&mut rng);
+            assert_eq!(forgets.reserve(0, arrival, s), keeps.reserve(0, arrival, s));
+            if k % 64 == 0 {
+                forgets.forget_before(now);
+            }
+            longest = longest.max(forgets.calendar.len());
+        }
+        assert!(keeps.calendar.len() > 5_000, "{}", keeps.calendar.len());
+        assert!(longest < keeps.calendar.len() / 4, "{longest}");
     }
 
     #[test]
