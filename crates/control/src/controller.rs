@@ -435,8 +435,18 @@ impl Controller {
                     // interval, at the nominal cost of a disk operation.
                     let per_block_s = topo.service.miss_ms.max(1e-6) / 1e3;
                     let budget = h.write_back_share * obs.seconds / per_block_s;
+                    // The share of what a shrink evicts that is dirty: the share of its
+                    // requests that write, where observed. Where not, all of an idle
+                    // tenant's blocks are taken to be (its reclaim delays no request of
+                    // its own), none of an active one's (its shrink is what the plan
+                    // needs now, and pacing it on a guess would hold its space from
+                    // tenants that gain from it).
                     let dirty: Vec<f64> = (0..n)
-                        .map(|i| self.state.tenants[i].writes.map_or(1.0, |w| w.share))
+                        .map(|i| match self.state.tenants[i].writes {
+                            Some(w) => w.share,
+                            None if !active[i] => 1.0,
+                            None => 0.0,
+                        })
                         .collect();
                     pace_write_backs(&inp, &mut sizes, &was, &dirty, budget);
                 }
@@ -1060,9 +1070,9 @@ fn damp(
 /// level 1's stripe there plus the fall of its level 2 there: level 1's victims go down
 /// (demoted, under exclusive levels, into a level 2 that has not grown yet when they
 /// arrive, so they push out its coldest blocks even where its level 2 is to grow). They
-/// are taken to be dirty in the share `dirty[i]`: the share of its requests that write
-/// where that is observed (the blocks a shrink evicts are its coldest, touched about
-/// once since they were read), all of them where it is not. Where a server's dirty evictions
+/// are taken to be dirty in the share `dirty[i]` (see the caller: the share of its
+/// requests that write where that is observed, since the blocks a shrink evicts are its
+/// coldest, touched about once since they were read). Where a server's dirty evictions
 /// exceed the budget, every shrink there moves the same fraction of the way, and each
 /// tenant takes the least fraction of its servers (so none of its servers is over).
 /// The space a paced shrink does not yet free is taken from the growth of the node's

@@ -1,9 +1,10 @@
 //! Shrinks paced to the write-backs the disks can take: a shrink evicts a tenant's least
 //! recently used blocks at once, and the dirty ones go to the disk ahead of everyone
-//! queued there, so under `lachesis` the blocks a plan takes from a tenant that writes
-//! (or whose writes are not observed) fit in a share of each interval's disk time, the
-//! space not yet freed is taken from the others' growth, and a tenant seen not to write
-//! moves as far as hysteresis allows.
+//! queued there, so under `lachesis` the dirty blocks a plan takes from a tenant fit in a
+//! share of each interval's disk time, and the space not yet freed is taken from the
+//! others' growth. What share of a tenant's blocks is dirty: the share of its requests
+//! that write, where the observer tells writes apart; where it does not, all of an idle
+//! tenant's (its reclaim), none of an active one's.
 
 use control::*;
 use mrc::HitRatioCurve;
@@ -120,11 +121,11 @@ fn a_shrink_evicts_no_more_dirty_blocks_than_the_disk_takes_per_interval() {
     let mut held = 1500u64;
     let mut shrank = 0;
     for k in 1..=6 {
-        let p = c.step(SECONDS * k as f64, &obs(None)).unwrap();
+        let p = c.step(SECONDS * k as f64, &obs(Some(1000))).unwrap();
         let (small, big) = (&p.tenants[0], &p.tenants[1]);
-        // Its writes are not observed: every block it gives up may be dirty. Level 1's
-        // victims are demoted into level 2, so what leaves both levels is what the disk
-        // must take.
+        // All its requests write: every block it gives up may be dirty. Level 1's victims
+        // are demoted into a level 2 that has not grown yet, so what leaves either level
+        // is what the disk must take.
         let given = held - total(small);
         assert!(
             given as f64 <= budget,
@@ -159,7 +160,7 @@ fn a_writer_drains_as_fast_as_its_dirty_share_allows_and_a_reader_is_not_paced()
         let p = c.step(SECONDS, &obs(writes)).unwrap();
         (1500 - total(&p.tenants[0]), p, budget)
     };
-    let (unknown, _, budget) = first(None);
+    let (all, _, budget) = first(Some(1000));
     // A quarter of its requests write: about a quarter of what it gives up is dirty, so
     // it may give up four times as much.
     let (quarter, p, _) = first(Some(250));
@@ -171,15 +172,68 @@ fn a_writer_drains_as_fast_as_its_dirty_share_allows_and_a_reader_is_not_paced()
         quarter as f64 >= 4.0 * budget - 4.0,
         "{quarter} vs {budget}"
     );
-    assert!(quarter > unknown);
+    assert!(quarter > all);
     assert!(matches!(p.tenants[0].l1.reason, Reason::Draining { .. }));
-    // Seen not to write: its shrink costs the disk nothing, and it moves as far as the
-    // hysteresis limit (a quarter of each node per interval).
-    let (none, p, _) = first(Some(0));
-    assert_eq!(p.tenants[0].l1.size, 250, "{:?}", p.tenants[0].l1);
-    assert_eq!(p.tenants[0].l2[0].size, 500, "{:?}", p.tenants[0].l2);
-    assert_eq!(none, 750);
-    assert!(!matches!(p.tenants[0].l1.reason, Reason::Draining { .. }));
+    // Seen not to write, or active with its writes not told apart: its shrink is not paced,
+    // and it moves as far as the hysteresis limit (a quarter of each node per interval).
+    for writes in [Some(0), None] {
+        let (given, p, _) = first(writes);
+        assert_eq!(
+            p.tenants[0].l1.size, 250,
+            "{writes:?}: {:?}",
+            p.tenants[0].l1
+        );
+        assert_eq!(
+            p.tenants[0].l2[0].size, 500,
+            "{writes:?}: {:?}",
+            p.tenants[0].l2
+        );
+        assert_eq!(given, 750);
+        assert!(!matches!(p.tenants[0].l1.reason, Reason::Draining { .. }));
+    }
+}
+
+#[test]
+fn an_idle_tenant_whose_writes_are_not_told_apart_is_reclaimed_at_the_disks_pace() {
+    // Both busy for a step, then `small` sends nothing. Its writes were never told apart,
+    // so once it counts as idle (two intervals without a request) all it holds is taken
+    // to be dirty: its reclaim (to the idle floor, 0) gives up at most the budget per
+    // interval (its reason stays the idle one, or the move limit's towards 0), and its
+    // space goes to `big` as it is freed.
+    let (mut c, budget) = from_fair();
+    // While busy, `small` gains from its space as much as `big` does.
+    let mut busy = obs(None);
+    busy.tenants[0] = tenant_obs(20_000, None);
+    c.step(SECONDS, &busy).unwrap();
+    let mut quiet = busy.clone();
+    quiet.tenants[0].requests = 0;
+    quiet.tenants[0].bytes = 0;
+    let p = c.step(2.0 * SECONDS, &quiet).unwrap();
+    let start = total(&p.tenants[0]);
+    let mut held = start;
+    for k in 3..=7 {
+        let p = c.step(SECONDS * k as f64, &quiet).unwrap();
+        let small = &p.tenants[0];
+        // (Hysteresis may hold it an interval, when what is left to move gains little.)
+        let given = held - total(small);
+        assert!(
+            given as f64 <= budget,
+            "interval {k}: gave {given} (budget {budget})"
+        );
+        held = total(small);
+        assert!(
+            matches!(
+                small.l1.reason,
+                Reason::Idle { .. } | Reason::MoveLimited { target: 0 }
+            ),
+            "{:?}",
+            small.l1.reason
+        );
+        assert_eq!(p.host_used(0), 1000, "interval {k}");
+        assert_eq!(p.server_used(0), 2000, "interval {k}");
+    }
+    assert!(start >= 1000, "held at idle=1: {start}");
+    assert!(held < start && held > 0, "draining: {start} → {held}");
 }
 
 #[test]

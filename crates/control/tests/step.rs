@@ -223,11 +223,7 @@ fn hysteresis_holds_a_plan_that_would_gain_little_and_limits_big_moves() {
         tenant("x", 0, vec![0], None),
         tenant("y", 0, vec![0], None),
     ]);
-    // Shrinks paced to the disks' write-backs (`tests/pacing.rs`) off: these observations
-    // do not tell writes apart, so every block given up would count as dirty.
-    let mut scheme = Scheme::named("lachesis").unwrap();
-    scheme.hysteresis.as_mut().unwrap().write_back_share = 0.0;
-    let mut c = Controller::new(t, scheme).unwrap();
+    let mut c = Controller::new(t, Scheme::named("lachesis").unwrap()).unwrap();
     let first = c.step(10.0, &obs_of(&[1000, 1000], &[2000, 2000])).unwrap();
     // A one-percent change in one curve: not worth moving for.
     let second = c.step(20.0, &obs_of(&[1000, 1000], &[2020, 2000])).unwrap();
@@ -307,13 +303,7 @@ fn a_warming_tenant_keeps_its_space_until_its_footprint_stops_growing() {
         state.previous = Some(fresh.initial_plan());
         Controller::resume(t.clone(), scheme, state).unwrap()
     };
-    // Shrinks paced to the disks' write-backs (`tests/pacing.rs`) off, as above.
-    let unpaced = || {
-        let mut scheme = Scheme::named("lachesis").unwrap();
-        scheme.hysteresis.as_mut().unwrap().write_back_share = 0.0;
-        scheme
-    };
-    let mut c = from_fair(unpaced());
+    let mut c = from_fair(Scheme::named("lachesis").unwrap());
     for (k, f) in [100, 120, 140].into_iter().enumerate() {
         let p = step(&mut c, k as u64 + 1, f);
         assert_eq!(
@@ -340,7 +330,7 @@ fn a_warming_tenant_keeps_its_space_until_its_footprint_stops_growing() {
     assert!(p.tenants[0].l2[0].size < 1000);
 
     // Without the hold, the first interval already takes its space.
-    let mut scheme = unpaced();
+    let mut scheme = Scheme::named("lachesis").unwrap();
     scheme.hysteresis.as_mut().unwrap().hold_floors = false;
     let mut c = from_fair(scheme);
     let p = step(&mut c, 1, 100);
