@@ -9,6 +9,8 @@
 //! never holds more than its capacity. A node whose capacity, or set of tenants, is not
 //! the one the previous plan was made for is exempt: its partitions take the proposed
 //! sizes at once, so a shrunk node fits its new capacity and a grown one's space is used.
+//! After that, the controller paces shrinks to the write-backs the disks can take
+//! ([`crate::scheme::Hysteresis::write_back_share`]; `Reason::Draining`).
 
 use crate::plan::Reason;
 

@@ -19,7 +19,10 @@
 //!    and one whose writes wait for write-back keeps its level 2;
 //! 4. hysteresis ([`hysteresis`]): move only for a real predicted gain or an SLO at risk,
 //!    and at most a share of each node per interval; a node whose capacity or tenants
-//!    changed since the previous plan is planned afresh at once;
+//!    changed since the previous plan is planned afresh at once; shrinks that evict dirty
+//!    blocks are paced so their write-backs fit [`Hysteresis::write_back_share`] of each
+//!    server's disk time per interval (a shrink's write-backs queue ahead of every
+//!    tenant on that disk);
 //! 5. eviction policy per partition by SOPA over the candidates' curves
 //!    ([`policy_choice`]);
 //! 6. bandwidth proportions by coordinated learning automata ([`bandwidth`]);

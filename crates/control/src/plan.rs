@@ -39,6 +39,12 @@ pub enum Reason {
         /// The size it is heading for.
         target: u64,
     },
+    /// Shrinking towards its target no faster than the disks can take the write-backs
+    /// of the dirty blocks a shrink evicts (a share of each interval's disk time).
+    Draining {
+        /// The size it is heading for.
+        target: u64,
+    },
     /// Kept at what it held: its curve's footprint is still growing and below that space,
     /// so the curve cannot yet tell what the space is worth.
     Warming {
@@ -79,6 +85,9 @@ impl fmt::Display for Reason {
                 )
             }
             Reason::MoveLimited { target } => write!(f, "moving towards {target} blocks"),
+            Reason::Draining { target } => {
+                write!(f, "draining towards {target} blocks (write-backs paced)")
+            }
             Reason::Warming { footprint } => {
                 write!(
                     f,

@@ -148,10 +148,21 @@ pub struct Hysteresis {
     /// space, and a tenant whose writes wait for write-back keeps its level 2.
     #[serde(default = "yes")]
     pub hold_floors: bool,
+    /// Share of an interval's disk time on a storage server that the write-backs forced
+    /// by one plan's shrinks may take there. A shrink evicts a tenant's least recently
+    /// used blocks at once, and those that are dirty (written since they were read) go
+    /// to the disk ahead of every request queued behind them; shrinks of tenants that
+    /// write are paced to this budget (see `Controller::step`). `0`: no pacing.
+    #[serde(default = "write_back_share")]
+    pub write_back_share: f64,
 }
 
 fn yes() -> bool {
     true
+}
+
+fn write_back_share() -> f64 {
+    0.1
 }
 
 impl Default for Hysteresis {
@@ -160,6 +171,7 @@ impl Default for Hysteresis {
             min_gain: 0.01,
             max_move: 0.25,
             hold_floors: true,
+            write_back_share: write_back_share(),
         }
     }
 }
