@@ -914,9 +914,7 @@ impl<'a> Engine<'a> {
         let host = &self.hosts[spec.host].level;
         let l1 = host.of_tenant[i].map(|p| &host.parts[p].cache);
         let server_part = |t: usize, b: u64| {
-            let spec = &self.sc.tenants[t];
-            let n = spec.servers.len() as u64;
-            let s = &self.servers[spec.servers[((b / spec.stripe_blocks) % n) as usize]].level;
+            let s = &self.servers[self.sc.tenants[t].server_of(b)].level;
             s.of_tenant[t].map(|p| &s.parts[p].cache)
         };
         if !self.sc.inclusive {
@@ -997,8 +995,6 @@ impl<'a> Engine<'a> {
         }
         let h = spec.host;
         let n = spec.servers.len() as u64;
-        let su = spec.stripe_blocks;
-        let server_of = |b: u64| ((b / su) % n) as usize;
         for m in self.misses.iter_mut().chain(self.need.iter_mut()) {
             m.clear();
         }
@@ -1013,7 +1009,7 @@ impl<'a> Engine<'a> {
         let keeps_writes = sc.l1_write == WritePolicy::WriteBack;
         for b in first..first + count {
             let key = key_of(i, b);
-            let k = server_of(b);
+            let k = spec.stripe_of(b);
             let (slot, hit) = match part_idx {
                 None => (None, false),
                 Some(p) => {
@@ -1196,13 +1192,12 @@ impl<'a> Engine<'a> {
     /// Drops tenant `i`'s copies of the trimmed blocks at both levels.
     fn trim(&mut self, i: usize, first: u64, count: u64) {
         let spec = &self.sc.tenants[i];
-        let n = spec.servers.len() as u64;
         for b in first..first + count {
             let key = key_of(i, b);
             if let Some(k) = self.hosts[spec.host].level.of_tenant[i] {
                 self.hosts[spec.host].level.parts[k].take(key);
             }
-            let s = spec.servers[((b / spec.stripe_blocks) % n) as usize];
+            let s = spec.server_of(b);
             if let Some(k) = self.servers[s].level.of_tenant[i] {
                 self.servers[s].level.parts[k].take(key);
             }
@@ -1223,7 +1218,7 @@ impl<'a> Engine<'a> {
             let spec = &sc.tenants[t];
             let block = key & BLOCK_MASK;
             let n = spec.servers.len() as u64;
-            let s = spec.servers[((block / spec.stripe_blocks) % n) as usize];
+            let s = spec.server_of(block);
             if sc.inclusive && !dirty {
                 continue;
             }
@@ -1269,9 +1264,7 @@ impl<'a> Engine<'a> {
                 continue;
             }
             let spec = &sc.tenants[tenant_of(key)];
-            let n = spec.servers.len() as u64;
-            let block = key & BLOCK_MASK;
-            by_server[spec.servers[((block / spec.stripe_blocks) % n) as usize]].push((key, dirty));
+            by_server[spec.server_of(key & BLOCK_MASK)].push((key, dirty));
         }
         let per_batch = (RESIZE_BATCH / bs).max(1) as usize;
         for (s, victims) in by_server.iter().enumerate() {

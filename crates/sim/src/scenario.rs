@@ -366,6 +366,21 @@ pub struct TenantSpec {
     pub idle: Option<(f64, f64)>,
 }
 
+impl TenantSpec {
+    /// The position in [`TenantSpec::servers`] of the server that block `b`'s stripe
+    /// lives on (stripes of `stripe_blocks` blocks, round-robin over the servers).
+    #[inline]
+    pub fn stripe_of(&self, b: u64) -> usize {
+        ((b / self.stripe_blocks) % self.servers.len() as u64) as usize
+    }
+
+    /// The index of the server that block `b`'s stripe lives on.
+    #[inline]
+    pub fn server_of(&self, b: u64) -> usize {
+        self.servers[self.stripe_of(b)]
+    }
+}
+
 /// A named variant of a scheme, defined in the scenario (`[[variant]]`): the base scheme
 /// with some of the scenario's or the scheme's settings changed, so one experiment can run
 /// "LRU alone", "MFU threshold 8" or "uncoordinated learners" beside the named schemes.
