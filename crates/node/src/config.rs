@@ -126,6 +126,12 @@ pub struct NodeSection {
     /// fairly between connections (default 256).
     #[serde(default = "default_max_workers")]
     pub max_workers: usize,
+    /// NBD connections served on threads of their own while at most this many are
+    /// connected; beyond, every connection is an async task on the runtime's workers,
+    /// which share the cores between clients more evenly (default: the cores the node
+    /// may use; 0 serves every connection async).
+    #[serde(default)]
+    pub threaded_connections: Option<usize>,
     /// NBD TLS (`NBD_OPT_STARTTLS`): `off` (the default), `optional` or `required` (every
     /// client must upgrade before it may list or open an export).
     #[serde(default = "default_tls")]

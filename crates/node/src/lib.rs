@@ -380,6 +380,10 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
             .then(|| std::time::Duration::from_secs_f64(cfg.node.idle_timeout_secs)),
         in_flight_total: usize::try_from(cfg.node.in_flight_budget.0).unwrap_or(usize::MAX),
         max_workers: cfg.node.max_workers,
+        threaded_connections: cfg
+            .node
+            .threaded_connections
+            .unwrap_or_else(|| nbd::ServerConfig::default().threaded_connections),
         ..nbd::ServerConfig::default()
     };
     let nbd_limits = nbd::Limits::for_config(&server);

@@ -49,7 +49,7 @@ impl Out {
 
 /// The NBD server's node-wide budget of request and reply bytes in flight, and its workers.
 fn nbd_budget(o: &mut Out, g: &nbd::LimitsGauge) {
-    let gauges: [(&str, &str, u64); 5] = [
+    let gauges: [(&str, &str, u64); 6] = [
         (
             "lachesis_nbd_in_flight_bytes",
             "Request and reply payload bytes held by NBD requests in flight, node-wide.",
@@ -69,6 +69,11 @@ fn nbd_budget(o: &mut Out, g: &nbd::LimitsGauge) {
             "lachesis_nbd_connections",
             "NBD connections in their transmission phase.",
             g.connections as u64,
+        ),
+        (
+            "lachesis_nbd_threaded_connections",
+            "NBD connections served on threads of their own (the rest are async tasks).",
+            g.threaded_connections as u64,
         ),
         (
             "lachesis_nbd_workers",

@@ -20,10 +20,17 @@
 //!   the pool divided by the connections (at least one) per connection. A connection
 //!   refused a worker runs its request on the thread it has and reads again afterwards.
 //!
+//! * **Which path.** How many connections are in transmission decides whether a
+//!   connection may run on threads of its own (`threaded`): see
+//!   [`ServerConfig::threaded_connections`](super::ServerConfig::threaded_connections).
+//!   The count is kept in an atomic as well, so a reader can look at it on every burst
+//!   without the lock, and the connections on the threaded path are counted too
+//!   ([`ThreadedSeat`]).
+//!
 //! Threads wait on a condition variable, async tasks on a [`Notify`]; every release wakes
 //! both. The counters are exported ([`LimitsGauge`]) so a test or an operator can see the
-//! bytes in flight, their peak, the limit, how many requests had to wait for room, and
-//! the workers.
+//! bytes in flight, their peak, the limit, how many requests had to wait for room, the
+//! workers and the connections on each path.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
@@ -41,6 +48,10 @@ pub struct Limits {
     state: Mutex<State>,
     freed: Condvar,
     notify: Notify,
+    /// Connections in transmission (as `State::conns`, readable without the lock).
+    transmitting: AtomicUsize,
+    /// Connections on the threaded path.
+    threaded: AtomicUsize,
 }
 
 #[derive(Debug, Default)]
@@ -68,6 +79,9 @@ pub struct LimitsGauge {
     pub limit_bytes: u64,
     /// Requests that had to wait for room in the budget, since the server started.
     pub waits: u64,
+    /// Connections whose transmission runs on threads of their own (the rest of
+    /// `connections` are async tasks).
+    pub threaded_connections: usize,
 }
 
 impl Limits {
@@ -88,6 +102,8 @@ impl Limits {
             state: Mutex::new(State::default()),
             freed: Condvar::new(),
             notify: Notify::new(),
+            transmitting: AtomicUsize::new(0),
+            threaded: AtomicUsize::new(0),
         })
     }
 
@@ -105,12 +121,25 @@ impl Limits {
             workers: st.workers,
             limit_bytes: self.total_kib * 1024,
             waits: st.waits,
+            threaded_connections: self.threaded.load(Ordering::Relaxed),
         }
+    }
+
+    /// Connections in their transmission phase now (without the lock).
+    pub(crate) fn transmitting(&self) -> usize {
+        self.transmitting.load(Ordering::Relaxed)
+    }
+
+    /// Count a connection on the threaded path while the seat lives.
+    pub(crate) fn threaded_seat(self: &Arc<Self>) -> ThreadedSeat {
+        self.threaded.fetch_add(1, Ordering::Relaxed);
+        ThreadedSeat(self.clone())
     }
 
     /// Register a connection entering its transmission phase; its share ends with it.
     pub(crate) fn join(self: &Arc<Self>) -> Share {
         self.lock().conns += 1;
+        self.transmitting.fetch_add(1, Ordering::Relaxed);
         Share {
             limits: self.clone(),
             used_kib: AtomicU64::new(0),
@@ -121,6 +150,16 @@ impl Limits {
     fn wake(&self) {
         self.freed.notify_all();
         self.notify.notify_waiters();
+    }
+}
+
+/// A connection's place on the threaded path (see [`Limits::threaded_seat`]).
+#[derive(Debug)]
+pub(crate) struct ThreadedSeat(Arc<Limits>);
+
+impl Drop for ThreadedSeat {
+    fn drop(&mut self) {
+        self.0.threaded.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -135,6 +174,11 @@ pub(crate) struct Share {
 }
 
 impl Share {
+    /// The limits this share is part of.
+    pub(crate) fn limits(&self) -> &Arc<Limits> {
+        &self.limits
+    }
+
     fn fits(&self, st: &State, kib: u64) -> bool {
         let l = &self.limits;
         let used = self.used_kib.load(Ordering::Relaxed);
@@ -238,6 +282,7 @@ impl Drop for Share {
         {
             let mut st = self.limits.lock();
             st.conns -= 1;
+            self.limits.transmitting.fetch_sub(1, Ordering::Relaxed);
             st.used_kib -= self.used_kib.load(Ordering::Relaxed);
             st.workers -= self.workers.load(Ordering::Relaxed);
         }

@@ -25,6 +25,8 @@ pub(super) struct ReadSide {
     pub(super) batch: ReplyBatch,
     /// No more requests will be read.
     pub(super) ended: bool,
+    /// Reading stopped to move the connection to the async path (see `threaded`).
+    pub(super) moving: bool,
     /// The first error that ended reading.
     pub(super) result: io::Result<()>,
     /// Budget (KiB) taken for the write whose payload is being read in (`payload_kib`).
@@ -108,6 +110,10 @@ impl Connection {
                     });
                 }
                 Parse::Incomplete { needed } => {
+                    if side.reserved_kib == 0 && self.crowded() {
+                        side.moving = true;
+                        return self.stop_reading(side, Ok(()));
+                    }
                     if let Err(e) = self.send_batch(&mut side.batch) {
                         return self.stop_reading(side, Err(e));
                     }

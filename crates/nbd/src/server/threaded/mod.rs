@@ -43,6 +43,18 @@
 //!   while another already waits to lead gives its worker back and exits, so a quiet
 //!   connection keeps at most two threads.
 //!
+//! **Moving to the async path.** While the node has more connections in transmission than
+//! [`ServerConfig::threaded_connections`](crate::server::ServerConfig::threaded_connections)
+//! (see the server's module docs for why), the leader, whenever it has parsed every
+//! request it holds and is about to read more, stops reading instead: its batch is
+//! written, the handed-off requests finish and send their replies, the threads exit as
+//! they do at the end, but the last one leaves the socket open, and [`serve`] gives it
+//! back with any bytes of a request read in part ([`Leaving::ToAsync`]), for the server
+//! to serve the rest of the connection as an async task. Replies keep their meaning
+//! because NBD replies carry their request's handle, and nothing is lost between the
+//! paths: every request read was answered, every unread byte is in the socket or the
+//! buffer handed over.
+//!
 //! **Ending.** On `NBD_CMD_DISC`, end of stream or a fatal protocol error the leader marks
 //! the connection ended and writes its batch; each thread exits when it next looks for
 //! work, after writing the reply it was working on, and the last one out shuts the
@@ -85,14 +97,23 @@ use replies::{ReplyBatch, ReplyOut, ReplyQueue};
 pub(crate) use socket::BlockingStream;
 use socket::READ_CHUNK;
 
+/// How a connection left the threaded path.
+pub(crate) enum Leaving {
+    /// It ended; the socket's write side is shut.
+    Closed,
+    /// The node became crowded: the socket, open, and the bytes read past the last
+    /// request answered, for the async path.
+    ToAsync(BlockingStream, BytesMut),
+}
+
 /// Run the transmission phase of a negotiated connection on threads of its own until it
-/// ends; `buf` holds bytes already read past the negotiation.
+/// ends or moves to the async path; `buf` holds bytes already read past the negotiation.
 pub(crate) async fn serve(
     stream: BlockingStream,
     buf: BytesMut,
     export: Arc<dyn Export>,
     phase: Phase,
-) -> io::Result<()> {
+) -> io::Result<Leaving> {
     let Phase {
         config,
         stop: mut shutdown,
@@ -101,6 +122,7 @@ pub(crate) async fn serve(
         mode,
     } = phase;
     let waker = stream.try_clone()?;
+    let _seat = share.limits().threaded_seat();
     let (done_tx, mut done_rx) = tokio::sync::oneshot::channel();
     let conn = Arc::new(Connection {
         export,
@@ -121,6 +143,7 @@ pub(crate) async fn serve(
                 mode,
             },
             ended: false,
+            moving: false,
             result: Ok(()),
             reserved_kib: 0,
         }),
@@ -131,6 +154,7 @@ pub(crate) async fn serve(
             done: Some(done_tx),
         }),
         max_threads: config.max_in_flight.max(2),
+        threaded_connections: config.threaded_connections,
         mode,
     });
     conn.start_thread()?;
@@ -141,7 +165,7 @@ pub(crate) async fn serve(
             ))
         })
     };
-    tokio::select! {
+    let result = tokio::select! {
         r = &mut done_rx => ended(r),
         _ = async { drop(shutdown.wait_for(|s| *s).await) } => {
             // End the leader's blocked read; the threads then drain and close.
@@ -157,7 +181,14 @@ pub(crate) async fn serve(
                 }
             }
         }
-    }
+    };
+    result?;
+    let mut side = lock(&conn.leader);
+    Ok(if side.moving {
+        Leaving::ToAsync(side.stream.try_clone()?, std::mem::take(&mut side.buf))
+    } else {
+        Leaving::Closed
+    })
 }
 
 /// How long server shutdown waits for a connection's replies to drain before it cuts the
@@ -183,6 +214,9 @@ struct Connection {
     budget: Share,
     threads: Mutex<Threads>,
     max_threads: usize,
+    /// More connections than this in transmission, node-wide, and this one moves to the
+    /// async path.
+    threaded_connections: usize,
     /// How replies are framed (structured replies, block status).
     mode: ReplyMode,
 }
@@ -277,10 +311,19 @@ impl Connection {
         }
     }
 
-    /// Close after the last thread: the result of reading, and the write side shut.
+    /// Whether the node has more connections than the threaded path serves.
+    fn crowded(&self) -> bool {
+        self.budget.limits().transmitting() > self.threaded_connections
+    }
+
+    /// Close after the last thread: the result of reading, and the write side shut
+    /// (left open for a connection moving to the async path).
     fn close(&self) -> io::Result<()> {
         let mut side = lock(&self.leader);
         let result = std::mem::replace(&mut side.result, Ok(()));
+        if side.moving {
+            return result;
+        }
         let closed = lock(&self.out.sock).shutdown(Shutdown::Write);
         // A peer that already left makes the shutdown fail; that is not an error here.
         let closed = closed.or_else(|e| match e.kind() {

@@ -1,0 +1,228 @@
+//! Which transmission path serves a connection: its own threads while the node has at most
+//! `threaded_connections` connections, the async path beyond, and a threaded connection
+//! moves to the async path when a newcomer makes the node crowded, keeping every request
+//! it had read and every byte it had not yet parsed.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nbd::server::{ExportMap, Limits, LimitsGauge, ServerConfig};
+use nbd::{MemExport, NbdClient as Client};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+const SIZE: u64 = 4 << 20;
+
+fn byte_at(i: u64) -> u8 {
+    (i * 13 + 5) as u8
+}
+
+struct Server {
+    port: u16,
+    limits: Arc<Limits>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+async fn start(threaded_connections: usize) -> Server {
+    let disk = Arc::new(MemExport::new(SIZE));
+    let pattern: Vec<u8> = (0..SIZE).map(byte_at).collect();
+    disk.write_sync(0, &pattern);
+    let config = ServerConfig {
+        threaded_connections,
+        ..ServerConfig::default()
+    };
+    let limits = Limits::for_config(&config);
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = l.local_addr().unwrap().port();
+    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+    let exports = Arc::new(ExportMap::new().with("d", disk));
+    let task = tokio::spawn(nbd::serve_limited(
+        l,
+        exports,
+        config,
+        limits.clone(),
+        async {
+            let _ = rx.await;
+        },
+    ));
+    Server {
+        port,
+        limits,
+        stop,
+        task,
+    }
+}
+
+/// Wait until the server's gauge says `what`.
+async fn until(limits: &Limits, what: &str, ok: impl Fn(&LimitsGauge) -> bool) {
+    let start = Instant::now();
+    while !ok(&limits.gauge()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{what}: {:?}",
+            limits.gauge()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Negotiate export `d` by hand (fixed newstyle, `NBD_OPT_GO`), so the test controls every
+/// byte sent afterwards.
+async fn negotiate(c: &mut TcpStream) {
+    let mut greet = [0u8; 18];
+    c.read_exact(&mut greet).await.unwrap();
+    c.write_all(&3u32.to_be_bytes()).await.unwrap();
+    let mut m = b"IHAVEOPT".to_vec();
+    m.extend_from_slice(&7u32.to_be_bytes()); // NBD_OPT_GO
+    m.extend_from_slice(&7u32.to_be_bytes());
+    m.extend_from_slice(&1u32.to_be_bytes());
+    m.push(b'd');
+    m.extend_from_slice(&0u16.to_be_bytes());
+    c.write_all(&m).await.unwrap();
+    loop {
+        let mut h = [0u8; 20];
+        c.read_exact(&mut h).await.unwrap();
+        let mut d = vec![0; u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize];
+        c.read_exact(&mut d).await.unwrap();
+        if u32::from_be_bytes(h[12..16].try_into().unwrap()) == 1 {
+            return; // NBD_REP_ACK
+        }
+    }
+}
+
+fn read_request(handle: u64, offset: u64, len: u32) -> Vec<u8> {
+    let mut r = vec![0x25, 0x60, 0x95, 0x13, 0, 0, 0, 0]; // magic, flags 0, NBD_CMD_READ
+    r.extend_from_slice(&handle.to_be_bytes());
+    r.extend_from_slice(&offset.to_be_bytes());
+    r.extend_from_slice(&len.to_be_bytes());
+    r
+}
+
+async fn read_reply(c: &mut TcpStream, handle: u64, offset: u64, len: usize) {
+    let mut h = [0u8; 16];
+    c.read_exact(&mut h).await.unwrap();
+    assert_eq!(&h[4..8], &[0, 0, 0, 0], "read at {offset} succeeded");
+    assert_eq!(u64::from_be_bytes(h[8..16].try_into().unwrap()), handle);
+    let mut data = vec![0; len];
+    c.read_exact(&mut data).await.unwrap();
+    assert!(
+        data.iter()
+            .enumerate()
+            .all(|(i, &b)| b == byte_at(offset + i as u64)),
+        "data read at {offset}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_threaded_connection_moves_to_the_async_path_mid_request() {
+    let s = start(1).await;
+    let mut a = TcpStream::connect(("127.0.0.1", s.port)).await.unwrap();
+    negotiate(&mut a).await;
+    a.write_all(&read_request(1, 4096, 4096)).await.unwrap();
+    read_reply(&mut a, 1, 4096, 4096).await;
+    let g = s.limits.gauge();
+    assert_eq!(
+        (g.connections, g.threaded_connections),
+        (1, 1),
+        "alone: threaded"
+    );
+
+    // A second client makes the node crowded: it is served async from the start.
+    let mut b = TcpStream::connect(("127.0.0.1", s.port)).await.unwrap();
+    negotiate(&mut b).await;
+    until(&s.limits, "two connections", |g| g.connections == 2).await;
+    assert_eq!(s.limits.gauge().threaded_connections, 1);
+
+    // A's reader is blocked in a read; half a request header wakes it, and it moves with
+    // those 10 bytes in hand, before it has a whole request.
+    let req = read_request(2, 65536, 8192);
+    a.write_all(&req[..10]).await.unwrap();
+    until(&s.limits, "A moved", |g| g.threaded_connections == 0).await;
+    a.write_all(&req[10..]).await.unwrap();
+    read_reply(&mut a, 2, 65536, 8192).await;
+
+    // Both keep being served, with pipelined requests.
+    for (c, base) in [(&mut a, 0u64), (&mut b, 1 << 20)] {
+        let mut burst = Vec::new();
+        for k in 0..16u64 {
+            burst.extend_from_slice(&read_request(10 + k, base + k * 4096, 4096));
+        }
+        c.write_all(&burst).await.unwrap();
+        for k in 0..16u64 {
+            read_reply(c, 10 + k, base + k * 4096, 4096).await;
+        }
+    }
+    assert_eq!(s.limits.gauge().threaded_connections, 0);
+
+    // Once the crowd has gone, a newcomer gets threads of its own again.
+    drop(a);
+    drop(b);
+    until(&s.limits, "both gone", |g| g.connections == 0).await;
+    let c = Client::connect(("127.0.0.1", s.port), "d").await.unwrap();
+    let got = c.read(12288, 4096).await.unwrap();
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == byte_at(12288 + i as u64)));
+    assert_eq!(s.limits.gauge().threaded_connections, 1);
+    c.disconnect().await.unwrap();
+
+    let _ = s.stop.send(());
+    s.task.await.unwrap().unwrap();
+}
+
+/// Clients that keep requests in flight while a crowd arrives lose none of them and read
+/// back what they wrote, whichever path each request was served on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_clients_lose_nothing_when_the_node_becomes_crowded() {
+    let s = start(2).await;
+    let mut workers = Vec::new();
+    for id in 0..6u64 {
+        let port = s.port;
+        workers.push(tokio::spawn(async move {
+            let c = Arc::new(Client::connect(("127.0.0.1", port), "d").await.unwrap());
+            // Each client owns a 64 KiB region: writes its id, then reads the region and
+            // the shared pattern beyond the regions, 32 requests at a time.
+            let region = (2 << 20) + id * 65536;
+            let mut checked = 0u64;
+            for round in 0..40u64 {
+                let mut tasks = tokio::task::JoinSet::new();
+                for k in 0..32u64 {
+                    let c = c.clone();
+                    tasks.spawn(async move {
+                        if k % 4 == 0 {
+                            let fill = vec![(id * 40 + round) as u8; 4096];
+                            c.write(region + (k / 4) * 4096, fill, false).await.unwrap();
+                            let back = c.read(region + (k / 4) * 4096, 4096).await.unwrap();
+                            assert!(back.iter().all(|&b| b == (id * 40 + round) as u8));
+                        } else {
+                            let off = ((round * 32 + k) * 4096) % (2 << 20);
+                            let got = c.read(off, 4096).await.unwrap();
+                            assert!(got
+                                .iter()
+                                .enumerate()
+                                .all(|(i, &b)| b == byte_at(off + i as u64)));
+                        }
+                    });
+                }
+                while let Some(r) = tasks.join_next().await {
+                    r.unwrap();
+                    checked += 1;
+                }
+            }
+            c.disconnect().await.unwrap();
+            checked
+        }));
+        // Clients arrive one by one: the first two start threaded and move when the
+        // third comes.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut total = 0;
+    for w in workers {
+        total += w.await.unwrap();
+    }
+    assert_eq!(total, 6 * 40 * 32);
+    let _ = s.stop.send(());
+    s.task.await.unwrap().unwrap();
+}
