@@ -1,6 +1,8 @@
 //! Write payloads count in the node-wide budget of bytes in flight from the moment their
 //! header is read, before the payload has arrived, on both transmission paths.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -10,28 +12,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 const SIZE: u64 = 8 << 20;
 const WRITE: usize = 2 << 20;
-
-async fn negotiate(c: &mut tokio::net::TcpStream) {
-    let mut greet = [0u8; 18];
-    c.read_exact(&mut greet).await.unwrap();
-    c.write_all(&3u32.to_be_bytes()).await.unwrap();
-    let mut m = b"IHAVEOPT".to_vec();
-    m.extend_from_slice(&7u32.to_be_bytes());
-    m.extend_from_slice(&7u32.to_be_bytes());
-    m.extend_from_slice(&1u32.to_be_bytes());
-    m.push(b'd');
-    m.extend_from_slice(&0u16.to_be_bytes());
-    c.write_all(&m).await.unwrap();
-    loop {
-        let mut h = [0u8; 20];
-        c.read_exact(&mut h).await.unwrap();
-        let mut d = vec![0; u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize];
-        c.read_exact(&mut d).await.unwrap();
-        if u32::from_be_bytes(h[12..16].try_into().unwrap()) == 1 {
-            return;
-        }
-    }
-}
 
 async fn wait_for(limits: &Limits, bytes: u64) {
     let start = Instant::now();
@@ -69,7 +49,7 @@ async fn half_sent_write_is_counted(threaded: bool) {
     let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
-    negotiate(&mut c).await;
+    common::negotiate_go(&mut c, "d").await;
     // A 2 MiB write at 1 MiB: header and half the payload.
     let mut req = vec![0x25, 0x60, 0x95, 0x13, 0, 0, 0, 1];
     req.extend_from_slice(&42u64.to_be_bytes());

@@ -3,6 +3,8 @@
 //! moves to the async path when a newcomer makes the node crowded, keeping every request
 //! it had read and every byte it had not yet parsed.
 
+mod common;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -67,30 +69,6 @@ async fn until(limits: &Limits, what: &str, ok: impl Fn(&LimitsGauge) -> bool) {
     }
 }
 
-/// Negotiate export `d` by hand (fixed newstyle, `NBD_OPT_GO`), so the test controls every
-/// byte sent afterwards.
-async fn negotiate(c: &mut TcpStream) {
-    let mut greet = [0u8; 18];
-    c.read_exact(&mut greet).await.unwrap();
-    c.write_all(&3u32.to_be_bytes()).await.unwrap();
-    let mut m = b"IHAVEOPT".to_vec();
-    m.extend_from_slice(&7u32.to_be_bytes()); // NBD_OPT_GO
-    m.extend_from_slice(&7u32.to_be_bytes());
-    m.extend_from_slice(&1u32.to_be_bytes());
-    m.push(b'd');
-    m.extend_from_slice(&0u16.to_be_bytes());
-    c.write_all(&m).await.unwrap();
-    loop {
-        let mut h = [0u8; 20];
-        c.read_exact(&mut h).await.unwrap();
-        let mut d = vec![0; u32::from_be_bytes(h[16..20].try_into().unwrap()) as usize];
-        c.read_exact(&mut d).await.unwrap();
-        if u32::from_be_bytes(h[12..16].try_into().unwrap()) == 1 {
-            return; // NBD_REP_ACK
-        }
-    }
-}
-
 fn read_request(handle: u64, offset: u64, len: u32) -> Vec<u8> {
     let mut r = vec![0x25, 0x60, 0x95, 0x13, 0, 0, 0, 0]; // magic, flags 0, NBD_CMD_READ
     r.extend_from_slice(&handle.to_be_bytes());
@@ -118,7 +96,7 @@ async fn read_reply(c: &mut TcpStream, handle: u64, offset: u64, len: usize) {
 async fn a_threaded_connection_moves_to_the_async_path_mid_request() {
     let s = start(1).await;
     let mut a = TcpStream::connect(("127.0.0.1", s.port)).await.unwrap();
-    negotiate(&mut a).await;
+    common::negotiate_go(&mut a, "d").await;
     a.write_all(&read_request(1, 4096, 4096)).await.unwrap();
     read_reply(&mut a, 1, 4096, 4096).await;
     let g = s.limits.gauge();
@@ -130,7 +108,7 @@ async fn a_threaded_connection_moves_to_the_async_path_mid_request() {
 
     // A second client makes the node crowded: it is served async from the start.
     let mut b = TcpStream::connect(("127.0.0.1", s.port)).await.unwrap();
-    negotiate(&mut b).await;
+    common::negotiate_go(&mut b, "d").await;
     until(&s.limits, "two connections", |g| g.connections == 2).await;
     assert_eq!(s.limits.gauge().threaded_connections, 1);
 
