@@ -2,86 +2,25 @@
 //! before the fix: hysteresis across a change of a node's capacity, and state that
 //! followed positions instead of names.
 
+mod common;
+
+use common::*;
 use control::*;
-use mrc::HitRatioCurve;
-
-fn node(name: &str, capacity: u64) -> Node {
-    Node {
-        name: name.into(),
-        capacity,
-        hot_tier: false,
-    }
-}
-
-fn tenant(name: &str, host: usize, servers: Vec<usize>) -> Tenant {
-    Tenant {
-        name: name.into(),
-        host,
-        servers,
-        stripe_unit: 16,
-        slo: None,
-        class: Class::Silver,
-        depth: None,
-        levels: None,
-    }
-}
 
 fn topo(host_capacity: u64, tenants: Vec<Tenant>) -> Topology {
-    Topology {
-        block_size: 4096,
-        hosts: vec![node("h1", host_capacity), node("h2", 600)],
-        servers: vec![node("s1", 2000), node("s2", 1500)],
-        levels: Levels::Exclusive,
-        service: ServiceTimes {
-            l1_hit_ms: 0.05,
-            l2_hit_ms: 0.5,
-            miss_ms: 8.0,
-        },
+    topology(
+        vec![node("h1", host_capacity), node("h2", 600)],
+        vec![node("s1", 2000), node("s2", 1500)],
         tenants,
-    }
-}
-
-fn curve(footprint: u64) -> HitRatioCurve {
-    HitRatioCurve::from_pairs((0..=20).map(|k| {
-        let x = footprint * k / 10;
-        (x, (1.0 - (k as f64 / 10.0).sqrt()).max(0.0))
-    }))
-    .unwrap()
+    )
 }
 
 fn one(requests: u64, footprint: u64) -> TenantObservation {
-    TenantObservation {
-        requests,
-        bytes: requests * 4096,
-        l1: LevelCount {
-            lookups: requests,
-            hits: requests / 2,
-        },
-        l2: LevelCount {
-            lookups: requests / 2,
-            hits: requests / 4,
-        },
-        mean_latency_ms: 2.0,
-        p99_latency_ms: 9.0,
-        service: ObservedService {
-            l1_hit_ms: Some(0.05),
-            l2_hit_ms: Some(0.6),
-            miss_ms: Some(7.5),
-        },
-        curves: vec![PolicyCurve {
-            policy: "lru".into(),
-            curve: curve(footprint),
-        }],
-        ..Default::default()
-    }
+    observed(requests, lru_curve(footprint))
 }
 
 fn obs(tenants: Vec<TenantObservation>) -> Observations {
-    Observations {
-        seconds: 10.0,
-        tenants,
-        tiers: vec![],
-    }
+    interval(tenants)
 }
 
 /// Hysteresis used to hold the previous sizes whatever happened to the node: a shrunk

@@ -6,82 +6,31 @@
 //! that write, where the observer tells writes apart; where it does not, all of an idle
 //! tenant's (its reclaim), none of an active one's.
 
-use control::*;
-use mrc::HitRatioCurve;
+mod common;
 
-fn node(name: &str, capacity: u64) -> Node {
-    Node {
-        name: name.into(),
-        capacity,
-        hot_tier: false,
-    }
-}
+use common::*;
+use control::*;
 
 /// Host `h` (1,000 blocks) and server `s` (2,000); a miss costs 8 ms.
 fn topo() -> Topology {
-    let t = |name: &str| Tenant {
-        name: name.into(),
-        host: 0,
-        servers: vec![0],
-        stripe_unit: 16,
-        slo: None,
-        class: Class::Silver,
-        depth: None,
-        levels: None,
-    };
-    Topology {
-        block_size: 4096,
-        hosts: vec![node("h", 1000)],
-        servers: vec![node("s", 2000)],
-        levels: Levels::Exclusive,
-        service: ServiceTimes {
-            l1_hit_ms: 0.05,
-            l2_hit_ms: 0.5,
-            miss_ms: 8.0,
-        },
-        tenants: vec![t("small"), t("big")],
-    }
+    let t = |name: &str| tenant(name, 0, vec![0]);
+    topology(
+        vec![node("h", 1000)],
+        vec![node("s", 2000)],
+        vec![t("small"), t("big")],
+    )
 }
 
 const SECONDS: f64 = 10.0;
-
-fn curve(footprint: u64) -> HitRatioCurve {
-    HitRatioCurve::from_pairs((0..=20).map(|k| {
-        let x = footprint * k / 10;
-        (x, (1.0 - (k as f64 / 10.0).sqrt()).max(0.0))
-    }))
-    .unwrap()
-}
 
 /// 1,000 requests with the curve of `footprint` blocks; `writes`: `None` when the
 /// observer does not tell reads from writes, else how many of them wrote.
 fn tenant_obs(footprint: u64, writes: Option<u64>) -> TenantObservation {
     TenantObservation {
-        requests: 1000,
-        bytes: 1000 * 4096,
-        l1: LevelCount {
-            lookups: 1000,
-            hits: 500,
-        },
-        l2: LevelCount {
-            lookups: 500,
-            hits: 250,
-        },
-        mean_latency_ms: 2.0,
-        p99_latency_ms: 9.0,
-        service: ObservedService {
-            l1_hit_ms: Some(0.05),
-            l2_hit_ms: Some(0.6),
-            miss_ms: Some(7.5),
-        },
-        curves: vec![PolicyCurve {
-            policy: "lru".into(),
-            curve: curve(footprint),
-        }],
         writes: writes.unwrap_or(0),
         read_latency_ms: writes.map(|_| 2.0),
         write_latency_ms: writes.map(|_| 2.0),
-        write_back: false,
+        ..observed(1000, lru_curve(footprint))
     }
 }
 

@@ -2,90 +2,45 @@
 //! every node's capacity for every scheme, state that persists and resumes exactly, idle
 //! tenants reclaimed and returned, hysteresis, and bad input named.
 
+mod common;
+
+use common::{curve, interval, node, observed, topology};
 use control::*;
 use mrc::HitRatioCurve;
 use proptest::prelude::*;
 
-fn node(name: &str, capacity: u64) -> Node {
-    Node {
-        name: name.into(),
-        capacity,
-        hot_tier: false,
-    }
-}
-
 fn topo(tenants: Vec<Tenant>) -> Topology {
-    Topology {
-        block_size: 4096,
-        hosts: vec![node("h1", 1000), node("h2", 600)],
-        servers: vec![node("s1", 2000), node("s2", 1500)],
-        levels: Levels::Exclusive,
-        service: ServiceTimes {
-            l1_hit_ms: 0.05,
-            l2_hit_ms: 0.5,
-            miss_ms: 8.0,
-        },
+    topology(
+        vec![node("h1", 1000), node("h2", 600)],
+        vec![node("s1", 2000), node("s2", 1500)],
         tenants,
-    }
+    )
 }
 
 fn tenant(name: &str, host: usize, servers: Vec<usize>, slo: Option<Slo>) -> Tenant {
     Tenant {
-        name: name.into(),
-        host,
-        servers,
-        stripe_unit: 16,
         slo,
-        class: Class::Silver,
-        depth: None,
-        levels: None,
+        ..common::tenant(name, host, servers)
     }
 }
 
-fn curve(footprint: u64) -> HitRatioCurve {
-    HitRatioCurve::from_pairs((0..=20).map(|k| {
-        let x = footprint * k / 10;
-        (x, (1.0 - (k as f64 / 10.0).sqrt()).max(0.0))
-    }))
-    .unwrap()
-}
-
 fn obs_of(requests: &[u64], footprints: &[u64]) -> Observations {
-    Observations {
-        seconds: 10.0,
-        tenants: requests
+    interval(
+        requests
             .iter()
             .zip(footprints)
-            .map(|(&r, &f)| TenantObservation {
-                requests: r,
-                bytes: r * 4096,
-                l1: LevelCount {
-                    lookups: r,
-                    hits: r / 2,
-                },
-                l2: LevelCount {
-                    lookups: r / 2,
-                    hits: r / 4,
-                },
-                mean_latency_ms: 2.0,
-                p99_latency_ms: 9.0,
-                service: ObservedService {
-                    l1_hit_ms: Some(0.05),
-                    l2_hit_ms: Some(0.6),
-                    miss_ms: Some(7.5),
-                },
-                curves: ["lru", "arc"]
+            .map(|(&r, &f)| {
+                let curves = ["lru", "arc"]
                     .iter()
                     .map(|p| PolicyCurve {
                         policy: p.to_string(),
                         curve: curve(f),
                     })
-                    .collect(),
-                ..Default::default()
+                    .collect();
+                observed(r, curves)
             })
             .collect(),
-        tiers: vec![],
-    }
+    )
 }
 
 fn within_capacity(t: &Topology, p: &Plan) -> Result<(), TestCaseError> {

@@ -2,41 +2,23 @@
 //! modelled as `(1 − w)·reads + w·W`, so space goes where reads need it; MLMS's samples
 //! hold the reads' latency; observations and states written before these fields load.
 
+mod common;
+
+use common::{node, tenant, topology};
 use control::model::LatencyModel;
 use control::*;
 use mrc::HitRatioCurve;
 
-fn node(name: &str, capacity: u64) -> Node {
-    Node {
-        name: name.into(),
-        capacity,
-        hot_tier: false,
-    }
-}
-
 fn topo() -> Topology {
     let t = |name: &str| Tenant {
-        name: name.into(),
-        host: 0,
-        servers: vec![0],
-        stripe_unit: 16,
-        slo: None,
         class: Class::BestEffort,
-        depth: None,
-        levels: None,
+        ..tenant(name, 0, vec![0])
     };
-    Topology {
-        block_size: 4096,
-        hosts: vec![node("h", 1000)],
-        servers: vec![node("s", 400)],
-        levels: Levels::Exclusive,
-        service: ServiceTimes {
-            l1_hit_ms: 0.05,
-            l2_hit_ms: 0.5,
-            miss_ms: 8.0,
-        },
-        tenants: vec![t("reader"), t("writer")],
-    }
+    topology(
+        vec![node("h", 1000)],
+        vec![node("s", 400)],
+        vec![t("reader"), t("writer")],
+    )
 }
 
 /// Both tenants have the same curve (footprint 2,000 blocks); `writes` of 1,000 requests
