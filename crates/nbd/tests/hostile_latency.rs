@@ -156,7 +156,14 @@ fn deep_queues_of_many_clients_keep_hit_latency_low_and_threads_bounded() {
     assert!(f.worst_p999_ms < 500.0, "p99.9 {} ms", f.worst_p999_ms);
     // One reader per connection plus few workers (hits never need one), plus the runtime.
     assert!(f.threads < 16 + 32, "{} threads", f.threads);
-    assert!(f.min_iops > 0.0);
+    // Shared fairly: with a thread per connection the slowest job got half the fastest
+    // one's IOPS (4,168 against 8,198); the runtime's workers keep them within ~10 %.
+    assert!(
+        f.min_iops >= 0.7 * f.max_iops,
+        "per job IOPS {:.0}..{:.0}",
+        f.min_iops,
+        f.max_iops
+    );
 }
 
 /// The form: 64 jobs at depth 32 for 10 s.
@@ -166,4 +173,10 @@ fn deep_queues_of_many_clients_keep_hit_latency_low_and_threads_bounded() {
 fn sixty_four_fio_jobs_at_depth_32() {
     let f = run(64, 32, 10);
     assert!(f.worst_p999_ms < 100.0, "p99.9 {} ms", f.worst_p999_ms);
+    assert!(
+        f.min_iops >= 0.7 * f.max_iops,
+        "per job IOPS {:.0}..{:.0}",
+        f.min_iops,
+        f.max_iops
+    );
 }
