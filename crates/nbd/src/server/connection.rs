@@ -141,7 +141,6 @@ where
         share,
         mode,
     } = phase;
-    let share = Arc::new(share);
     let max_in_flight = config.max_in_flight.clamp(1, Semaphore::MAX_PERMITS) as u32;
     let in_flight = Arc::new(Semaphore::new(max_in_flight as usize));
     let size = export.size();

@@ -441,14 +441,14 @@ async fn serve_stream<S: Socket>(
                 config,
                 stop,
                 activity,
-                share: limits.join(),
+                share: Arc::new(limits.join()),
                 mode,
             };
             return connection::transmission(r, w, buf, export, phase).await;
         }
     };
     activity.negotiated();
-    let share = limits.join();
+    let share = Arc::new(limits.join());
     let threaded = config.threaded
         && tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread
@@ -463,13 +463,13 @@ async fn serve_stream<S: Socket>(
     let (s, buf, phase) = if threaded {
         match threaded::serve(s.blocking()?, buf, export.clone(), phase).await? {
             threaded::Leaving::Closed => return Ok(()),
-            threaded::Leaving::ToAsync(stream, buf) => {
+            threaded::Leaving::ToAsync(stream, buf, share) => {
                 tracing::debug!(peer, "node crowded; connection moves to the async path");
                 let phase = Phase {
                     config,
                     stop,
                     activity,
-                    share: limits.join(),
+                    share,
                     mode,
                 };
                 (S::from_blocking(stream)?, buf, phase)
@@ -489,8 +489,8 @@ pub(crate) struct Phase {
     pub(crate) stop: watch::Receiver<bool>,
     /// When the last request arrived (for the roster).
     pub(crate) activity: Arc<Activity>,
-    /// This connection's part of the node-wide limits.
-    pub(crate) share: limits::Share,
+    /// This connection's part of the node-wide limits (kept when it changes path).
+    pub(crate) share: Arc<limits::Share>,
     /// How replies are framed (structured replies, block status).
     pub(crate) mode: ReplyMode,
 }

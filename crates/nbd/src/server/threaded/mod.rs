@@ -101,9 +101,10 @@ use socket::READ_CHUNK;
 pub(crate) enum Leaving {
     /// It ended; the socket's write side is shut.
     Closed,
-    /// The node became crowded: the socket, open, and the bytes read past the last
-    /// request answered, for the async path.
-    ToAsync(BlockingStream, BytesMut),
+    /// The node became crowded: the socket, open, the bytes read past the last request
+    /// answered, and the connection's share of the limits (holding nothing now), for the
+    /// async path.
+    ToAsync(BlockingStream, BytesMut, Arc<Share>),
 }
 
 /// Run the transmission phase of a negotiated connection on threads of its own until it
@@ -185,7 +186,11 @@ pub(crate) async fn serve(
     result?;
     let mut side = lock(&conn.leader);
     Ok(if side.moving {
-        Leaving::ToAsync(side.stream.try_clone()?, std::mem::take(&mut side.buf))
+        Leaving::ToAsync(
+            side.stream.try_clone()?,
+            std::mem::take(&mut side.buf),
+            conn.budget.clone(),
+        )
     } else {
         Leaving::Closed
     })
@@ -211,7 +216,7 @@ struct Connection {
     out: ReplyOut,
     leader: Mutex<ReadSide>,
     /// This connection's part of the node-wide limits: payload budget and workers.
-    budget: Share,
+    budget: Arc<Share>,
     threads: Mutex<Threads>,
     max_threads: usize,
     /// More connections than this in transmission, node-wide, and this one moves to the
