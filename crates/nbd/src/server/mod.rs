@@ -34,7 +34,7 @@
 //!   Measured on 2 cores with 64 fio jobs at queue depth 32, a thread per connection gave
 //!   jobs 1,200–1,900 IOPS each and a worst p99.9 of 83–146 ms (10 runs); the same
 //!   clients as async tasks on the runtime's two workers, which take connections in turn,
-//!   got IOPS within 5–8 % of each other and 50–111 ms (13 runs, 12 under 100).
+//!   got IOPS within 5–8 % of each other and 45–111 ms (15 runs, 14 under 100).
 //!   So when a newcomer makes the node crowded, each threaded connection moves to the
 //!   async path at its next pause between requests (`threaded`), and stays there.
 //! * **Negotiation timeout.** A client that has not finished negotiating within
