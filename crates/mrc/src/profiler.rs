@@ -12,13 +12,18 @@
 //!   of `max(1, round(X·R))` keys fed the sampled keys (miniSim, Waldspurger et al.,
 //!   ATC'17). Their cost is one hash per access plus the sampled accesses' policy work.
 //!
+//! Both samplers batch their sampled accesses ([`PENDING`] at a time) and replay them in
+//! order before any curve is read: a caller feeding keys between much other work (the
+//! simulator) finds the samplers' tables warm for the whole batch instead of cold for
+//! every sampled key, and the curves are exactly those of one access at a time.
+//!
 //! Memory: SHARDS fixed-size keeps at most `s_max` keys; each epoch histogram is bounded
 //! by the distance range (exact buckets to 2^16, then 0.2 % wide); phantoms hold about
 //! `R × Σ X` keys. None grows with the number of accesses.
 
 use crate::curve::HitRatioCurve;
 use crate::histogram::DistanceHistogram;
-use crate::minisim::MiniSim;
+use crate::minisim::{MiniSim, PENDING};
 pub use crate::shards::sample_hash;
 use crate::shards::ShardsFixedSize;
 use crate::MrcError;
@@ -59,20 +64,13 @@ impl PhantomCaches {
         self.sim.access_hashed(key, h, 1.0)
     }
 
-    /// Starts loading what [`PhantomCaches::record_hashed`] of `key` will look up
-    /// ([`MiniSim::prefetch_hashed`]); changes nothing.
-    #[inline]
-    pub fn prefetch_hashed(&self, key: u64, h: u64) {
-        self.sim.prefetch_hashed(key, h)
-    }
-
     /// `(size, estimated miss ratio)` per phantom (0 before any sampled access).
-    pub fn miss_ratios(&self) -> Vec<(u64, f64)> {
+    pub fn miss_ratios(&mut self) -> Vec<(u64, f64)> {
         self.sim.miss_ratios()
     }
 
     /// The phantoms' estimates as a curve (miss ratio 1 at size 0).
-    pub fn curve(&self) -> HitRatioCurve {
+    pub fn curve(&mut self) -> HitRatioCurve {
         let mut pts = self.miss_ratios();
         pts.sort_by_key(|p| p.0);
         pts.dedup_by_key(|p| p.0);
@@ -97,6 +95,9 @@ pub struct OnlineProfiler {
     in_window: u64,
     previous_accesses: u64,
     phantoms: Option<PhantomCaches>,
+    /// Sampled `(key, hash)` whose SHARDS work is not done yet (at most [`PENDING`]),
+    /// all of the current window.
+    pending: Vec<(u64, u64)>,
 }
 
 impl OnlineProfiler {
@@ -111,6 +112,7 @@ impl OnlineProfiler {
             in_window: 0,
             previous_accesses: 0,
             phantoms: None,
+            pending: Vec::with_capacity(PENDING),
         }
     }
 
@@ -132,37 +134,51 @@ impl OnlineProfiler {
     #[inline]
     pub fn record_hashed(&mut self, key: u64, h: u64) {
         if self.in_window == self.window {
+            self.flush();
             self.previous = std::mem::take(&mut self.current);
             self.previous_accesses = self.in_window;
             self.in_window = 0;
         }
         self.in_window += 1;
-        if let Some((d, w)) = self.shards.access_hashed(key, h) {
-            self.current.record(d, w);
+        if self.shards.count_hashed(h) {
+            self.pending.push((key, h));
+            if self.pending.len() >= PENDING {
+                self.flush();
+            }
         }
         if let Some(p) = self.phantoms.as_mut() {
             p.record_hashed(key, h);
         }
     }
 
-    /// Starts loading what [`OnlineProfiler::record_hashed`] of `key` (sampling hash `h`)
-    /// will touch: the SHARDS counter's register and the phantoms' buckets. Changes
-    /// nothing; a caller that knows its keys some accesses early hides those loads.
-    #[inline]
-    pub fn prefetch_hashed(&self, key: u64, h: u64) {
-        self.shards.prefetch_hashed(h);
-        if let Some(p) = self.phantoms.as_ref() {
-            p.prefetch_hashed(key, h);
+    /// Does the SHARDS work of the held sampled accesses, in order (see the module docs).
+    #[inline(never)]
+    fn flush(&mut self) {
+        for &(key, h) in &self.pending {
+            if let Some((d, w)) = self.shards.sample_counted(key, h) {
+                self.current.record(d, w);
+            }
         }
+        self.pending.clear();
+    }
+
+    /// Starts loading what [`OnlineProfiler::record_hashed`] with sampling hash `h` touches
+    /// on every access (the SHARDS counter's register). Changes nothing; a caller that
+    /// knows its keys some accesses early hides that load.
+    #[inline]
+    pub fn prefetch_hashed(&self, h: u64) {
+        self.shards.prefetch_hashed(h);
     }
 
     /// The curve of everything seen, at `sizes`.
-    pub fn curve(&self, sizes: &[u64]) -> HitRatioCurve {
+    pub fn curve(&mut self, sizes: &[u64]) -> HitRatioCurve {
+        self.flush();
         self.shards.histogram().curve(sizes)
     }
 
     /// The curve of the last one to two windows, at `sizes`.
-    pub fn windowed_curve(&self, sizes: &[u64]) -> HitRatioCurve {
+    pub fn windowed_curve(&mut self, sizes: &[u64]) -> HitRatioCurve {
+        self.flush();
         let mut h = self.previous.clone();
         h.merge(&self.current);
         h.adjust_first((self.previous_accesses + self.in_window) as f64 - h.total());
@@ -170,8 +186,8 @@ impl OnlineProfiler {
     }
 
     /// Phantom caches' `(size, miss ratio)`, if configured.
-    pub fn phantom_miss_ratios(&self) -> Option<Vec<(u64, f64)>> {
-        self.phantoms.as_ref().map(PhantomCaches::miss_ratios)
+    pub fn phantom_miss_ratios(&mut self) -> Option<Vec<(u64, f64)>> {
+        self.phantoms.as_mut().map(PhantomCaches::miss_ratios)
     }
 
     /// Accesses seen.
@@ -207,6 +223,42 @@ mod tests {
         assert!(after > 0.9, "{after}");
         assert!(overall < after - 0.3, "{overall}");
         assert!(p.memory_bytes() < 4 << 20, "{}", p.memory_bytes());
+    }
+
+    #[test]
+    fn batched_shards_work_equals_one_access_at_a_time() {
+        // The profiler holds sampled keys and does their SHARDS work later; fed the same
+        // keys one access at a time, SHARDS and the window histograms must agree exactly,
+        // across window rotations and the sample's threshold falling.
+        let sizes: Vec<u64> = (1..=40).map(|i| i * 500).collect();
+        let mut p = OnlineProfiler::new(512, 7_777);
+        let mut shards = ShardsFixedSize::new(512);
+        let (mut current, mut previous) =
+            (DistanceHistogram::default(), DistanceHistogram::default());
+        let (mut in_window, mut previous_accesses) = (0u64, 0u64);
+        let mut x = 5u64;
+        for n in 0..200_000u64 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let k = if n < 100_000 { (x >> 33) % 20_000 } else { n };
+            p.record(k);
+            if in_window == 7_777 {
+                previous = std::mem::take(&mut current);
+                previous_accesses = in_window;
+                in_window = 0;
+            }
+            in_window += 1;
+            if let Some((d, w)) = shards.access(k) {
+                current.record(d, w);
+            }
+            if n % 49_999 == 0 || n == 199_999 {
+                let mut h = previous.clone();
+                h.merge(&current);
+                h.adjust_first((previous_accesses + in_window) as f64 - h.total());
+                assert_eq!(p.windowed_curve(&sizes), h.curve(&sizes), "window at {n}");
+                assert_eq!(p.curve(&sizes), shards.histogram().curve(&sizes), "at {n}");
+            }
+        }
+        assert!(shards.rate() < 0.05, "{}", shards.rate());
     }
 
     #[test]

@@ -364,9 +364,32 @@ impl ShardsFixedSize {
     #[inline]
     pub fn access_hashed(&mut self, key: u64, h: u64) -> Option<(Option<u64>, f64)> {
         debug_assert_eq!(h, sample_hash(key));
+        if !self.count_hashed(h) {
+            return None;
+        }
+        self.sampled(key, h, 1.0)
+    }
+
+    /// The first half of [`ShardsFixedSize::access_hashed`] for a caller that batches the
+    /// sampled work: counts one access (weight 1) of a key with sampling hash `h` and
+    /// returns whether the key is in the sample now. The caller then passes the key to
+    /// [`ShardsFixedSize::sample_counted`], keys in the order they were counted, before it
+    /// reads anything from this sampler; the result is that of `access_hashed` on each.
+    #[inline]
+    pub fn count_hashed(&mut self, h: u64) -> bool {
         self.accesses += 1;
         self.units += 1;
         self.distinct.add_hash(h);
+        h < self.threshold
+    }
+
+    /// The second half of [`ShardsFixedSize::access_hashed`] (see
+    /// [`ShardsFixedSize::count_hashed`]): the sampled work of a counted key, which a
+    /// threshold lowered since it was counted may now leave out. `h` must be
+    /// `sample_hash(key)`.
+    #[inline]
+    pub fn sample_counted(&mut self, key: u64, h: u64) -> Option<(Option<u64>, f64)> {
+        debug_assert_eq!(h, sample_hash(key));
         if h >= self.threshold {
             return None;
         }

@@ -167,7 +167,7 @@ impl TenantObserver {
     /// The curves, sizes in bytes (`block_size` each block): LRU first, then each phantom
     /// policy; empty before the first access.
     pub fn curves(&self, block_size: u64) -> Vec<PolicyPoints> {
-        let p = lock(&self.profile);
+        let mut p = lock(&self.profile);
         if p.lru.accesses() == 0 {
             return Vec::new();
         }
@@ -178,7 +178,7 @@ impl TenantObserver {
             policy: "lru".into(),
             points: bytes_of(p.lru.windowed_curve(&sizes).points(), block_size),
         }];
-        for (name, ph) in &p.phantoms {
+        for (name, ph) in &mut p.phantoms {
             out.push(PolicyPoints {
                 policy: name.clone(),
                 points: bytes_of(ph.curve().points(), block_size),

@@ -632,7 +632,7 @@ impl NodeState {
         let points = points.clamp(2, 1000) as u64;
         let top = (view.stats.capacity as u64 * 4).max(points);
         let sizes: Vec<u64> = (1..=points).map(|i| top * i / points).collect();
-        let p = lock(&p);
+        let mut p = lock(&p);
         if p.accesses() == 0 {
             return Ok(None);
         }

@@ -697,7 +697,7 @@ impl<'a> Engine<'a> {
             };
             let c = std::mem::take(&mut rt.counters);
             let mut curves = Vec::new();
-            if let Some(p) = &rt.profiler {
+            if let Some(p) = rt.profiler.as_mut() {
                 if p.accesses() > 0 {
                     curves.push(PolicyCurve {
                         policy: "lru".into(),
@@ -705,7 +705,7 @@ impl<'a> Engine<'a> {
                     });
                 }
             }
-            for (name, ph) in &rt.phantoms {
+            for (name, ph) in &mut rt.phantoms {
                 if ph.sampled() > 0 {
                     curves.push(PolicyCurve {
                         policy: name.clone(),
@@ -950,13 +950,9 @@ impl<'a> Engine<'a> {
                         }
                     }
                 }
-                if stage == 0 && (rt.profiler.is_some() || !rt.phantoms.is_empty()) {
-                    let sh = mrc::profiler::sample_hash(key);
+                if stage == 0 {
                     if let Some(p) = rt.profiler.as_ref() {
-                        p.prefetch_hashed(key, sh);
-                    }
-                    for (_, ph) in &rt.phantoms {
-                        ph.prefetch_hashed(key, sh);
+                        p.prefetch_hashed(mrc::profiler::sample_hash(key));
                     }
                 }
             }
