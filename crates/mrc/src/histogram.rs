@@ -138,62 +138,115 @@ impl DistanceHistogram {
     /// `>= size` plus cold misses, over the total. Inside a wide bucket the weight is
     /// taken as spread evenly. An empty histogram gives 0 everywhere (no access missed).
     pub fn miss_ratios(&self, sizes: &[u64]) -> Vec<f64> {
-        if self.total <= 0.0 {
-            return vec![0.0; sizes.len()];
-        }
-        // hits_below[b] = weight in buckets < b.
-        let mut out = Vec::with_capacity(sizes.len());
-        let mut b = 0usize;
-        let mut below = 0.0f64;
-        for &s in sizes {
-            let s = s as f64;
-            while b < self.buckets.len() && lower(b + 1) <= s {
-                below += self.buckets[b];
-                b += 1;
-            }
-            let mut hits = below;
-            if b < self.buckets.len() {
-                let (lo, hi) = (lower(b), lower(b + 1));
-                if s > lo {
-                    hits += self.buckets[b] * ((s - lo) / (hi - lo)).min(1.0);
-                }
-            }
-            out.push((1.0 - hits / self.total).clamp(0.0, 1.0));
-        }
-        out
+        let buckets = &self.buckets;
+        miss_ratios_of(buckets.len(), |b| buckets[b], self.total, sizes)
     }
 
     /// The curve at `sizes` (sizes must increase; 0 is added if missing).
     pub fn curve(&self, sizes: &[u64]) -> HitRatioCurve {
-        let mut s: Vec<u64> = sizes.to_vec();
-        s.sort_unstable();
-        s.dedup();
-        let m = self.miss_ratios(&s);
-        let mut pts: Vec<CurvePoint> = s
-            .into_iter()
-            .zip(m)
-            .map(|(cache_size, miss_ratio)| CurvePoint {
-                cache_size,
-                miss_ratio,
-            })
-            .collect();
-        if pts.first().is_none_or(|p| p.cache_size > 0) {
-            pts.insert(
-                0,
-                CurvePoint {
-                    cache_size: 0,
-                    miss_ratio: 1.0,
-                },
-            );
+        let buckets = &self.buckets;
+        curve_of(sizes, |s| {
+            miss_ratios_of(buckets.len(), |b| buckets[b], self.total, s)
+        })
+    }
+
+    /// The curve at `sizes` of this histogram and `other` added together with `first`
+    /// more at distance 0: exactly what a clone of `self`, [`DistanceHistogram::merge`]d
+    /// with `other`, then [`DistanceHistogram::adjust_first`]`(first(total))` (`total`:
+    /// the sum's total) would give, without copying or adding the buckets past the
+    /// largest size (a windowed profile's curve each interval: two histograms of up to
+    /// some 70,000 buckets each, read to the partition's reach).
+    pub fn sum_curve(
+        &self,
+        other: &DistanceHistogram,
+        first: impl FnOnce(f64) -> f64,
+        sizes: &[u64],
+    ) -> HitRatioCurve {
+        let (a, b) = (&self.buckets, &other.buckets);
+        let merged_total = self.total + other.total;
+        let adjust = first(merged_total);
+        let total = merged_total + adjust;
+        let len = a.len().max(b.len()).max(1);
+        let bucket = |k: usize| {
+            let w = match (a.get(k), b.get(k)) {
+                (Some(&x), Some(&y)) => x + y,
+                (Some(&x), None) => x,
+                (None, Some(&y)) => 0.0 + y,
+                (None, None) => 0.0,
+            };
+            if k == 0 {
+                w + adjust
+            } else {
+                w
+            }
+        };
+        curve_of(sizes, |s| miss_ratios_of(len, bucket, total, s))
+    }
+}
+
+/// [`DistanceHistogram::miss_ratios`] of `len` buckets read by `bucket`, `total` weight.
+fn miss_ratios_of(
+    len: usize,
+    bucket: impl Fn(usize) -> f64,
+    total: f64,
+    sizes: &[u64],
+) -> Vec<f64> {
+    if total <= 0.0 {
+        return vec![0.0; sizes.len()];
+    }
+    // hits_below[b] = weight in buckets < b.
+    let mut out = Vec::with_capacity(sizes.len());
+    let mut b = 0usize;
+    let mut below = 0.0f64;
+    for &s in sizes {
+        let s = s as f64;
+        while b < len && lower(b + 1) <= s {
+            below += bucket(b);
+            b += 1;
         }
-        // Rounding can leave a tiny rise; the true curve never rises with size.
-        for i in 1..pts.len() {
-            if pts[i].miss_ratio > pts[i - 1].miss_ratio {
-                pts[i].miss_ratio = pts[i - 1].miss_ratio;
+        let mut hits = below;
+        if b < len {
+            let (lo, hi) = (lower(b), lower(b + 1));
+            if s > lo {
+                hits += bucket(b) * ((s - lo) / (hi - lo)).min(1.0);
             }
         }
-        HitRatioCurve::new(pts).expect("sizes increase and ratios lie in [0, 1]")
+        out.push((1.0 - hits / total).clamp(0.0, 1.0));
     }
+    out
+}
+
+/// The curve at `sizes` (sorted and deduplicated here, 0 added if missing) from the miss
+/// ratios `ratios` gives at the sorted sizes.
+fn curve_of(sizes: &[u64], ratios: impl FnOnce(&[u64]) -> Vec<f64>) -> HitRatioCurve {
+    let mut s: Vec<u64> = sizes.to_vec();
+    s.sort_unstable();
+    s.dedup();
+    let m = ratios(&s);
+    let mut pts: Vec<CurvePoint> = s
+        .into_iter()
+        .zip(m)
+        .map(|(cache_size, miss_ratio)| CurvePoint {
+            cache_size,
+            miss_ratio,
+        })
+        .collect();
+    if pts.first().is_none_or(|p| p.cache_size > 0) {
+        pts.insert(
+            0,
+            CurvePoint {
+                cache_size: 0,
+                miss_ratio: 1.0,
+            },
+        );
+    }
+    // Rounding can leave a tiny rise; the true curve never rises with size.
+    for i in 1..pts.len() {
+        if pts[i].miss_ratio > pts[i - 1].miss_ratio {
+            pts[i].miss_ratio = pts[i - 1].miss_ratio;
+        }
+    }
+    HitRatioCurve::new(pts).expect("sizes increase and ratios lie in [0, 1]")
 }
 
 #[cfg(test)]

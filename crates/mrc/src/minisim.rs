@@ -1,12 +1,15 @@
 //! Scaled-down simulation (miniSim; Waldspurger, Saemundsson, Ahmad and Park, ATC'17):
 //! hit-ratio curves for policies other than LRU, which have no stack property.
 //!
-//! The trace is spatially sampled at rate `R` with the SHARDS hash, and for each size `S`
-//! a cache of `max(1, round(S·R))` blocks runs the real policy (the `policy` crate's code,
-//! unchanged) on the sampled accesses; its miss ratio estimates the full-size cache's. One
-//! pass feeds every mini-cache, so `n` sizes cost `n` small caches and one read of the
-//! trace. Mini-caches below a few dozen blocks get noisy; the paper and our tests use
-//! rates that keep the smallest one above that.
+//! The trace is spatially sampled with the SHARDS hash, and for each size `S` sampled at
+//! rate `R` a cache of `max(1, round(S·R))` blocks runs the real policy (the `policy`
+//! crate's code, unchanged) on the sampled accesses; its miss ratio estimates the
+//! full-size cache's. One pass feeds every mini-cache, so `n` sizes cost `n` small caches
+//! and one read of the trace. The sizes may have rates of their own
+//! ([`MiniSim::with_rates`]): all are thresholds on the same hash, so a key in a lower
+//! rate's sample is in every higher rate's too and one test decides whether a key is
+//! sampled at all. Mini-caches below a few dozen blocks get noisy; the paper and our tests
+//! use rates that keep the smallest one above that.
 //!
 //! Sampled accesses are held in a short batch ([`PENDING`]) and replayed cache by cache:
 //! between two sampled accesses the caller touches much else (the simulator, a whole
@@ -23,35 +26,53 @@ pub const PENDING: usize = 64;
 
 /// Many scaled-down caches of one policy fed by one sampled stream.
 pub struct MiniSim {
+    /// The highest of the caches' thresholds: a key hashing at or above it is sampled by
+    /// none.
     threshold: u64,
-    rate: f64,
+    /// Per cache: its sampling threshold and the rate it stands for.
+    thresholds: Vec<u64>,
+    rates: Vec<f64>,
     sizes: Vec<u64>,
     caches: Vec<BlockCache>,
     misses: Vec<f64>,
-    /// Sampled `(key, weight)` not yet replayed (at most [`PENDING`]).
-    pending: Vec<(u64, f64)>,
+    /// Sampled `(key, hash, weight)` not yet replayed (at most [`PENDING`]).
+    pending: Vec<(u64, u64, f64)>,
     sampled: u64,
     accesses: u64,
     weight: f64,
 }
 
 impl MiniSim {
-    /// Caches emulating `sizes` (full-scale blocks) of policy `spec` at sampling `rate`.
+    /// Caches emulating `sizes` (full-scale blocks) of policy `spec`, all sampled at
+    /// `rate`.
     pub fn new(spec: &str, rate: f64, sizes: &[u64]) -> Result<Self, PolicyError> {
-        let threshold = threshold_for(rate);
-        let rate = threshold as f64 / MODULUS as f64;
+        Self::with_rates(spec, sizes, &vec![rate; sizes.len()])
+    }
+
+    /// Caches emulating `sizes` of policy `spec`, the cache of `sizes[k]` sampled at
+    /// `rates[k]` (a missing rate is the last one given, or 1).
+    pub fn with_rates(spec: &str, sizes: &[u64], rates: &[f64]) -> Result<Self, PolicyError> {
+        let thresholds: Vec<u64> = (0..sizes.len())
+            .map(|k| threshold_for(rates.get(k).or(rates.last()).copied().unwrap_or(1.0)))
+            .collect();
+        let rates: Vec<f64> = thresholds
+            .iter()
+            .map(|&t| t as f64 / MODULUS as f64)
+            .collect();
         let caches = sizes
             .iter()
-            .map(|&s| {
+            .zip(&rates)
+            .map(|(&s, &r)| {
                 Ok(BlockCache::new(
-                    ((s as f64 * rate).round() as usize).max(1),
+                    ((s as f64 * r).round() as usize).max(1),
                     build(spec)?,
                 ))
             })
             .collect::<Result<Vec<_>, PolicyError>>()?;
         Ok(MiniSim {
-            threshold,
-            rate,
+            threshold: thresholds.iter().copied().max().unwrap_or(0),
+            thresholds,
+            rates,
             sizes: sizes.to_vec(),
             misses: vec![0.0; sizes.len()],
             caches,
@@ -86,23 +107,29 @@ impl MiniSim {
             return;
         }
         self.sampled += 1;
-        self.pending.push((key, weight));
+        self.pending.push((key, h, weight));
         if self.pending.len() >= PENDING {
             self.flush();
         }
     }
 
-    /// The threshold on [`sample_hash`] below which a key is sampled.
+    /// The threshold on [`sample_hash`] below which a key is sampled (by some cache).
     pub fn threshold(&self) -> u64 {
         self.threshold
+    }
+
+    /// Expected cache accesses per access fed: the sum of the caches' rates.
+    pub fn work_per_access(&self) -> f64 {
+        self.rates.iter().sum()
     }
 
     /// Replays the held sampled accesses through every cache, one cache at a time.
     #[inline(never)]
     pub fn flush(&mut self) {
-        for (c, m) in self.caches.iter_mut().zip(self.misses.iter_mut()) {
-            for &(key, weight) in &self.pending {
-                if !c.access(key, |_, _| {}).is_hit() {
+        let caches = self.caches.iter_mut().zip(&mut self.misses);
+        for ((c, m), &t) in caches.zip(&self.thresholds) {
+            for &(key, h, weight) in &self.pending {
+                if h < t && !c.access(key, |_, _| {}).is_hit() {
                     *m += weight;
                 }
             }
@@ -118,11 +145,12 @@ impl MiniSim {
     /// hits, so this removes most of the bias a small sample of a skewed trace has.
     pub fn miss_ratios(&mut self) -> Vec<(u64, f64)> {
         self.flush();
-        let expected = self.weight * self.rate;
         self.sizes
             .iter()
             .zip(&self.misses)
-            .map(|(&s, &m)| {
+            .zip(&self.rates)
+            .map(|((&s, &m), &rate)| {
+                let expected = self.weight * rate;
                 let r = if self.sampled == 0 || expected <= 0.0 {
                     0.0
                 } else {
@@ -133,9 +161,9 @@ impl MiniSim {
             .collect()
     }
 
-    /// The effective rate.
+    /// The highest of the caches' effective rates.
     pub fn rate(&self) -> f64 {
-        self.rate
+        self.threshold as f64 / MODULUS as f64
     }
 
     /// Sampled accesses.

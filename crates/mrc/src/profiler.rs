@@ -29,6 +29,36 @@ use crate::shards::ShardsFixedSize;
 use crate::MrcError;
 use policy::PolicyError;
 
+/// Keys the smallest phantom's mini-cache holds when [`PHANTOM_MAX_RATE`] allows: the
+/// shared sampling rate of [`phantom_rates`] is this over the smallest size.
+pub const PHANTOM_TARGET_KEYS: f64 = 128.0;
+/// The highest shared sampling rate. Phantoms cost one policy-cache access per sampled key
+/// and size, so the rate bounds their work per access fed at (sizes / 16) cache
+/// accesses, whatever the sizes: without it a small partition (a few thousand blocks)
+/// was sampled at nearly every access, and `n` candidate policies at six sizes cost `6n`
+/// cache accesses for each one of the tenant's.
+pub const PHANTOM_MAX_RATE: f64 = 1.0 / 16.0;
+/// Keys below which no mini-cache falls while its size allows: a size whose mini-cache at
+/// the shared rate would be smaller gets a rate of its own, this over its size.
+pub const PHANTOM_FLOOR_KEYS: f64 = 32.0;
+/// The lowest shared rate (huge partitions get mini-caches above the target).
+pub const PHANTOM_MIN_RATE: f64 = 0.001;
+
+/// The sampling rate of each phantom of `sizes` blocks: a shared rate,
+/// [`PHANTOM_TARGET_KEYS`] over the smallest size within [[`PHANTOM_MIN_RATE`],
+/// [`PHANTOM_MAX_RATE`]], raised for a size whose mini-cache would hold fewer than
+/// [`PHANTOM_FLOOR_KEYS`] (at most 1). Large sizes all share one rate, so the mini-caches
+/// keep the size ratios of the phantoms they stand for; only small partitions get more
+/// samples at their small sizes, where a mini-cache of a few keys would be noise.
+pub fn phantom_rates(sizes: &[u64]) -> Vec<f64> {
+    let smallest = sizes.iter().copied().min().unwrap_or(1).max(1) as f64;
+    let shared = (PHANTOM_TARGET_KEYS / smallest).clamp(PHANTOM_MIN_RATE, PHANTOM_MAX_RATE);
+    sizes
+        .iter()
+        .map(|&s| (PHANTOM_FLOOR_KEYS / s.max(1) as f64).clamp(shared, 1.0))
+        .collect()
+}
+
 /// Ghost caches of one policy at a few sizes, on a spatially sampled key stream.
 pub struct PhantomCaches {
     sim: MiniSim,
@@ -49,6 +79,23 @@ impl PhantomCaches {
         let sim = MiniSim::new(spec, rate, sizes)
             .map_err(|e: PolicyError| MrcError::BadParameter(e.to_string()))?;
         Ok(PhantomCaches { sim })
+    }
+
+    /// Phantoms of `sizes` blocks each running policy `spec`, each sampled at its rate of
+    /// [`phantom_rates`] (the profilers of the simulator and the cache node). No sizes or
+    /// an unknown policy is an error.
+    pub fn for_sizes(spec: &str, sizes: &[u64]) -> Result<Self, MrcError> {
+        if sizes.is_empty() {
+            return Err(MrcError::BadParameter("no phantom sizes".into()));
+        }
+        let sim = MiniSim::with_rates(spec, sizes, &phantom_rates(sizes))
+            .map_err(|e: PolicyError| MrcError::BadParameter(e.to_string()))?;
+        Ok(PhantomCaches { sim })
+    }
+
+    /// Expected policy-cache accesses per access recorded (the sum of the rates).
+    pub fn work_per_access(&self) -> f64 {
+        self.sim.work_per_access()
     }
 
     /// Records one access.
@@ -179,10 +226,9 @@ impl OnlineProfiler {
     /// The curve of the last one to two windows, at `sizes`.
     pub fn windowed_curve(&mut self, sizes: &[u64]) -> HitRatioCurve {
         self.flush();
-        let mut h = self.previous.clone();
-        h.merge(&self.current);
-        h.adjust_first((self.previous_accesses + self.in_window) as f64 - h.total());
-        h.curve(sizes)
+        let accesses = (self.previous_accesses + self.in_window) as f64;
+        self.previous
+            .sum_curve(&self.current, |total| accesses - total, sizes)
     }
 
     /// Phantom caches' `(size, miss ratio)`, if configured.
@@ -259,6 +305,63 @@ mod tests {
             }
         }
         assert!(shards.rate() < 0.05, "{}", shards.rate());
+    }
+
+    #[test]
+    fn phantom_rates_bound_the_work_and_floor_small_mini_caches() {
+        // A large partition: one shared rate, the smallest mini-cache 128 keys.
+        let big = [5120u64, 10240, 20480, 40960, 61440, 81920];
+        assert!(phantom_rates(&big).iter().all(|&r| r == 128.0 / 5120.0));
+        // A small one: the shared rate stops at 1/16, and only sizes whose mini-cache
+        // would hold fewer than 32 keys get more.
+        let small = [192u64, 384, 768, 1536, 2304, 3072];
+        let r = phantom_rates(&small);
+        let want = [32.0 / 192.0, 32.0 / 384.0, 0.0625, 0.0625, 0.0625, 0.0625];
+        assert_eq!(r, want);
+        let ph = PhantomCaches::for_sizes("arc", &small).unwrap();
+        assert!((ph.work_per_access() - want.iter().sum::<f64>()).abs() < 1e-3);
+        // It was 6 × 0.67 = 4 cache accesses per access at the old rate, 128 / 192.
+        assert!(ph.work_per_access() < 0.55, "{}", ph.work_per_access());
+        // Sizes below the floor are simulated whole.
+        assert_eq!(phantom_rates(&[10, 20]), vec![1.0, 1.0]);
+        // Huge partitions: the rate floor keeps mini-caches above the target.
+        assert_eq!(phantom_rates(&[1 << 30]), vec![PHANTOM_MIN_RATE]);
+    }
+
+    #[test]
+    fn small_partitions_phantoms_follow_full_size_caches() {
+        // Skewed accesses over 6,000 keys; phantoms of a 3,072-block partition against
+        // the real policy at full size.
+        let sizes = [192u64, 384, 768, 1536, 2304, 3072];
+        for policy in ["arc", "lirs", "s3fifo"] {
+            let mut ph = PhantomCaches::for_sizes(policy, &sizes).unwrap();
+            let mut full: Vec<policy::BlockCache> = sizes
+                .iter()
+                .map(|&s| policy::BlockCache::new(s as usize, policy::build(policy).unwrap()))
+                .collect();
+            let mut misses = [0u64; 6];
+            let mut x = 99u64;
+            let n = 400_000u64;
+            for i in 0..n {
+                x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+                let u = (x >> 11) as f64 / (1u64 << 53) as f64;
+                let key = if i % 10 == 0 {
+                    1_000_000 + i
+                } else {
+                    (6000.0 * u * u * u) as u64
+                };
+                ph.record(key);
+                for (c, m) in full.iter_mut().zip(&mut misses) {
+                    if !c.access(key, |_, _| {}).is_hit() {
+                        *m += 1;
+                    }
+                }
+            }
+            for ((_, est), &m) in ph.miss_ratios().iter().zip(&misses) {
+                let exact = m as f64 / n as f64;
+                assert!((est - exact).abs() < 0.03, "{policy}: {est} vs {exact}");
+            }
+        }
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //!   ([`PROFILER_SMAX`] sampled keys, windows of [`PROFILER_WINDOW`] accesses) for the LRU
 //!   curve, and phantom caches (scaled-down simulation, `mrc::profiler::PhantomCaches`) of
 //!   every other candidate policy at [`PHANTOM_FRACTIONS`] of the tenant's profiled range,
-//!   sampled so that the smallest phantom holds about [`PHANTOM_MIN_KEYS`] keys;
+//!   sampled at `mrc::profiler::phantom_rates` (the smallest phantom holds about 128
+//!   keys where a rate of at most 1/16 allows);
 //! * its request latency (one HdrHistogram for percentiles, exact sums for means), split
 //!   into reads served wholly from this node's memory (`hit`) and reads that went below it
 //!   (`miss`).
@@ -35,8 +36,6 @@ pub const PROFILER_SMAX: usize = 8192;
 pub const PROFILER_WINDOW: u64 = 200_000;
 /// The phantom caches' sizes as fractions of the profiled range.
 pub const PHANTOM_FRACTIONS: [f64; 8] = [0.0625, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0];
-/// Keys the smallest phantom holds (sets the sampling rate).
-pub const PHANTOM_MIN_KEYS: f64 = 128.0;
 /// Points of the LRU curve (besides size 0).
 pub const LRU_POINTS: u64 = 32;
 /// The candidate policies profiled besides LRU by default (the `control` crate's default
@@ -106,14 +105,13 @@ impl TenantObserver {
             .iter()
             .map(|f| ((range_blocks as f64 * f).round() as u64).max(1))
             .collect();
-        let rate = (PHANTOM_MIN_KEYS / sizes[0] as f64).clamp(0.001, 1.0);
         let mut phantoms = Vec::new();
         for p in policies {
             if p == "lru" || phantoms.iter().any(|(n, _)| n == p) {
                 continue;
             }
             let ph =
-                PhantomCaches::new(p, rate, &sizes).map_err(|e| format!("policy `{p}`: {e}"))?;
+                PhantomCaches::for_sizes(p, &sizes).map_err(|e| format!("policy `{p}`: {e}"))?;
             phantoms.push((p.clone(), ph));
         }
         Ok(TenantObserver {

@@ -342,10 +342,9 @@ impl<'a> Engine<'a> {
                     .map(|d| (reach / d).max(1))
                     .chain([reach * 3 / 4, reach].into_iter().map(|x| x.max(1)))
                     .collect();
-                let rate = (128.0 / sizes[0] as f64).clamp(0.001, 1.0);
                 for c in &pc.candidates {
                     if c != "lru" {
-                        let p = PhantomCaches::new(c, rate, &sizes)
+                        let p = PhantomCaches::for_sizes(c, &sizes)
                             .map_err(|e| SimError::Plan(e.to_string()))?;
                         phantoms.push((c.clone(), p));
                     }
