@@ -68,7 +68,12 @@ impl LatencyModel {
     /// Predicted mean latency (ms) at `(c1, c2)`: of reads, or with a write mix `w` at
     /// `W` ms, `(1 − w)·reads + w·W`.
     pub fn latency(&self, c1: f64, c2: f64) -> f64 {
-        let (h1, h12) = self.hit_ratios(c1, c2);
+        self.latency_at(self.hit_ratios(c1, c2))
+    }
+
+    /// [`LatencyModel::latency`] at the hit ratios `(h1, h12)` that
+    /// [`LatencyModel::hit_ratios`] gave, for a caller that needs them too.
+    pub fn latency_at(&self, (h1, h12): (f64, f64)) -> f64 {
         let s = &self.service;
         let reads = s.l1_hit_ms * h1 + s.l2_hit_ms * (h12 - h1) + s.miss_ms * (1.0 - h12);
         match self.writes {

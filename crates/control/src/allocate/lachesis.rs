@@ -217,20 +217,23 @@ pub fn allocate(inp: &Inputs) -> Sizes {
     let weight = |i: usize| topo.tenants[i].class.weight() / inp.lat_fair[i].max(1e-9);
     let mut ext = externality(inp, &place.servers, &fair.0, &fair.1, &weight);
     // Tenant i's objective: its weighted latency plus the disk queueing its misses cost.
+    // (`Inputs::latency` and the externality from one lookup of the curve per server: the
+    // allocator evaluates this some 500 times per tenant and node each interval.)
     let objective = |ext: &[f64], i: usize, c1: u64, x: &[u64]| -> f64 {
         let t = &topo.tenants[i];
-        let n = x.len().max(1) as f64;
-        let own = weight(i) * inp.latency(i, c1, x);
-        let others: f64 = t
-            .servers
-            .iter()
-            .zip(x)
-            .map(|(&s, &xs)| {
-                let miss = 1.0 - inp.models[i].hit_ratios(c1 as f64, n * xs as f64).1;
-                ext[s] * inp.rates[i] * miss / n
-            })
-            .sum();
-        own + others
+        debug_assert_eq!(x.len(), t.servers.len(), "a size per server");
+        if x.is_empty() {
+            return weight(i) * inp.latency(i, c1, x);
+        }
+        let n = x.len() as f64;
+        let model = &inp.models[i];
+        let (mut latency, mut others) = (0.0, 0.0);
+        for (&s, &xs) in t.servers.iter().zip(x) {
+            let ratios = model.hit_ratios(c1 as f64, n * xs as f64);
+            latency += model.latency_at(ratios);
+            others += ext[s] * inp.rates[i] * (1.0 - ratios.1) / n;
+        }
+        weight(i) * (latency / n) + others
     };
     for round in 0..2 {
         if round > 0 {
