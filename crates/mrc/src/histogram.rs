@@ -150,21 +150,17 @@ impl DistanceHistogram {
         })
     }
 
-    /// The curve at `sizes` of this histogram and `other` added together with `first`
-    /// more at distance 0: exactly what a clone of `self`, [`DistanceHistogram::merge`]d
-    /// with `other`, then [`DistanceHistogram::adjust_first`]`(first(total))` (`total`:
-    /// the sum's total) would give, without copying or adding the buckets past the
-    /// largest size (a windowed profile's curve each interval: two histograms of up to
-    /// some 70,000 buckets each, read to the partition's reach).
-    pub fn sum_curve(
-        &self,
-        other: &DistanceHistogram,
-        first: impl FnOnce(f64) -> f64,
-        sizes: &[u64],
-    ) -> HitRatioCurve {
+    /// The curve at `sizes` of this histogram and `other` added together, with weight at
+    /// distance 0 added (or taken) to bring their total to `total`: exactly what a clone
+    /// of `self`, [`DistanceHistogram::merge`]d with `other`, then
+    /// [`DistanceHistogram::adjust_first`]`(total - merged total)` would give, without
+    /// copying or adding the buckets past the largest size (a windowed profile's curve
+    /// each interval: two histograms of up to some 70,000 buckets each, read to the
+    /// partition's reach).
+    pub fn sum_curve(&self, other: &DistanceHistogram, total: f64, sizes: &[u64]) -> HitRatioCurve {
         let (a, b) = (&self.buckets, &other.buckets);
         let merged_total = self.total + other.total;
-        let adjust = first(merged_total);
+        let adjust = total - merged_total;
         let total = merged_total + adjust;
         let len = a.len().max(b.len()).max(1);
         let bucket = |k: usize| {

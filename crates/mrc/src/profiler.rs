@@ -227,8 +227,7 @@ impl OnlineProfiler {
     pub fn windowed_curve(&mut self, sizes: &[u64]) -> HitRatioCurve {
         self.flush();
         let accesses = (self.previous_accesses + self.in_window) as f64;
-        self.previous
-            .sum_curve(&self.current, |total| accesses - total, sizes)
+        self.previous.sum_curve(&self.current, accesses, sizes)
     }
 
     /// Phantom caches' `(size, miss ratio)`, if configured.

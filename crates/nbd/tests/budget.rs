@@ -4,9 +4,8 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
-use nbd::server::{ExportMap, Limits, ServerConfig};
+use nbd::server::{Limits, ServerConfig};
 use nbd::MemExport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -14,15 +13,10 @@ const SIZE: u64 = 8 << 20;
 const WRITE: usize = 2 << 20;
 
 async fn wait_for(limits: &Limits, bytes: u64) {
-    let start = Instant::now();
-    while limits.gauge().in_flight_bytes != bytes {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "in flight {} bytes, expected {bytes}",
-            limits.gauge().in_flight_bytes
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    common::until(limits, &format!("in flight, expected {bytes}"), |g| {
+        g.in_flight_bytes == bytes
+    })
+    .await;
 }
 
 async fn half_sent_write_is_counted(threaded: bool) {
@@ -32,20 +26,8 @@ async fn half_sent_write_is_counted(threaded: bool) {
         in_flight_total: 16 << 20,
         ..ServerConfig::default()
     };
-    let limits = Limits::for_config(&config);
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let exports = Arc::new(ExportMap::new().with("d", disk.clone()));
-    let server = tokio::spawn(nbd::serve_limited(
-        l,
-        exports,
-        config,
-        limits.clone(),
-        async {
-            let _ = rx.await;
-        },
-    ));
+    let server = common::Server::start(config, disk.clone()).await;
+    let (port, limits) = (server.port, server.limits.clone());
     let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .unwrap();
@@ -74,8 +56,7 @@ async fn half_sent_write_is_counted(threaded: bool) {
     wait_for(&limits, WRITE as u64).await;
     drop(c);
     wait_for(&limits, 0).await;
-    let _ = stop.send(());
-    server.await.unwrap().unwrap();
+    server.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

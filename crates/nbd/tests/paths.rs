@@ -6,24 +6,19 @@
 mod common;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use nbd::server::{ExportMap, Limits, LimitsGauge, ServerConfig};
+use nbd::server::ServerConfig;
 use nbd::{MemExport, NbdClient as Client};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+use common::{until, Server};
 
 const SIZE: u64 = 4 << 20;
 
 fn byte_at(i: u64) -> u8 {
     (i * 13 + 5) as u8
-}
-
-struct Server {
-    port: u16,
-    limits: Arc<Limits>,
-    stop: tokio::sync::oneshot::Sender<()>,
-    task: tokio::task::JoinHandle<std::io::Result<()>>,
 }
 
 async fn start(threaded_connections: usize) -> Server {
@@ -34,39 +29,7 @@ async fn start(threaded_connections: usize) -> Server {
         threaded_connections,
         ..ServerConfig::default()
     };
-    let limits = Limits::for_config(&config);
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = l.local_addr().unwrap().port();
-    let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let exports = Arc::new(ExportMap::new().with("d", disk));
-    let task = tokio::spawn(nbd::serve_limited(
-        l,
-        exports,
-        config,
-        limits.clone(),
-        async {
-            let _ = rx.await;
-        },
-    ));
-    Server {
-        port,
-        limits,
-        stop,
-        task,
-    }
-}
-
-/// Wait until the server's gauge says `what`.
-async fn until(limits: &Limits, what: &str, ok: impl Fn(&LimitsGauge) -> bool) {
-    let start = Instant::now();
-    while !ok(&limits.gauge()) {
-        assert!(
-            start.elapsed() < Duration::from_secs(5),
-            "{what}: {:?}",
-            limits.gauge()
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    Server::start(config, disk).await
 }
 
 fn read_request(handle: u64, offset: u64, len: u32) -> Vec<u8> {
@@ -146,8 +109,7 @@ async fn a_threaded_connection_moves_to_the_async_path_mid_request() {
     assert_eq!(s.limits.gauge().threaded_connections, 1);
     c.disconnect().await.unwrap();
 
-    let _ = s.stop.send(());
-    s.task.await.unwrap().unwrap();
+    s.stop().await;
 }
 
 /// Clients that keep requests in flight while a crowd arrives lose none of them and read
@@ -201,6 +163,5 @@ async fn pipelined_clients_lose_nothing_when_the_node_becomes_crowded() {
         total += w.await.unwrap();
     }
     assert_eq!(total, 6 * 40 * 32);
-    let _ = s.stop.send(());
-    s.task.await.unwrap().unwrap();
+    s.stop().await;
 }

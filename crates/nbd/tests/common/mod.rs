@@ -1,7 +1,66 @@
-//! Helpers shared by the nbd crate's integration tests that speak the protocol by hand.
+//! Helpers shared by the nbd crate's integration tests that speak the protocol by hand:
+//! a server on a loopback port, polling its gauge, negotiating by hand.
 
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use nbd::server::{ExportMap, Limits, LimitsGauge, ServerConfig};
+use nbd::MemExport;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+
+/// A server on a loopback port serving one export, `d`.
+pub struct Server {
+    pub port: u16,
+    pub limits: Arc<Limits>,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    /// Serves `disk` as export `d` with `config` and limits sized by it.
+    pub async fn start(config: ServerConfig, disk: Arc<MemExport>) -> Server {
+        let limits = Limits::for_config(&config);
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = l.local_addr().unwrap().port();
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        let exports = Arc::new(ExportMap::new().with("d", disk));
+        let task = tokio::spawn(nbd::serve_limited(
+            l,
+            exports,
+            config,
+            limits.clone(),
+            async {
+                let _ = rx.await;
+            },
+        ));
+        Server {
+            port,
+            limits,
+            stop,
+            task,
+        }
+    }
+
+    /// Shuts the server down; it must end without error.
+    pub async fn stop(self) {
+        let _ = self.stop.send(());
+        self.task.await.unwrap().unwrap();
+    }
+}
+
+/// Wait (at most 5 s) until the server's gauge says `what`.
+pub async fn until(limits: &Limits, what: &str, ok: impl Fn(&LimitsGauge) -> bool) {
+    let start = Instant::now();
+    while !ok(&limits.gauge()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(5),
+            "{what}: {:?}",
+            limits.gauge()
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
 
 /// Negotiate export `name` by hand (fixed newstyle, `NBD_OPT_GO`), so the test controls
 /// every byte sent afterwards.
