@@ -3,8 +3,7 @@
 //! over TLS with certificates made here (rcgen), refused in clear and outside an export's
 //! allow-list, and its `/metrics` showing the budget.
 
-mod common;
-use common::TestNode;
+use crate::common::TestNode;
 use node::config::NodeConfig;
 use std::path::Path;
 use std::process::Command;

@@ -2,8 +2,7 @@
 //! its writes checked byte for byte by qemu-io, its pace following the trace's times
 //! (scaled by `speed`) or a given rate.
 
-mod common;
-use common::{run, TestNode};
+use crate::common::{run, TestNode};
 use node::replay::{replay, ReplayConfig, ReplayStats};
 use std::io::Write;
 use std::sync::Arc;

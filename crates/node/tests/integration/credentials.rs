@@ -2,8 +2,7 @@
 //! token, `/metrics`, `/healthz` and the page do not, the generated token file is 0600
 //! and survives restarts, and an API exposed to the network needs an explicit token file.
 
-mod common;
-use common::TestNode;
+use crate::common::TestNode;
 use node::config::NodeConfig;
 use std::os::unix::fs::PermissionsExt;
 

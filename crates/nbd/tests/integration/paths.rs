@@ -3,8 +3,6 @@
 //! moves to the async path when a newcomer makes the node crowded, keeping every request
 //! it had read and every byte it had not yet parsed.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -13,7 +11,7 @@ use nbd::{MemExport, NbdClient as Client};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-use common::{until, Server};
+use crate::common::{self, until, Server};
 
 const SIZE: u64 = 4 << 20;
 

@@ -3,8 +3,7 @@
 //! from the backing file after a FLUSH; the API's verbs work and its bad requests get 4xx
 //! with a reason.
 
-mod common;
-use common::{run, TestNode};
+use crate::common::{run, TestNode};
 use std::io::Write;
 
 const NODE: &str = r#"

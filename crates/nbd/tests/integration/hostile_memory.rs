@@ -3,8 +3,9 @@
 //! node-wide limits, each connection had a 64 MiB budget and up to 128 threads of its own
 //! (40 such clients took a node to 4.8 GB RSS and 2,626 threads).
 //!
-//! The test runs in a process of its own (this file holds one test), so the process's RSS
-//! and thread count (`/proc/self/status`) are the server's plus the test's few sockets.
+//! The test runs in a process of its own (the harness's process runs this binary again
+//! for it alone), so the process's RSS and thread count (`/proc/self/status`) are the
+//! server's plus the test's few sockets.
 //! Raw sockets negotiate with `NBD_OPT_GO`; every message is spelled out from the protocol
 //! document.
 
@@ -15,6 +16,8 @@ use nbd::server::{ExportMap, Limits, ServerConfig};
 use nbd::{MemExport, NbdClient};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::common::in_a_process_of_its_own;
 
 const SIZE: u64 = 8 << 20;
 const MIB: u64 = 1 << 20;
@@ -179,14 +182,22 @@ async fn hogs_stay_bounded(hogs: usize, reads: u64, total: usize, workers: usize
 /// CI's form: 16 clients, a 16 MiB budget, 8 workers.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn clients_that_never_read_replies_cost_bounded_memory_and_threads() {
+    if !in_a_process_of_its_own(
+        "hostile_memory::clients_that_never_read_replies_cost_bounded_memory_and_threads",
+    ) {
+        return;
+    }
     hogs_stay_bounded(16, 48, 16 << 20, 8).await;
 }
 
 /// The form: 64 clients against the default limits (128 MiB, 256 workers).
-/// `cargo test -p nbd --release --test hostile_memory -- --ignored --nocapture`
+/// `cargo test -p nbd --release --test integration hostile_memory:: -- --ignored --nocapture`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "the issue's full figure; run by hand (see README)"]
 async fn sixty_four_clients_that_never_read_replies() {
+    if !in_a_process_of_its_own("hostile_memory::sixty_four_clients_that_never_read_replies") {
+        return;
+    }
     let d = ServerConfig::default();
     hogs_stay_bounded(64, 64, d.in_flight_total, d.max_workers).await;
 }

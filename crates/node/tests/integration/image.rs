@@ -4,8 +4,6 @@
 //! missing image that an earlier start used is an error naming it, not a new empty file,
 //! unless the export says `recreate_missing = true`.
 
-mod common;
-
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 

@@ -1,7 +1,7 @@
 //! Write payloads count in the node-wide budget of bytes in flight from the moment their
 //! header is read, before the payload has arrived, on both transmission paths.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -5,6 +5,8 @@
 //!
 //! fio (Debian `fio`, with its `nbd` engine) runs against a memory export served in this
 //! process: every read is a hit. A missing fio FAILS the test with the package to install.
+//! Each test runs in a process of its own (the harness's process runs this binary again
+//! for it alone), so the process's thread count is the server's and the runtime's.
 
 use std::process::Command;
 use std::sync::Arc;
@@ -12,6 +14,8 @@ use std::time::Duration;
 
 use nbd::server::{ExportMap, Limits, ServerConfig};
 use nbd::MemExport;
+
+use crate::common::in_a_process_of_its_own;
 
 const SIZE: u64 = 64 << 20;
 
@@ -152,6 +156,11 @@ fn run(jobs: usize, depth: usize, secs: u64) -> Figures {
 /// request.
 #[test]
 fn deep_queues_of_many_clients_keep_hit_latency_low_and_threads_bounded() {
+    if !in_a_process_of_its_own(
+        "hostile_latency::deep_queues_of_many_clients_keep_hit_latency_low_and_threads_bounded",
+    ) {
+        return;
+    }
     let f = run(16, 16, 3);
     assert!(f.worst_p999_ms < 500.0, "p99.9 {} ms", f.worst_p999_ms);
     // One reader per connection plus few workers (hits never need one), plus the runtime.
@@ -167,10 +176,13 @@ fn deep_queues_of_many_clients_keep_hit_latency_low_and_threads_bounded() {
 }
 
 /// The form: 64 jobs at depth 32 for 10 s.
-/// `cargo test -p nbd --release --test hostile_latency -- --ignored --nocapture`
+/// `cargo test -p nbd --release --test integration hostile_latency:: -- --ignored --nocapture`
 #[test]
 #[ignore = "the issue's full figure; run by hand (see README)"]
 fn sixty_four_fio_jobs_at_depth_32() {
+    if !in_a_process_of_its_own("hostile_latency::sixty_four_fio_jobs_at_depth_32") {
+        return;
+    }
     let f = run(64, 32, 10);
     assert!(f.worst_p999_ms < 100.0, "p99.9 {} ms", f.worst_p999_ms);
     assert!(

@@ -1,9 +1,8 @@
 //! Two levels for real: a level-1 node whose export is striped over two level-2 nodes
 //! reached over NBD; a hot-chunk tier; bandwidth shares between tenants.
 
-mod common;
+use crate::common::TestNode;
 use bytes::Bytes;
-use common::TestNode;
 
 fn l2() -> TestNode {
     TestNode::start(

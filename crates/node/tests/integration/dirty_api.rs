@@ -2,9 +2,7 @@
 //! and `dirty_bytes`), show in `GET`, and bad values answer 400 with `{"error": ...}`
 //! naming the field and change nothing (not even the valid fields of the same patch).
 
-mod common;
-
-use common::TestNode;
+use crate::common::TestNode;
 
 const TOML: &str = r#"
 [node]

@@ -3,8 +3,7 @@
 //! proportions naming unknown tenants, the tenant label on latency histograms, process
 //! metrics, and a clear error for an address in use.
 
-mod common;
-use common::TestNode;
+use crate::common::TestNode;
 
 const NODE: &str = r#"
 [node]

@@ -2,7 +2,7 @@
 //! restarted, and every acknowledged write must read back.
 //!
 //! The node processes are this test binary run again with `LACHESIS_CRASH_NODE=CONFIG`
-//! (the `node_process` test then starts a node from the file, writes its addresses to
+//! (the `crash::node_process` test then starts a node from the file, writes its addresses to
 //! `DATA_DIR/ready` and serves until it is killed), so no other binary is needed.
 //!
 //! * `durable_log_survives_sigkill`: one write-back node, writes without FLUSH, SIGKILL,
@@ -119,7 +119,12 @@ impl Proc {
 
     fn spawn(&self) -> Child {
         Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "node_process", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "crash::node_process",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env("LACHESIS_CRASH_NODE", &self.config)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())

@@ -1,5 +1,6 @@
 //! Helpers shared by the nbd crate's integration tests that speak the protocol by hand:
-//! a server on a loopback port, polling its gauge, negotiating by hand.
+//! a server on a loopback port, polling its gauge, negotiating by hand; and running a test
+//! that measures its process in a process of its own.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -84,4 +85,39 @@ pub async fn negotiate_go(c: &mut TcpStream, name: &str) {
             return; // NBD_REP_ACK
         }
     }
+}
+
+/// Whether this is the process in which the test `name` (its full name in this binary,
+/// `module::test`) does its work. Tests that measure their process (its RSS and threads in
+/// `/proc/self/status`) must not share it with the other tests of this binary, which run
+/// beside them: in the harness's process this runs the binary again for that one test
+/// alone, prints its output, fails if it did not pass, and returns false; in that child it
+/// returns true. Such children run one at a time, so they do not measure each other.
+pub fn in_a_process_of_its_own(name: &str) -> bool {
+    const CHILD: &str = "NBD_TEST_ALONE";
+    static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    if std::env::var(CHILD).is_ok_and(|v| v == name) {
+        return true;
+    }
+    let _turn = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let out = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            name,
+            "--exact",
+            "--include-ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD, name)
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    print!("{stdout}");
+    eprint!("{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success() && stdout.contains("test result: ok. 1 passed"),
+        "{name} in a process of its own: {}",
+        out.status
+    );
+    false
 }

@@ -4,9 +4,8 @@
 //! level 2 only when exclusive; reads always return the latest write, whatever races the
 //! demote path has with writes.
 
-mod common;
+use crate::common::TestNode;
 use bytes::Bytes;
-use common::TestNode;
 use rand::{Rng, SeedableRng};
 use serde_json::Value;
 use std::sync::Arc;

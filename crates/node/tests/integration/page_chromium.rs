@@ -5,8 +5,7 @@
 //! size, the current size marked. Fails (does not skip) when Chromium or chromedriver is
 //! missing.
 
-mod common;
-use common::TestNode;
+use crate::common::TestNode;
 use serde_json::{json, Value};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};

@@ -2,8 +2,7 @@
 //! longest makes room when the node is full, and idle connections time out. Idle clients
 //! are raw sockets that finish the NBD handshake and then sit; the new client is `qemu-io`.
 
-mod common;
-use common::{run, TestNode};
+use crate::common::{run, TestNode};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};

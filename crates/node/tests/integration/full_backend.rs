@@ -6,8 +6,6 @@
 //! The backend is an upstream NBD export served in this process whose writes can be made
 //! to fail with ENOSPC (a full disk); the node's clients are real NBD clients.
 
-mod common;
-
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 

@@ -2,12 +2,10 @@
 //! the image's holes, and blocks a write-back cache holds dirty (not yet on the image)
 //! as data, never as a hole; `qemu-img convert` of the export keeps the copy sparse.
 
-mod common;
-
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use common::{run, TestNode};
+use crate::common::{run, TestNode};
 
 const CONFIG: &str = r#"
 [node]

@@ -2,8 +2,7 @@
 //! the hit/miss latency split, one curve per candidate policy, "no data" for an idle
 //! tenant, the epoch; and the idempotent cache verbs a controller relies on.
 
-mod common;
-use common::TestNode;
+use crate::common::TestNode;
 use serde_json::Value;
 
 const NODE: &str = r#"
