@@ -6,6 +6,7 @@
 //! the nodes' health, and an infeasible SLO's shortfall. Fails (does not skip) when
 //! Chromium or chromedriver is missing.
 
+use crate::common::node_toml;
 use controller::config::ControllerConfig;
 use controller::registry::Registration;
 use controller::{SqliteStore, Store};
@@ -160,18 +161,12 @@ fn console_in_headless_chromium_shows_what_the_api_says() {
         .enable_all()
         .build()
         .unwrap();
-    let node_toml = |d: &std::path::Path, level: u8, ex: &str| {
-        format!(
-            "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = \"4MiB\"\n\
-             level = {level}\ndata_dir = \"{}\"\nbusy_poll_us = 0\n{ex}",
-            d.display()
-        )
-    };
     let mut nodes = Vec::new();
     for s in ["s1", "s2"] {
         let ex = "[[export]]\nname = \"db\"\nfile = \"db.img\"\nsize = \"8MiB\"\n\
                   [[export]]\nname = \"web\"\nfile = \"web.img\"\nsize = \"8MiB\"\n";
-        let cfg = node::config::NodeConfig::parse(&node_toml(&dir.path().join(s), 2, ex)).unwrap();
+        let cfg = node::config::NodeConfig::parse(&node_toml(&dir.path().join(s), 2, "4MiB", ex))
+            .unwrap();
         nodes.push((s, 2u8, rt.block_on(node::start(&cfg)).unwrap()));
     }
     let ex = format!(
@@ -179,7 +174,8 @@ fn console_in_headless_chromium_shows_what_the_api_says() {
          [[export]]\nname = \"web\"\nupstream = [\"{}/web\"]\n",
         nodes[0].2.nbd_addr, nodes[1].2.nbd_addr, nodes[0].2.nbd_addr
     );
-    let cfg = node::config::NodeConfig::parse(&node_toml(&dir.path().join("h"), 1, &ex)).unwrap();
+    let cfg =
+        node::config::NodeConfig::parse(&node_toml(&dir.path().join("h"), 1, "4MiB", &ex)).unwrap();
     nodes.push(("h", 1u8, rt.block_on(node::start(&cfg)).unwrap()));
 
     let mut cfg = ControllerConfig::parse(CONFIG).unwrap();

@@ -5,6 +5,7 @@
 //! first interval continues the `control` state's numbering. A bad `--store` URL is a
 //! clear error. Fails (does not skip) when `etcd` is not installed.
 
+use crate::common::node_toml;
 use controller::config::ControllerConfig;
 use controller::etcd::{Election, EtcdStore};
 use controller::registry::Registration;
@@ -141,18 +142,12 @@ fn standby_takes_over_with_the_same_state_and_bad_urls_are_clear() {
     assert!(e.contains("etcd does not answer"), "{e}");
 
     // Real nodes: one level-2 with file exports, one level-1 over it.
-    let node_toml = |d: &std::path::Path, level: u8, ex: &str| {
-        format!(
-            "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = \"4MiB\"\n\
-             level = {level}\ndata_dir = \"{}\"\nbusy_poll_us = 0\n{ex}",
-            d.display()
-        )
-    };
     let ex = "[[export]]\nname = \"db\"\nfile = \"db.img\"\nsize = \"8MiB\"\n\
               [[export]]\nname = \"web\"\nfile = \"web.img\"\nsize = \"8MiB\"\n";
     let s1 = rt
         .block_on(node::start(
-            &node::config::NodeConfig::parse(&node_toml(&dir.path().join("s1"), 2, ex)).unwrap(),
+            &node::config::NodeConfig::parse(&node_toml(&dir.path().join("s1"), 2, "4MiB", ex))
+                .unwrap(),
         ))
         .unwrap();
     let ex = format!(
@@ -162,7 +157,8 @@ fn standby_takes_over_with_the_same_state_and_bad_urls_are_clear() {
     );
     let h = rt
         .block_on(node::start(
-            &node::config::NodeConfig::parse(&node_toml(&dir.path().join("h"), 1, &ex)).unwrap(),
+            &node::config::NodeConfig::parse(&node_toml(&dir.path().join("h"), 1, "4MiB", &ex))
+                .unwrap(),
         ))
         .unwrap();
 

@@ -3,18 +3,11 @@
 //! into level 2, a mode switched back when the configuration changes), and a tenant added
 //! while the controller runs keeping every other volume's `control` state.
 
+use crate::common::node_toml;
 use controller::config::{ControllerConfig, TenantSpec};
 use controller::registry::Registration;
 use controller::{Service, SqliteStore, Store};
 use std::sync::Arc;
-
-fn node_toml(dir: &std::path::Path, level: u8, size: &str, exports: &str) -> String {
-    format!(
-        "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = \"{size}\"\nlevel = {level}\n\
-         data_dir = \"{}\"\nbusy_poll_us = 0\n{exports}",
-        dir.display()
-    )
-}
 
 const CONFIG: &str = r#"
 [controller]

@@ -3,19 +3,12 @@
 //! SQLite, a node marked down and re-programmed when it returns empty, a deleted tenant's
 //! caches removed from the nodes.
 
+use crate::common::node_toml;
 use controller::config::ControllerConfig;
 use controller::registry::Registration;
 use controller::{Service, SqliteStore, Store};
 use serde_json::{json, Value};
 use std::sync::Arc;
-
-fn node_toml(dir: &std::path::Path, level: u8, exports: &str) -> String {
-    format!(
-        "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = \"4MiB\"\nlevel = {level}\n\
-         data_dir = \"{}\"\nbusy_poll_us = 0\n{exports}",
-        dir.display()
-    )
-}
 
 const CONFIG: &str = r#"
 [controller]
@@ -82,7 +75,8 @@ fn programs_nodes_refuses_bad_input_and_resumes() {
         for v in ["db", "web"] {
             ex += &format!("[[export]]\nname = \"{v}\"\nfile = \"{v}.img\"\nsize = \"8MiB\"\n");
         }
-        let cfg = node::config::NodeConfig::parse(&node_toml(&dir.path().join(s), 2, &ex)).unwrap();
+        let cfg = node::config::NodeConfig::parse(&node_toml(&dir.path().join(s), 2, "4MiB", &ex))
+            .unwrap();
         nodes.push((s, 2u8, rt.block_on(node::start(&cfg)).unwrap()));
     }
     let ex = format!(
@@ -90,7 +84,8 @@ fn programs_nodes_refuses_bad_input_and_resumes() {
          [[export]]\nname = \"web\"\nupstream = [\"{}/web\"]\n",
         nodes[0].2.nbd_addr, nodes[1].2.nbd_addr, nodes[0].2.nbd_addr
     );
-    let cfg = node::config::NodeConfig::parse(&node_toml(&dir.path().join("h"), 1, &ex)).unwrap();
+    let cfg =
+        node::config::NodeConfig::parse(&node_toml(&dir.path().join("h"), 1, "4MiB", &ex)).unwrap();
     nodes.push(("h", 1u8, rt.block_on(node::start(&cfg)).unwrap()));
 
     let mut cfg = ControllerConfig::parse(CONFIG).unwrap();

@@ -4,10 +4,10 @@
 //! A missing tool FAILS the test with the package to install; it never passes silently.
 //! The server runs in this process on 127.0.0.1 with an ephemeral port.
 
-use std::process::Command;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::common::run_tool;
 use nbd::server::{BoxFuture, Capabilities, ExportMap};
 use nbd::MemExport;
 
@@ -78,26 +78,8 @@ impl Drop for Server {
     }
 }
 
-/// Run a tool; panic naming the Debian package when the tool is missing.
-fn run(tool: &str, package: &str, args: &[&str]) -> (bool, String) {
-    let out = match Command::new(tool).args(args).output() {
-        Ok(o) => o,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
-            "`{tool}` is not installed: run `apt-get install -y {package}` \
-             (CI installs it; this test must not pass without it)"
-        ),
-        Err(e) => panic!("could not run {tool}: {e}"),
-    };
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
-}
-
 fn qemu_io(args: &[&str]) -> (bool, String) {
-    run("qemu-io", "qemu-utils", args)
+    run_tool("qemu-io", "qemu-utils", args)
 }
 
 #[test]
@@ -184,7 +166,7 @@ fn qemu_io_sees_read_only_and_unknown_exports() {
 #[test]
 fn nbdinfo_reports_size_flags_and_list() {
     let s = Server::start();
-    let (ok, out) = run("nbdinfo", "libnbd-bin", &[&s.uri("disk")]);
+    let (ok, out) = run_tool("nbdinfo", "libnbd-bin", &[&s.uri("disk")]);
     assert!(ok, "nbdinfo failed:\n{out}");
     for want in [
         "export-size: 1048576",
@@ -199,14 +181,14 @@ fn nbdinfo_reports_size_flags_and_list() {
     ] {
         assert!(out.contains(want), "missing {want:?} in:\n{out}");
     }
-    let (ok, out) = run("nbdinfo", "libnbd-bin", &["--size", &s.uri("ro")]);
+    let (ok, out) = run_tool("nbdinfo", "libnbd-bin", &["--size", &s.uri("ro")]);
     assert!(ok, "{out}");
     assert_eq!(out.trim(), "1048576");
-    let (ok, out) = run("nbdinfo", "libnbd-bin", &[&s.uri("ro")]);
+    let (ok, out) = run_tool("nbdinfo", "libnbd-bin", &[&s.uri("ro")]);
     assert!(ok && out.contains("is_read_only: true"), "{out}");
 
     let base = format!("nbd://127.0.0.1:{}", s.port);
-    let (ok, out) = run("nbdinfo", "libnbd-bin", &["--list", &base]);
+    let (ok, out) = run_tool("nbdinfo", "libnbd-bin", &["--list", &base]);
     assert!(ok, "nbdinfo --list failed:\n{out}");
     assert!(out.contains("export=\"disk\":"), "{out}");
     assert!(out.contains("export=\"ro\":"), "{out}");
@@ -215,14 +197,14 @@ fn nbdinfo_reports_size_flags_and_list() {
 #[test]
 fn qemu_img_info_reports_the_size() {
     let s = Server::start();
-    let (ok, out) = run(
+    let (ok, out) = run_tool(
         "qemu-img",
         "qemu-utils",
         &["info", "--output=json", &s.uri("disk")],
     );
     assert!(ok, "qemu-img failed:\n{out}");
     assert!(out.contains("\"virtual-size\": 1048576"), "{out}");
-    let (ok, out) = run("qemu-img", "qemu-utils", &["info", &s.uri("disk")]);
+    let (ok, out) = run_tool("qemu-img", "qemu-utils", &["info", &s.uri("disk")]);
     assert!(
         ok && out.contains("virtual size: 1 MiB (1048576 bytes)"),
         "{out}"
@@ -306,7 +288,7 @@ fn block_status_keeps_sparse_images_sparse_through_real_clients() {
     let uri = s.uri("img");
 
     // nbdinfo --map: holes and data where the file has them.
-    let (ok, out) = run("nbdinfo", "libnbd-bin", &["--map", "--json", &uri]);
+    let (ok, out) = run_tool("nbdinfo", "libnbd-bin", &["--map", "--json", &uri]);
     assert!(ok, "nbdinfo --map failed:\n{out}");
     let map: Vec<serde_json::Value> = serde_json::from_str(&out).expect(&out);
     let at = |offset: u64| {
@@ -338,7 +320,7 @@ fn block_status_keeps_sparse_images_sparse_through_real_clients() {
     );
 
     // qemu-img map agrees.
-    let (ok, out) = run("qemu-img", "qemu-utils", &["map", "--output=json", &uri]);
+    let (ok, out) = run_tool("qemu-img", "qemu-utils", &["map", "--output=json", &uri]);
     assert!(ok, "qemu-img map failed:\n{out}");
     let qmap: Vec<serde_json::Value> = serde_json::from_str(&out).expect(&out);
     let data_at = |offset: u64| {
@@ -355,7 +337,7 @@ fn block_status_keeps_sparse_images_sparse_through_real_clients() {
 
     // qemu-img convert skips the holes: the copy is as sparse as the image, and equal.
     let copy = dir.path().join("copy.img");
-    let (ok, out) = run(
+    let (ok, out) = run_tool(
         "qemu-img",
         "qemu-utils",
         &["convert", "-O", "raw", &uri, copy.to_str().unwrap()],
@@ -386,7 +368,7 @@ fn block_status_keeps_sparse_images_sparse_through_real_clients() {
         .unwrap()
         .set_len(64 << 20)
         .unwrap();
-    let (ok, out) = run("nbdcopy", "libnbd-bin", &[&uri, copy2.to_str().unwrap()]);
+    let (ok, out) = run_tool("nbdcopy", "libnbd-bin", &[&uri, copy2.to_str().unwrap()]);
     assert!(ok, "nbdcopy failed:\n{out}");
     let read = file.read.load(std::sync::atomic::Ordering::Relaxed);
     assert!(

@@ -6,10 +6,10 @@
 //! installed: a missing tool FAILS the test with the package to install.
 
 use std::path::Path;
-use std::process::Command;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
+use crate::common::run_tool;
 use nbd::server::allow::AllowList;
 use nbd::server::{Export, ExportMap, ExportProvider, Limits, ServerConfig};
 use nbd::{MemExport, Tls, TlsMode};
@@ -153,7 +153,7 @@ impl Server {
         for c in cmds {
             args.extend(["-c", c]);
         }
-        run("qemu-io", "qemu-utils", &args)
+        run_tool("qemu-io", "qemu-utils", &args)
     }
 }
 
@@ -166,24 +166,6 @@ impl Drop for Server {
             let _ = t.join();
         }
     }
-}
-
-/// Run a tool; panic naming the Debian package when the tool is missing.
-fn run(tool: &str, package: &str, args: &[&str]) -> (bool, String) {
-    let out = match Command::new(tool).args(args).output() {
-        Ok(o) => o,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
-            "`{tool}` is not installed: run `apt-get install -y {package}` \
-             (CI installs it; this test must not pass without it)"
-        ),
-        Err(e) => panic!("could not run {tool}: {e}"),
-    };
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out.status.success(), text)
 }
 
 #[test]
@@ -218,7 +200,7 @@ fn qemu_io_writes_and_reads_back_over_tls() {
         "driver=nbd,host=127.0.0.1,port={},export=disk,tls-creds=tls0",
         s.port
     );
-    let (ok, out) = run(
+    let (ok, out) = run_tool(
         "qemu-img",
         "qemu-utils",
         &["info", "--object", &object, "--image-opts", &image],
@@ -236,15 +218,15 @@ fn nbdinfo_over_tls_and_plain_clients_refused() {
         s.port,
         s.dir()
     );
-    let (ok, out) = run("nbdinfo", "libnbd-bin", &["--size", &uri]);
+    let (ok, out) = run_tool("nbdinfo", "libnbd-bin", &["--size", &uri]);
     assert!(ok, "nbdinfo over TLS failed:\n{out}");
     assert_eq!(out.trim(), SIZE.to_string());
-    let (ok, out) = run("nbdinfo", "libnbd-bin", &[&uri]);
+    let (ok, out) = run_tool("nbdinfo", "libnbd-bin", &[&uri]);
     assert!(ok, "{out}");
     assert!(out.contains("with TLS"), "{out}");
     // Block status (structured replies) inside TLS: the written page is data, the rest
     // a hole.
-    let (ok, out) = run("nbdinfo", "libnbd-bin", &["--map", "--json", &uri]);
+    let (ok, out) = run_tool("nbdinfo", "libnbd-bin", &["--map", "--json", &uri]);
     assert!(ok, "nbdinfo --map over TLS failed:\n{out}");
     let map: Vec<serde_json::Value> = serde_json::from_str(&out).expect(&out);
     let got: Vec<(u64, u64, u64)> = map
@@ -258,12 +240,12 @@ fn nbdinfo_over_tls_and_plain_clients_refused() {
 
     // Plain clients get nothing: nbdinfo and qemu-io without TLS fail.
     let plain = format!("nbd://127.0.0.1:{}/disk", s.port);
-    let (ok, out) = run("nbdinfo", "libnbd-bin", &["--size", &plain]);
+    let (ok, out) = run_tool("nbdinfo", "libnbd-bin", &["--size", &plain]);
     assert!(
         !ok,
         "a plain nbdinfo got through a TLS-required server:\n{out}"
     );
-    let (ok, out) = run(
+    let (ok, out) = run_tool(
         "qemu-io",
         "qemu-utils",
         &["-f", "raw", &plain, "-c", "read 0 512"],
@@ -282,7 +264,7 @@ fn nbdinfo_over_tls_and_plain_clients_refused() {
         s.port,
         other.path().display()
     );
-    let (ok, out) = run("nbdinfo", "libnbd-bin", &["--size", &wrong]);
+    let (ok, out) = run_tool("nbdinfo", "libnbd-bin", &["--size", &wrong]);
     assert!(!ok, "a client trusting another CA connected:\n{out}");
 }
 
@@ -292,7 +274,7 @@ fn optional_tls_serves_both_and_allow_lists_refuse() {
     let (ok, out) = s.qemu_tls("disk", &["write -P 0x11 0 4k", "read -P 0x11 0 4k"]);
     assert!(ok, "{out}");
     let plain = format!("nbd://127.0.0.1:{}/disk", s.port);
-    let (ok, out) = run(
+    let (ok, out) = run_tool(
         "qemu-io",
         "qemu-utils",
         &["-f", "raw", &plain, "-c", "read -P 0x11 0 4k"],
@@ -304,7 +286,7 @@ fn optional_tls_serves_both_and_allow_lists_refuse() {
     let (ok, out) = s.qemu_tls("closed", &["read 0 4k"]);
     assert!(!ok, "a client outside the allow-list got in:\n{out}");
     let closed = format!("nbd://127.0.0.1:{}/closed", s.port);
-    let (ok, out) = run(
+    let (ok, out) = run_tool(
         "qemu-io",
         "qemu-utils",
         &["-f", "raw", &closed, "-c", "read 0 4k"],

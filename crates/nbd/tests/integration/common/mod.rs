@@ -1,6 +1,6 @@
 //! Helpers shared by the nbd crate's integration tests that speak the protocol by hand:
-//! a server on a loopback port, polling its gauge, negotiating by hand; and running a test
-//! that measures its process in a process of its own.
+//! a server on a loopback port, polling its gauge, negotiating by hand; running a real client
+//! tool; and running a test that measures its process in a process of its own.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -120,4 +120,24 @@ pub fn in_a_process_of_its_own(name: &str) -> bool {
         out.status
     );
     false
+}
+
+/// Runs a tool and returns whether it succeeded and its stdout and stderr; panics naming
+/// the Debian package when the tool is missing (CI installs it; a test must not pass
+/// without it).
+pub fn run_tool(tool: &str, package: &str, args: &[&str]) -> (bool, String) {
+    let out = match std::process::Command::new(tool).args(args).output() {
+        Ok(o) => o,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => panic!(
+            "`{tool}` is not installed: run `apt-get install -y {package}` \
+             (CI installs it; this test must not pass without it)"
+        ),
+        Err(e) => panic!("could not run {tool}: {e}"),
+    };
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    (out.status.success(), text)
 }
