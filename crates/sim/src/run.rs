@@ -5,7 +5,9 @@
 //! the intervals line up, and the `fair` scheme is always run: it is the base of fair
 //! speedup and of degradation SLOs.
 //!
-//! After the runs, over the counted intervals (those after the warm-up share):
+//! After the runs, over the counted intervals (those after the warm-up share of the run
+//! that served the tenant: a closed-loop tenant alone is served faster and its stream ends
+//! sooner, so its `independent` run is shorter than the shared ones):
 //! * a tenant's interval meets its SLO when its mean latency is within the target (or
 //!   within `1 + degradation` of the fair scheme's mean latency in the same interval), or
 //!   its IOPS / bandwidth reaches the target; `slo_met_share` is the share of its
@@ -103,7 +105,7 @@ pub struct SchemeSummary {
     pub requests_per_cpu_second: f64,
     /// Intervals whose plan reported an SLO it could not meet.
     pub infeasible_intervals: u64,
-    /// Requests per second over the counted period (all tenants).
+    /// The tenants' IOPS summed (each over its own counted period).
     pub iops: f64,
     /// Block hits at either level per level-1 lookup (all tenants).
     pub hit_ratio: f64,
@@ -177,6 +179,10 @@ pub struct RunOutput {
 
 struct SchemeRun {
     intervals: Vec<Vec<Counters>>,
+    /// Per tenant, how many intervals the run that served it lasted: the scheme's own
+    /// length, or for `independent` the tenant's run alone, which ends sooner when a
+    /// closed-loop tenant is served faster than it is among the others.
+    spans: Vec<usize>,
     rows: Vec<IntervalRow>,
     requests: u64,
     seconds: f64,
@@ -256,6 +262,7 @@ pub fn run(
             match (&mut merged, only) {
                 (None, _) => {
                     merged = Some(SchemeRun {
+                        spans: vec![r.intervals.len(); sc.tenants.len()],
                         intervals: r.intervals,
                         rows: r.rows,
                         requests: r.requests,
@@ -272,6 +279,7 @@ pub fn run(
                             vec![Counters::default(); sc.tenants.len()]
                         });
                     }
+                    m.spans[i] = r.intervals.len();
                     for (iv, row) in r.intervals.into_iter().enumerate() {
                         if let Some(c) = row.into_iter().nth(i) {
                             m.intervals[iv][i] = c;
@@ -293,11 +301,17 @@ pub fn run(
         .iter()
         .position(|s| s == "fair")
         .expect("fair is always run");
-    let n_iv = runs.iter().map(|r| r.intervals.len()).max().unwrap_or(0);
-    let warm = ((sc.warmup * n_iv as f64).ceil() as usize).min(n_iv.saturating_sub(1));
+    // The warm-up is a share of each run's own length: an `independent` tenant's run
+    // alone may end long before the shared runs do.
+    let warm_of = |r: &SchemeRun, i: usize| -> usize {
+        let n = r.spans[i];
+        ((sc.warmup * n as f64).ceil() as usize).min(n.saturating_sub(1))
+    };
+    let counted_secs_of =
+        |r: &SchemeRun, i: usize| -> f64 { (r.spans[i] - warm_of(r, i)) as f64 * sc.interval };
     let counted = |r: &SchemeRun, i: usize| -> Counters {
         let mut c = Counters::default();
-        for iv in r.intervals.iter().skip(warm) {
+        for iv in r.intervals.iter().skip(warm_of(r, i)) {
             if let Some(x) = iv.get(i) {
                 c.merge(x);
             }
@@ -323,7 +337,6 @@ pub fn run(
             Slo::Mbps(m) => c.bytes as f64 / secs >= m * 1e6,
         })
     };
-    let counted_secs = (n_iv - warm) as f64 * sc.interval;
     let fair_run_intervals = runs[fair_k].intervals.clone();
     let fair_of = |iv: usize, i: usize| -> Option<f64> {
         fair_run_intervals
@@ -346,8 +359,11 @@ pub fn run(
         let mut ratio_sum = 0.0;
         let mut ratio_n = 0usize;
         let mut violations = 0;
+        let mut iops = 0.0;
         for (i, t) in sc.tenants.iter().enumerate() {
             let c = counted(r, i);
+            let (warm, counted_secs) = (warm_of(r, i), counted_secs_of(r, i));
+            iops += c.requests as f64 / counted_secs.max(1e-9);
             total.merge(&c);
             if c.requests > 0 && fair_tot[i].requests > 0 {
                 ratio_sum += c.mean_ms() / fair_tot[i].mean_ms().max(1e-12);
@@ -364,10 +380,10 @@ pub fn run(
                 .filter(|row| row.tenant == t.name && row.interval as usize >= warm)
                 .map(|row| row.l1_size + row.l2_size)
                 .collect();
-            let last_q = r.intervals.len().saturating_sub(1).max(1) * 3 / 4;
+            let last_q = r.spans[i].saturating_sub(1).max(1) * 3 / 4;
             let devs: Vec<f64> = match t.slo {
                 None => Vec::new(),
-                Some(slo) => (last_q..r.intervals.len().saturating_sub(1).max(last_q + 1))
+                Some(slo) => (last_q..r.spans[i].saturating_sub(1).max(last_q + 1))
                     .filter_map(|iv| {
                         let c = r.intervals.get(iv)?.get(i)?;
                         let f = fair_of(iv, i);
@@ -433,9 +449,11 @@ pub fn run(
         };
         let mut phase = vec![Counters::default(); sc.phases.len() + 1];
         if !sc.phases.is_empty() {
-            for (iv, row) in r.intervals.iter().enumerate().skip(warm) {
-                for c in row {
-                    phase[phase_of(iv)].merge(c);
+            for (iv, row) in r.intervals.iter().enumerate() {
+                for (i, c) in row.iter().enumerate() {
+                    if iv >= warm_of(r, i) {
+                        phase[phase_of(iv)].merge(c);
+                    }
                 }
             }
         }
@@ -459,7 +477,7 @@ pub fn run(
                 cpu_seconds: r.cpu,
                 requests_per_cpu_second: r.requests as f64 / r.cpu.max(1e-9),
                 infeasible_intervals: r.infeasible,
-                iops: total.requests as f64 / counted_secs.max(1e-9),
+                iops,
                 hit_ratio: both_levels(&total),
                 tier_hits: total.tier_hits,
                 migrations: total.migrations,
@@ -493,7 +511,7 @@ pub fn run(
         for (i, t) in sc.tenants.iter().enumerate() {
             let Some(slo) = t.slo else { continue };
             let (mut met, mut judged) = (0u32, 0u32);
-            for iv in warm..r.intervals.len() {
+            for iv in warm_of(r, i)..r.intervals.len() {
                 let c = &r.intervals[iv][i];
                 let f = fair_intervals
                     .get(iv)

@@ -209,6 +209,93 @@ fn fair_is_equal_shares_and_independent_bounds_every_hit_ratio() {
     assert!(out.summary.schemes["independent"].fair_speedup > 1.0);
 }
 
+/// Closed-loop tenants (no `rate`) behind one slow disk: alone, each is served faster than
+/// among the others, so its stream ends well before the shared runs' `duration`.
+const CLOSED_LOOP: &str = r#"
+[sim]
+block_size = 4096
+interval = "1s"
+warmup = 0.2
+duration = "10m"
+[[host]]
+name = "h"
+cache = "8MiB"
+[[server]]
+name = "s"
+cache = "16MiB"
+disk = "hdd"
+[[tenant]]
+name = "hot"
+synthetic = "zipf:alpha=1.0,objects=20000,requests=30000,seed=1"
+host = "h"
+servers = ["s"]
+depth = 4
+[[tenant]]
+name = "wide"
+synthetic = "zipf:alpha=0.6,objects=80000,requests=30000,seed=2"
+host = "h"
+servers = ["s"]
+depth = 4
+[[tenant]]
+name = "scan"
+synthetic = "scan:objects=500000,requests=30000,seed=3"
+host = "h"
+servers = ["s"]
+depth = 2
+"#;
+
+#[test]
+fn independent_counts_every_tenant_when_alone_runs_end_early() {
+    // The warm-up is a share of the run that served the tenant. Taken from the longest run
+    // (the shared ones), it swallowed whole alone runs: `independent` then reported 0
+    // requests for every tenant but the slowest, and its speedup came from that one alone.
+    let sc = scenario(CLOSED_LOOP);
+    let out = go(&sc, &["independent", "fair"]);
+    let alone = &out.summary.schemes["independent"];
+    let fair = &out.summary.schemes["fair"];
+    let iv = |scheme: &str, tenant: &str| {
+        out.rows
+            .iter()
+            .filter(|r| r.scheme == scheme && r.tenant == tenant && r.requests > 0)
+            .count()
+    };
+    for t in ["hot", "wide", "scan"] {
+        let (a, f) = (&alone.tenants[t], &fair.tenants[t]);
+        // Alone runs are shorter: that is the case this test is about.
+        assert!(
+            iv("independent", t) < iv("fair", t),
+            "{t}: not shorter alone"
+        );
+        // The counted share is the share of the tenant's own run (30 000 requests).
+        assert!(
+            a.requests > 30_000 * 6 / 10 && a.requests <= 30_000 * 9 / 10,
+            "{t}: {} requests counted alone",
+            a.requests
+        );
+        assert!(
+            a.mean_latency_ms > 0.0 && a.mean_latency_ms < f.mean_latency_ms,
+            "{t}"
+        );
+        assert!(
+            a.iops > f.iops,
+            "{t}: alone {} IOPS, fair {}",
+            a.iops,
+            f.iops
+        );
+    }
+    // Fair speedup averages every tenant's ratio; each alone is faster, so it is above 1
+    // and below the best single tenant's.
+    let best = ["hot", "wide", "scan"]
+        .iter()
+        .map(|t| fair.tenants[*t].mean_latency_ms / alone.tenants[*t].mean_latency_ms)
+        .fold(0.0, f64::max);
+    assert!(
+        alone.fair_speedup > 1.0 && alone.fair_speedup < best,
+        "{}",
+        alone.fair_speedup
+    );
+}
+
 #[test]
 fn mlms_and_lachesis_keep_the_slos_that_fair_meets() {
     // Degradation SLOs: fair meets them by definition; so must the schemes that plan for
