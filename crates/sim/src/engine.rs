@@ -18,6 +18,11 @@
 //! act as one LRU stack; with inclusive levels level 2 keeps what it reads. Write policies
 //! apply per level (see [`WritePolicy`]). Every cache is a `policy::BlockCache`, the same
 //! code as the single-cache simulator and the live node.
+//!
+//! Each interval the control step gets what the live controller gets from a node: per
+//! tenant the requests, writes, block lookups and hits per level, mean and p99 latency,
+//! the reads' and the writes' mean latency apart, the reads' service time per level, and
+//! one hit-ratio curve per candidate policy (SHARDS for LRU, phantom caches for the rest).
 
 use crate::device::Device;
 use crate::queue::{Scheduler, Station};
@@ -731,7 +736,10 @@ impl<'a> Engine<'a> {
                     miss_ms: c.kind_ms(Served::Disk),
                 },
                 curves,
-                ..Default::default()
+                writes: c.writes,
+                read_latency_ms: c.read_write_ms().map(|(r, _)| r),
+                write_latency_ms: c.read_write_ms().map(|(_, w)| w),
+                write_back: sc.l1_write == WritePolicy::WriteBack,
             });
             counters.push(c);
         }
@@ -794,6 +802,9 @@ impl<'a> Engine<'a> {
                 deviance: None,
                 migrations: c.migrations,
                 disk_blocks: c.disk_blocks,
+                writes: c.writes,
+                read_latency_ms: c.read_write_ms().map(|(r, _)| r),
+                write_latency_ms: c.read_write_ms().map(|(_, w)| w),
             });
         }
     }
@@ -1180,7 +1191,7 @@ impl<'a> Engine<'a> {
         rt.counters.l1_hits += l1_hits;
         rt.counters.l2_lookups += l2_lookups;
         rt.counters.l2_hits += l2_hits;
-        rt.counters.record(done - now, served);
+        rt.counters.record(done - now, write, served);
         done
     }
 

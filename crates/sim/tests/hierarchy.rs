@@ -297,6 +297,49 @@ fn independent_counts_every_tenant_when_alone_runs_end_early() {
 }
 
 #[test]
+fn writes_are_observed_apart_from_reads_as_the_live_node_reports_them() {
+    // A tenant of 30 % writes behind write-back caches: a write is absorbed by level 1
+    // (its latency is a level-1 hit's), a read that misses goes to level 2 or a disk. The
+    // control step gets the split, as the live controller does from a node.
+    let sc = scenario(
+        r#"
+[sim]
+block_size = 4096
+interval = "2s"
+warmup = 0.0
+duration = "20s"
+[[host]]
+name = "h"
+cache = "4MiB"
+[[server]]
+name = "s"
+cache = "8MiB"
+disk = "hdd"
+[[tenant]]
+name = "oltp"
+synthetic = "zipf:alpha=0.9,objects=20000,read=0.7,requests=1000000,seed=3"
+host = "h"
+servers = ["s"]
+depth = 2
+"#,
+    );
+    let out = go(&sc, &["fair"]);
+    let rows: Vec<_> = out.rows.iter().filter(|r| r.requests > 0).collect();
+    assert!(rows.len() >= 9, "{} intervals", rows.len());
+    for r in rows {
+        let share = r.writes as f64 / r.requests as f64;
+        assert!((share - 0.3).abs() < 0.05, "write share {share}");
+        let (read, write) = (r.read_latency_ms.unwrap(), r.write_latency_ms.unwrap());
+        // The mean is the mix of the two means.
+        let mix = (1.0 - share) * read + share * write;
+        assert!((mix - r.mean_latency_ms).abs() < 1e-6 * r.mean_latency_ms.max(1.0));
+        // Absorbed writes cost a memory access; reads pay for the misses.
+        assert!(write < 0.01, "write {write} ms");
+        assert!(read > 20.0 * write, "read {read} ms, write {write} ms");
+    }
+}
+
+#[test]
 fn mlms_and_lachesis_keep_the_slos_that_fair_meets() {
     // Degradation SLOs: fair meets them by definition; so must the schemes that plan for
     // them. `lachesis` keeps every one. MLMS's regression, refitted from the intervals
