@@ -2,14 +2,18 @@
 //! by priority class, then all spare space for fair speedup by the concave-hull optimiser.
 //!
 //! 1. Dedicated partitions are taken off the top.
-//! 2. For each active tenant with a latency target, its cheapest sufficient point: for
-//!    every level-1 size on a grid of its host (1/64 of the host), the smallest level-2
-//!    total meeting the target ([`crate::model::LatencyModel::min_c2`]); the point with the least
-//!    normalised cost `c1/C1 + c2/C2` wins (level-1 blocks on a small host are dear).
-//!    A target no point reaches is reported with the best latency the whole system gives.
+//! 2. For each active tenant with a latency target, its sufficient points: for every
+//!    level-1 size on a grid of its host (1/64 of the host), the smallest level-2 size per
+//!    server meeting the target; ranked by normalised cost `c1/C1 + c2/C2` (level-1
+//!    blocks on a small host are dear). A target no point reaches is reported with the
+//!    best latency the whole system gives.
 //! 3. Admission: dedicated first, then gold, silver, best effort; within a class the
-//!    smallest normalised need first; a tenant is admitted when its level-1 need fits its
-//!    host and `need/n` fits each of its `n` servers. The rest are reported with their need.
+//!    smallest normalised need first; each tenant at its cheapest point that fits its host
+//!    and each of its servers after those before it. If that leaves a tenant out, a second
+//!    pass takes for each tenant its cheapest point within its fair share at both levels
+//!    (where it has one), and is kept if it leaves fewer out: cheapest points can together
+//!    take more of one level than fair shares do, while fair share meets every degradation
+//!    SLO by definition. The tenants left out are reported with their need.
 //! 4. Floors ([`super::Floor`]): a warming tenant (a curve whose footprint still grows,
 //!    below the space it holds) keeps what it held, and a tenant whose writes wait for
 //!    write-back keeps its level 2 (its write buffer), beyond their SLO minimums while
@@ -82,8 +86,8 @@ pub fn allocate(inp: &Inputs) -> Sizes {
         out.l1_reason[i] = r.clone();
         out.l2_reason[i] = r;
     }
-    // SLO minimums.
-    let mut wants: Vec<(usize, u64, u64, f64)> = Vec::new(); // tenant, c1, c2 per server, cost
+    // SLO minimums: each tenant's sufficient points, admitted by class.
+    let mut wants: Vec<Want> = Vec::new();
     for i in (0..n).filter(|&i| !fixed[i]) {
         let Some(target) = inp.targets[i] else {
             continue;
@@ -99,7 +103,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             .unwrap_or(0);
         let g1 = (c1_cap / GRID).max(1);
         let g2 = (reach / GRID).max(1);
-        let mut best: Option<(u64, u64, f64)> = None;
+        let mut points: Vec<Point> = Vec::new();
         for k in 0..=c1_cap / g1 {
             let c1 = k * g1;
             // Per-server size x: the tenant's latency at (c1, x on each server).
@@ -120,60 +124,62 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             }
             let x = at(lo);
             let cost = c1 as f64 / c1_cap.max(1) as f64 + x as f64 / reach.max(1) as f64;
-            if best.map_or(true, |b| cost < b.2 - 1e-12) {
-                best = Some((c1, x, cost));
-            }
+            points.push(Point { c1, x, cost });
             if x == 0 {
                 break;
             }
         }
-        match best {
-            Some((c1, x, cost)) => wants.push((i, c1, x, cost)),
-            None => {
-                let all = vec![reach; ns as usize];
-                out.shortfalls.push(Shortfall {
-                    tenant: t.name.clone(),
-                    target_ms: target,
-                    predicted_ms: inp.latency(i, c1_cap, &all),
-                    reason: format!(
-                        "unreachable: even all of host `{}` and its servers give {:.3} ms",
-                        topo.hosts[t.host].name,
-                        inp.latency(i, c1_cap, &all)
-                    ),
-                });
-            }
+        if points.is_empty() {
+            let all = vec![reach; ns as usize];
+            out.shortfalls.push(Shortfall {
+                tenant: t.name.clone(),
+                target_ms: target,
+                predicted_ms: inp.latency(i, c1_cap, &all),
+                reason: format!(
+                    "unreachable: even all of host `{}` and its servers give {:.3} ms",
+                    topo.hosts[t.host].name,
+                    inp.latency(i, c1_cap, &all)
+                ),
+            });
+            continue;
         }
+        points.sort_by(|a, b| a.cost.total_cmp(&b.cost).then(a.c1.cmp(&b.c1)));
+        let fair = (out.l1[i], out.l2[i].iter().copied().min().unwrap_or(0));
+        wants.push(Want { i, points, fair });
     }
     wants.sort_by(|a, b| {
-        let (ta, tb) = (&topo.tenants[a.0], &topo.tenants[b.0]);
+        let (ta, tb) = (&topo.tenants[a.i], &topo.tenants[b.i]);
         ta.class
             .rank()
             .cmp(&tb.class.rank())
-            .then(a.3.total_cmp(&b.3))
-            .then(a.0.cmp(&b.0))
+            .then(a.points[0].cost.total_cmp(&b.points[0].cost))
+            .then(a.i.cmp(&b.i))
     });
-    for (i, c1, x, _) in wants {
-        let t = &topo.tenants[i];
-        let fits = c1 <= host_free[t.host] && t.servers.iter().all(|&s| x <= server_free[s]);
-        if fits {
-            host_free[t.host] -= c1;
-            for &s in &t.servers {
-                server_free[s] -= x;
-            }
-            min1[i] = c1;
-            min2[i] = x;
-        } else {
-            out.shortfalls.push(Shortfall {
-                tenant: t.name.clone(),
-                target_ms: inp.targets[i].unwrap_or(0.0),
-                predicted_ms: 0.0,
-                reason: format!(
-                    "not admitted: needs {c1} level-1 blocks and {x} on each of {} servers; \
-                     tenants of a higher class or smaller need took the room",
-                    t.servers.len()
-                ),
-            });
+    let mut admitted = admit(topo, &wants, &host_free, &server_free, false);
+    if !admitted.left_out.is_empty() {
+        let within_fair = admit(topo, &wants, &host_free, &server_free, true);
+        if within_fair.left_out.len() < admitted.left_out.len() {
+            admitted = within_fair;
         }
+    }
+    host_free = admitted.host_free;
+    server_free = admitted.server_free;
+    min1 = admitted.min1;
+    min2 = admitted.min2;
+    for &k in &admitted.left_out {
+        let w = &wants[k];
+        let t = &topo.tenants[w.i];
+        let Point { c1, x, .. } = w.points[0];
+        out.shortfalls.push(Shortfall {
+            tenant: t.name.clone(),
+            target_ms: inp.targets[w.i].unwrap_or(0.0),
+            predicted_ms: 0.0,
+            reason: format!(
+                "not admitted: needs {c1} level-1 blocks and {x} on each of {} servers; \
+                 tenants of a higher class or smaller need took the room",
+                t.servers.len()
+            ),
+        });
     }
     // Floors (warming tenants, write buffers) are kept beyond the SLO minimums while room
     // is left, in the order SLO minimums were admitted: the curves cannot price that space.
@@ -365,4 +371,85 @@ fn externality(
             }
         })
         .collect()
+}
+
+/// One sufficient point of a tenant: `c1` level-1 blocks and `x` on each of its servers
+/// meet its target; `cost` is `c1/C1 + x/X` (its host's and one server's capacity).
+#[derive(Clone, Copy, Debug)]
+struct Point {
+    c1: u64,
+    x: u64,
+    cost: f64,
+}
+
+/// A tenant with a latency target: its sufficient points, cheapest first (for each
+/// level-1 size on the grid, the least level-2 size that suffices), and its fair share
+/// `(level 1, level 2 per server)`.
+struct Want {
+    i: usize,
+    points: Vec<Point>,
+    fair: (u64, u64),
+}
+
+/// What an admission pass reserved, and the tenants (indices into the wants) it could not.
+struct Admission {
+    min1: Vec<u64>,
+    min2: Vec<u64>,
+    host_free: Vec<u64>,
+    server_free: Vec<u64>,
+    left_out: Vec<usize>,
+}
+
+/// Admits the wants in order, each at its cheapest sufficient point that fits the room the
+/// ones before it left. With `within_fair`, a tenant takes the cheapest point that does
+/// not exceed its fair share at either level when it has one. The first pass picks
+/// freely; when it leaves a tenant out, the second is tried: the cheapest points of
+/// tenants admitted first can take, between them, more of one level than their fair
+/// shares, and leave a later tenant no point that fits, although fair share itself meets
+/// every degradation SLO (by the model, within the margin). Points within fair shares fit
+/// together (less whatever dedicated partitions took beyond theirs), so when every tenant
+/// with a target has one — degradation SLOs always do — none is reported infeasible for
+/// the order the greedy pass went in.
+fn admit(
+    topo: &crate::topology::Topology,
+    wants: &[Want],
+    host_free: &[u64],
+    server_free: &[u64],
+    within_fair: bool,
+) -> Admission {
+    let n = topo.tenants.len();
+    let mut a = Admission {
+        min1: vec![0; n],
+        min2: vec![0; n],
+        host_free: host_free.to_vec(),
+        server_free: server_free.to_vec(),
+        left_out: Vec::new(),
+    };
+    for (k, w) in wants.iter().enumerate() {
+        let t = &topo.tenants[w.i];
+        let fits = |p: &Point| {
+            p.c1 <= a.host_free[t.host] && t.servers.iter().all(|&s| p.x <= a.server_free[s])
+        };
+        let within = |p: &Point| p.c1 <= w.fair.0 && p.x <= w.fair.1;
+        let pick = if within_fair {
+            w.points
+                .iter()
+                .find(|p| within(p) && fits(p))
+                .or_else(|| w.points.iter().find(|p| fits(p)))
+        } else {
+            w.points.iter().find(|p| fits(p))
+        };
+        match pick {
+            Some(p) => {
+                a.host_free[t.host] -= p.c1;
+                for &s in &t.servers {
+                    a.server_free[s] -= p.x;
+                }
+                a.min1[w.i] = p.c1;
+                a.min2[w.i] = p.x;
+            }
+            None => a.left_out.push(k),
+        }
+    }
+    a
 }

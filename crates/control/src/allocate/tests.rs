@@ -192,6 +192,41 @@ fn slos_that_cannot_all_fit_are_admitted_by_class() {
 }
 
 #[test]
+fn degradation_slos_that_fair_share_meets_are_all_admitted() {
+    // Two tenants, each alone on a small host (10 blocks), sharing one server (200). Each
+    // SLO allows 2 % over its latency at fair share (10 + 100 blocks). Level-1 blocks are
+    // dear on so small a host, so each tenant's cheapest sufficient point takes no level 1
+    // and 108 blocks of the server: the first admitted leaves the second 92, and every
+    // point of the second needs at least 96 there. Fair share meets both SLOs, so both
+    // must be admitted: each within its fair share.
+    let mut t = topo(vec![
+        tenant("a", 0, vec![0], Some(Slo::Degradation(0.02))),
+        tenant("b", 1, vec![0], Some(Slo::Degradation(0.02))),
+    ]);
+    t.hosts = vec![node("h1", 10), node("h2", 10)];
+    t.servers = vec![node("s1", 200)];
+    let models = vec![model(300), model(300)];
+    let active = [true; 2];
+    let (lat_fair, rates) = ([1.0; 2], [100.0; 2]);
+    let none = [None; 2];
+    let probe = inputs(&t, &models, &active, &none, &lat_fair, &rates);
+    let at_fair = probe.latency(0, 10, &[100]);
+    let targets = [Some(1.02 * at_fair); 2];
+    let inp = inputs(&t, &models, &active, &targets, &lat_fair, &rates);
+    let s = lachesis::allocate(&inp);
+    fits(&t, &s);
+    assert!(s.shortfalls.is_empty(), "{:?}", s.shortfalls);
+    for (i, target) in targets.iter().enumerate() {
+        let lat = inp.latency(i, s.l1[i], &s.l2[i]);
+        assert!(
+            lat <= target.unwrap() + 1e-9,
+            "tenant {i}: {lat} ms at {:?}, target {target:?}",
+            (s.l1[i], &s.l2[i]),
+        );
+    }
+}
+
+#[test]
 fn moirai_gives_space_where_hits_are_and_reserves_slo_minimums() {
     let t = topo(vec![
         tenant("small", 0, vec![0], None),
