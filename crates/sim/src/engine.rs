@@ -717,6 +717,7 @@ impl<'a> Engine<'a> {
                     });
                 }
             }
+            let split = c.read_write_ms();
             obs.tenants.push(TenantObservation {
                 requests: c.requests,
                 bytes: c.bytes,
@@ -737,8 +738,8 @@ impl<'a> Engine<'a> {
                 },
                 curves,
                 writes: c.writes,
-                read_latency_ms: c.read_write_ms().map(|(r, _)| r),
-                write_latency_ms: c.read_write_ms().map(|(_, w)| w),
+                read_latency_ms: split.map(|(r, _)| r),
+                write_latency_ms: split.map(|(_, w)| w),
                 write_back: sc.l1_write == WritePolicy::WriteBack,
             });
             counters.push(c);
@@ -777,6 +778,7 @@ impl<'a> Engine<'a> {
                 continue;
             }
             let tp = &self.plan.tenants[i];
+            let split = c.read_write_ms();
             rows.push(IntervalRow {
                 scheme: self.scheme.name.clone(),
                 interval: k,
@@ -803,8 +805,8 @@ impl<'a> Engine<'a> {
                 migrations: c.migrations,
                 disk_blocks: c.disk_blocks,
                 writes: c.writes,
-                read_latency_ms: c.read_write_ms().map(|(r, _)| r),
-                write_latency_ms: c.read_write_ms().map(|(_, w)| w),
+                read_latency_ms: split.map(|(r, _)| r),
+                write_latency_ms: split.map(|(_, w)| w),
             });
         }
     }
