@@ -169,8 +169,26 @@ impl HitRatioCurve {
         if size >= last.cache_size as f64 {
             return last.miss_ratio;
         }
-        // First point with cache_size > size.
-        let i = pts.partition_point(|p| (p.cache_size as f64) <= size);
+        // First point with cache_size > size: guessed from where `size` lies between the
+        // ends (the profilers' curves are on near-even grids, where the guess is that
+        // point or next to it), walked to from there, and binary-searched if the guess
+        // is more than a few points off. `pts[0] < size < last` bounds the walk.
+        let n = pts.len();
+        let (first, end) = (pts[0].cache_size as f64, last.cache_size as f64);
+        let guess = ((size - first) / (end - first) * (n - 1) as f64) as usize + 1;
+        let mut i = guess.clamp(1, n - 1);
+        let mut steps = 0;
+        while steps < 4 && pts[i - 1].cache_size as f64 > size {
+            i -= 1;
+            steps += 1;
+        }
+        while steps < 4 && pts[i].cache_size as f64 <= size {
+            i += 1;
+            steps += 1;
+        }
+        if !(pts[i - 1].cache_size as f64 <= size && size < pts[i].cache_size as f64) {
+            i = pts.partition_point(|p| (p.cache_size as f64) <= size);
+        }
         let (a, b) = (pts[i - 1], pts[i]);
         let t = (size - a.cache_size as f64) / (b.cache_size - a.cache_size) as f64;
         a.miss_ratio + t * (b.miss_ratio - a.miss_ratio)
@@ -285,6 +303,41 @@ impl HitRatioCurve {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    proptest! {
+        /// The guessed-then-walked bracket of `miss_ratio` is the binary search's, on
+        /// curves of any spacing (even grids, where the guess lands, and uneven ones).
+        #[test]
+        fn miss_ratio_brackets_as_a_binary_search_does(
+            gaps in proptest::collection::vec(1u64..5_000, 1..80),
+            skew in 0u32..3,
+            probes in proptest::collection::vec(0.0f64..1.2, 1..40),
+        ) {
+            let mut size = 0u64;
+            let mut pairs = vec![(0u64, 1.0f64)];
+            for (k, g) in gaps.iter().enumerate() {
+                size += g.pow(skew + 1) / 100u64.pow(skew) + 1;
+                pairs.push((size, 1.0 / (k as f64 + 2.0)));
+            }
+            let curve = HitRatioCurve::from_pairs(pairs.clone()).unwrap();
+            let pts = curve.points();
+            for p in probes {
+                let s = p * size as f64;
+                let expect = if s <= 0.0 {
+                    pts[0].miss_ratio
+                } else if s >= size as f64 {
+                    pts[pts.len() - 1].miss_ratio
+                } else {
+                    let i = pts.partition_point(|q| (q.cache_size as f64) <= s);
+                    let (a, b) = (pts[i - 1], pts[i]);
+                    let t = (s - a.cache_size as f64) / (b.cache_size - a.cache_size) as f64;
+                    a.miss_ratio + t * (b.miss_ratio - a.miss_ratio)
+                };
+                prop_assert_eq!(curve.miss_ratio(s).to_bits(), expect.to_bits(), "size {}", s);
+            }
+        }
+    }
 
     fn c(p: &[(u64, f64)]) -> HitRatioCurve {
         HitRatioCurve::from_pairs(p.iter().copied()).unwrap()

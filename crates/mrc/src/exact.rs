@@ -88,6 +88,13 @@ impl ExactStack {
         }
     }
 
+    /// Starts loading `key`'s slot in the last-access table, for a caller that knows its
+    /// keys some accesses ahead (changes nothing).
+    #[inline]
+    pub fn prefetch(&self, key: u64) {
+        self.last.prefetch(key);
+    }
+
     /// Like [`ExactStack::access`] without recording into the histogram (for samplers
     /// that weight and scale distances themselves).
     #[inline]

@@ -195,6 +195,16 @@ fn miss_ratios_of(
     let mut b = 0usize;
     let mut below = 0.0f64;
     for &s in sizes {
+        // In the exact region `lower(b + 1) = b + 1` (up to `LINEAR` itself), so the
+        // buckets wholly below `s` there are those before index `s`: summed without
+        // computing each bucket's bound.
+        let exact_end = len
+            .min(LINEAR as usize)
+            .min(usize::try_from(s).unwrap_or(usize::MAX));
+        while b < exact_end {
+            below += bucket(b);
+            b += 1;
+        }
         let s = s as f64;
         while b < len && lower(b + 1) <= s {
             below += bucket(b);

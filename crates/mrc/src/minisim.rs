@@ -19,10 +19,17 @@
 //! readers ([`MiniSim::miss_ratios`]) replay what is held first.
 
 use crate::shards::{sample_hash, threshold_for, MODULUS};
+use policy::dirmap::Hashed;
 use policy::{build, BlockCache, PolicyError};
 
 /// Sampled accesses held before they are replayed through the caches.
 pub const PENDING: usize = 64;
+
+/// How far ahead in the held keys [`MiniSim::flush`] starts loading a key's directory
+/// bucket, ...
+const BUCKET_AHEAD: usize = 8;
+/// ... and, later, its slot's policy metadata.
+const SLOT_AHEAD: usize = 4;
 
 /// Many scaled-down caches of one policy fed by one sampled stream.
 pub struct MiniSim {
@@ -127,9 +134,23 @@ impl MiniSim {
     #[inline(never)]
     pub fn flush(&mut self) {
         let caches = self.caches.iter_mut().zip(&mut self.misses);
+        let pending = &self.pending;
         for ((c, m), &t) in caches.zip(&self.thresholds) {
-            for &(key, h, weight) in &self.pending {
-                if h < t && !c.access(key, |_, _| {}).is_hit() {
+            // Software pipelining, as the replay of a whole trace does: the directory
+            // bucket of the key `BUCKET_AHEAD` places ahead, then (its bucket loaded by
+            // then) the policy metadata of the one `SLOT_AHEAD` ahead.
+            for (j, &(key, h, weight)) in pending.iter().enumerate() {
+                if let Some(&(ahead, ha, _)) = pending.get(j + BUCKET_AHEAD) {
+                    if ha < t {
+                        c.prefetch(Hashed::new(ahead));
+                    }
+                }
+                if let Some(&(ahead, ha, _)) = pending.get(j + SLOT_AHEAD) {
+                    if ha < t {
+                        c.prefetch_slot(Hashed::new(ahead));
+                    }
+                }
+                if h < t && !c.access_hashed(Hashed::new(key), |_, _| {}).is_hit() {
                     *m += weight;
                 }
             }

@@ -29,6 +29,10 @@ use crate::shards::ShardsFixedSize;
 use crate::MrcError;
 use policy::PolicyError;
 
+/// How many held sampled keys ahead a flush starts loading a key's table slot, so that
+/// slot's cache miss overlaps with the work on the keys in between.
+const FLUSH_AHEAD: usize = 8;
+
 /// Keys the smallest phantom's mini-cache holds when [`PHANTOM_MAX_RATE`] allows: the
 /// shared sampling rate of [`phantom_rates`] is this over the smallest size.
 pub const PHANTOM_TARGET_KEYS: f64 = 128.0;
@@ -201,7 +205,10 @@ impl OnlineProfiler {
     /// Does the SHARDS work of the held sampled accesses, in order (see the module docs).
     #[inline(never)]
     fn flush(&mut self) {
-        for &(key, h) in &self.pending {
+        for (j, &(key, h)) in self.pending.iter().enumerate() {
+            if let Some(&(ahead, _)) = self.pending.get(j + FLUSH_AHEAD) {
+                self.shards.prefetch_key(ahead);
+            }
             if let Some((d, w)) = self.shards.sample_counted(key, h) {
                 self.current.record(d, w);
             }

@@ -358,6 +358,13 @@ impl ShardsFixedSize {
         self.distinct.prefetch_hash(h);
     }
 
+    /// Starts loading what the sampled work of `key` ([`ShardsFixedSize::sample_counted`])
+    /// looks up first (its slot in the sample's last-access table); changes nothing.
+    #[inline]
+    pub fn prefetch_key(&self, key: u64) {
+        self.stack.prefetch(key);
+    }
+
     /// [`ShardsFixedSize::access`] for a caller that already has the key's
     /// [`sample_hash`] (one hash feeding several samplers, see
     /// [`crate::profiler::OnlineProfiler::record_hashed`]). `h` must be `sample_hash(key)`.

@@ -185,6 +185,7 @@ impl<P: EvictionPolicy> BlockCache<P> {
     pub fn prefetch_slot(&self, key: Hashed) -> Option<Slot> {
         let slot = self.dir.get_hashed(key).filter(|&v| v & GHOST == 0)?;
         self.policy.prefetch(slot);
+        self.prefetch_stamp(slot);
         Some(slot)
     }
 
@@ -235,6 +236,17 @@ impl<P: EvictionPolicy> BlockCache<P> {
                 self.dir.prefetch(Hashed::new(self.keys[v as usize]));
                 self.policy.prefetch(v);
             }
+        }
+        // The next insertion takes the victim's slot and stamps it.
+        self.prefetch_stamp(v);
+    }
+
+    /// Starts loading `slot`'s history stamp (a hit or an insertion into the slot writes
+    /// it), when the cache keeps history.
+    #[inline]
+    fn prefetch_stamp(&self, slot: Slot) {
+        if let Some(st) = self.stamps.as_ref() {
+            prefetch_at(st, slot as usize);
         }
     }
 

@@ -62,10 +62,12 @@ pub struct Station {
     /// Quanta: per class, the class-local time its queue frees.
     free: Vec<f64>,
     /// FIFO: reserved busy periods `(start, end)`, sorted, disjoint, adjacent ones merged.
-    /// A deque, not a tree: nearly every reservation extends or follows the last period,
-    /// the few that come out of order land near the end, and old periods leave from the
-    /// front.
-    calendar: std::collections::VecDeque<(f64, f64)>,
+    /// A flat vector, not a tree or a ring: nearly every reservation extends or follows
+    /// the last period, the few that come out of order land near the end, and
+    /// [`Station::forget_before`] drops the old periods from the front in one move every
+    /// so many events (the periods still ahead are few), so no reservation pays a ring's
+    /// index arithmetic.
+    calendar: Vec<(f64, f64)>,
     /// At most the end of the calendar's first period, so that the periodic
     /// [`Station::forget_before`] reads the deque's front (a cold cache line) only when
     /// a period may have ended.
@@ -95,7 +97,7 @@ impl Station {
         self.front_end = f64::NEG_INFINITY;
         self.free = match &scheduler {
             Scheduler::Fifo => {
-                self.calendar.push_back((now.max(0.0), latest));
+                self.calendar.push((now.max(0.0), latest));
                 vec![latest]
             }
             Scheduler::Weighted { weights } => {
@@ -185,13 +187,13 @@ impl Station {
         let cal = &mut self.calendar;
         // In order (the common case): no gap can open before the last busy period, so the
         // request starts at the later of its arrival and that period's end.
-        match cal.back_mut() {
+        match cal.last_mut() {
             Some(last) if last.0 <= arrival => {
                 let end = if arrival <= last.1 {
                     last.1 += service;
                     last.1
                 } else {
-                    cal.push_back((arrival, arrival + service));
+                    cal.push((arrival, arrival + service));
                     arrival + service
                 };
                 self.free[0] = self.free[0].max(end);
@@ -199,7 +201,7 @@ impl Station {
             }
             None => {
                 self.front_end = f64::NEG_INFINITY;
-                cal.push_back((arrival, arrival + service));
+                cal.push((arrival, arrival + service));
                 self.free[0] = self.free[0].max(arrival + service);
                 return arrival + service;
             }
@@ -212,7 +214,7 @@ impl Station {
         if first_after > 0 {
             at = at.max(cal[first_after - 1].1);
         }
-        for &(s, end) in cal.range(first_after..) {
+        for &(s, end) in &cal[first_after..] {
             if s - at >= service {
                 break;
             }
@@ -265,10 +267,10 @@ impl Station {
         if self.front_end >= now {
             return;
         }
-        while self.calendar.len() > 1 && self.calendar[0].1 < now {
-            self.calendar.pop_front();
-        }
-        self.front_end = self.calendar.front().map_or(f64::NEG_INFINITY, |p| p.1);
+        let ended = self.calendar.len().saturating_sub(1);
+        let drop = self.calendar[..ended].partition_point(|p| p.1 < now);
+        self.calendar.drain(..drop);
+        self.front_end = self.calendar.first().map_or(f64::NEG_INFINITY, |p| p.1);
     }
 
     /// Seconds of service reserved so far.
@@ -286,7 +288,7 @@ impl Station {
 /// found by galloping back from the end: out-of-order arrivals land near the end of the
 /// calendar, so this reads a few periods there instead of binary-searching the whole
 /// calendar (thousands of periods on a busy link, each probe a cache miss).
-fn first_starting_after(cal: &std::collections::VecDeque<(f64, f64)>, t: f64) -> usize {
+fn first_starting_after(cal: &[(f64, f64)], t: f64) -> usize {
     let mut hi = cal.len();
     let mut step = 1;
     let mut lo = 0;
@@ -533,14 +535,13 @@ mod tests {
 
     #[test]
     fn galloping_search_matches_partition_point() {
-        let cal: std::collections::VecDeque<(f64, f64)> =
-            (0..300).map(|k| (k as f64, k as f64 + 0.5)).collect();
+        let cal: Vec<(f64, f64)> = (0..300).map(|k| (k as f64, k as f64 + 0.5)).collect();
         for len in [0, 1, 2, 3, 7, 64, 300] {
-            let c: std::collections::VecDeque<(f64, f64)> = cal.iter().copied().take(len).collect();
+            let c = &cal[..len];
             for x in 0..700 {
                 let t = x as f64 / 2.0 - 1.25;
                 assert_eq!(
-                    first_starting_after(&c, t),
+                    first_starting_after(c, t),
                     c.partition_point(|p| p.0 <= t),
                     "len {len} t {t}"
                 );
