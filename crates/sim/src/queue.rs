@@ -69,7 +69,7 @@ pub struct Station {
     /// index arithmetic.
     calendar: Vec<(f64, f64)>,
     /// At most the end of the calendar's first period, so that the periodic
-    /// [`Station::forget_before`] reads the deque's front (a cold cache line) only when
+    /// [`Station::forget_before`] reads the calendar's front (a cold cache line) only when
     /// a period may have ended.
     front_end: f64,
     busy: f64,
