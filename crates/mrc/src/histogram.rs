@@ -70,6 +70,15 @@ impl DistanceHistogram {
         }
     }
 
+    /// Starts loading the bucket [`DistanceHistogram::record`] of `d` adds to, when it
+    /// exists; changes nothing.
+    #[inline]
+    pub fn prefetch(&self, d: Option<u64>) {
+        if let Some(d) = d {
+            policy::prefetch::prefetch_at(&self.buckets, bucket_of(d));
+        }
+    }
+
     /// Total weight recorded.
     pub fn total(&self) -> f64 {
         self.total

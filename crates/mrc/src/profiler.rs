@@ -149,6 +149,8 @@ pub struct OnlineProfiler {
     /// Sampled `(key, hash)` whose SHARDS work is not done yet (at most [`PENDING`]),
     /// all of the current window.
     pending: Vec<(u64, u64)>,
+    /// The held keys' scaled distances and weights during a flush (kept for its buffer).
+    distances: Vec<(Option<u64>, f64)>,
 }
 
 impl OnlineProfiler {
@@ -164,6 +166,7 @@ impl OnlineProfiler {
             previous_accesses: 0,
             phantoms: None,
             pending: Vec::with_capacity(PENDING),
+            distances: Vec::with_capacity(PENDING),
         }
     }
 
@@ -205,14 +208,30 @@ impl OnlineProfiler {
     /// Does the SHARDS work of the held sampled accesses, in order (see the module docs).
     #[inline(never)]
     fn flush(&mut self) {
+        // First every held key's stack work in order (its table slot loaded some keys
+        // ahead), then the distances into both histograms in the same order, each
+        // histogram's bucket loaded some distances ahead: the buckets are spread over
+        // tables larger than the core's caches, and a distance is known only once its
+        // stack work is done.
+        let mut distances = std::mem::take(&mut self.distances);
+        distances.clear();
         for (j, &(key, h)) in self.pending.iter().enumerate() {
             if let Some(&(ahead, _)) = self.pending.get(j + FLUSH_AHEAD) {
                 self.shards.prefetch_key(ahead);
             }
-            if let Some((d, w)) = self.shards.sample_counted(key, h) {
-                self.current.record(d, w);
+            if let Some(dw) = self.shards.sample_counted_unrecorded(key, h) {
+                distances.push(dw);
             }
         }
+        for (j, &(d, w)) in distances.iter().enumerate() {
+            if let Some(&(ahead, _)) = distances.get(j + FLUSH_AHEAD) {
+                self.shards.prefetch_record(ahead);
+                self.current.prefetch(ahead);
+            }
+            self.shards.record_sampled(d, w);
+            self.current.record(d, w);
+        }
+        self.distances = distances;
         self.pending.clear();
     }
 

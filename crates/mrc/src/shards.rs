@@ -403,6 +403,32 @@ impl ShardsFixedSize {
         self.sampled(key, h, 1.0)
     }
 
+    /// [`ShardsFixedSize::sample_counted`] that leaves the distance out of this sampler's
+    /// histogram: the caller passes what it returns to [`ShardsFixedSize::record_sampled`]
+    /// later, in the same order, before it reads anything from this sampler (a batch then
+    /// computes its distances first and records them with their buckets loaded ahead).
+    #[inline]
+    pub fn sample_counted_unrecorded(&mut self, key: u64, h: u64) -> Option<(Option<u64>, f64)> {
+        debug_assert_eq!(h, sample_hash(key));
+        if h >= self.threshold {
+            return None;
+        }
+        self.sampled_distance(key, h, 1.0)
+    }
+
+    /// Records a distance [`ShardsFixedSize::sample_counted_unrecorded`] returned.
+    #[inline]
+    pub fn record_sampled(&mut self, d: Option<u64>, weight: f64) {
+        self.hist.record(d, weight);
+    }
+
+    /// Starts loading the histogram bucket [`ShardsFixedSize::record_sampled`] of `d`
+    /// adds to; changes nothing.
+    #[inline]
+    pub fn prefetch_record(&self, d: Option<u64>) {
+        self.hist.prefetch(d);
+    }
+
     /// Records one access counting `weight` (bytes, for byte-weighted curves).
     #[inline]
     pub fn access_weighted(&mut self, key: u64, weight: f64) -> Option<(Option<u64>, f64)> {
@@ -420,6 +446,14 @@ impl ShardsFixedSize {
     /// inlines into the caller's loop.
     #[inline(never)]
     fn sampled(&mut self, key: u64, h: u64, weight: f64) -> Option<(Option<u64>, f64)> {
+        let (scaled, w) = self.sampled_distance(key, h, weight)?;
+        self.hist.record(scaled, w);
+        Some((scaled, w))
+    }
+
+    /// [`ShardsFixedSize::sampled`] without recording into the histogram.
+    #[inline(never)]
+    fn sampled_distance(&mut self, key: u64, h: u64, weight: f64) -> Option<(Option<u64>, f64)> {
         if !self.stack.contains(key) {
             self.heap.push((h, key));
             if self.heap.len() > self.s_max {
@@ -444,7 +478,6 @@ impl ShardsFixedSize {
             self.sample.new_key(inv);
         }
         let scaled = d.map(|d| (d as f64 * inv) as u64);
-        self.hist.record(scaled, weight * inv);
         Some((scaled, weight * inv))
     }
 
