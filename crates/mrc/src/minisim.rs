@@ -28,8 +28,10 @@ pub const PENDING: usize = 64;
 /// How far ahead in the held keys [`MiniSim::flush`] starts loading a key's directory
 /// bucket, ...
 const BUCKET_AHEAD: usize = 8;
-/// ... and, later, its slot's policy metadata.
+/// ... later, its slot's policy metadata ...
 const SLOT_AHEAD: usize = 4;
+/// ... and last the neighbours a hit or an eviction relinks.
+const NEIGHBOURS_AHEAD: usize = 2;
 
 /// Many scaled-down caches of one policy fed by one sampled stream.
 pub struct MiniSim {
@@ -138,7 +140,8 @@ impl MiniSim {
         for ((c, m), &t) in caches.zip(&self.thresholds) {
             // Software pipelining, as the replay of a whole trace does: the directory
             // bucket of the key `BUCKET_AHEAD` places ahead, then (its bucket loaded by
-            // then) the policy metadata of the one `SLOT_AHEAD` ahead.
+            // then) the policy metadata of the one `SLOT_AHEAD` ahead, then the
+            // neighbours of the one `NEIGHBOURS_AHEAD` ahead.
             for (j, &(key, h, weight)) in pending.iter().enumerate() {
                 if let Some(&(ahead, ha, _)) = pending.get(j + BUCKET_AHEAD) {
                     if ha < t {
@@ -148,6 +151,13 @@ impl MiniSim {
                 if let Some(&(ahead, ha, _)) = pending.get(j + SLOT_AHEAD) {
                     if ha < t {
                         c.prefetch_slot(Hashed::new(ahead));
+                    }
+                }
+                if let Some(&(ahead, ha, _)) = pending.get(j + NEIGHBOURS_AHEAD) {
+                    if ha < t {
+                        if let Some(slot) = c.prefetch_slot(Hashed::new(ahead)) {
+                            c.prefetch_neighbours(slot);
+                        }
                     }
                 }
                 if h < t && !c.access_hashed(Hashed::new(key), |_, _| {}).is_hit() {
