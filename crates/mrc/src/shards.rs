@@ -396,11 +396,9 @@ impl ShardsFixedSize {
     /// `sample_hash(key)`.
     #[inline]
     pub fn sample_counted(&mut self, key: u64, h: u64) -> Option<(Option<u64>, f64)> {
-        debug_assert_eq!(h, sample_hash(key));
-        if h >= self.threshold {
-            return None;
-        }
-        self.sampled(key, h, 1.0)
+        let (d, w) = self.sample_counted_unrecorded(key, h)?;
+        self.record_sampled(d, w);
+        Some((d, w))
     }
 
     /// [`ShardsFixedSize::sample_counted`] that leaves the distance out of this sampler's
