@@ -320,7 +320,7 @@ mod tests {
                 size += g.pow(skew + 1) / 100u64.pow(skew) + 1;
                 pairs.push((size, 1.0 / (k as f64 + 2.0)));
             }
-            let curve = HitRatioCurve::from_pairs(pairs.clone()).unwrap();
+            let curve = HitRatioCurve::from_pairs(pairs).unwrap();
             let pts = curve.points();
             for p in probes {
                 let s = p * size as f64;

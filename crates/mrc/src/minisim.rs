@@ -45,7 +45,7 @@ pub struct MiniSim {
     caches: Vec<BlockCache>,
     misses: Vec<f64>,
     /// Sampled `(key, hash, weight)` not yet replayed (at most [`PENDING`]).
-    pending: Vec<(u64, u64, f64)>,
+    pending: Vec<(Hashed, u64, f64)>,
     sampled: u64,
     accesses: u64,
     weight: f64,
@@ -116,7 +116,8 @@ impl MiniSim {
             return;
         }
         self.sampled += 1;
-        self.pending.push((key, h, weight));
+        // The directory hash is taken once here, not once per cache and prefetch stage.
+        self.pending.push((Hashed::new(key), h, weight));
         if self.pending.len() >= PENDING {
             self.flush();
         }
@@ -145,22 +146,22 @@ impl MiniSim {
             for (j, &(key, h, weight)) in pending.iter().enumerate() {
                 if let Some(&(ahead, ha, _)) = pending.get(j + BUCKET_AHEAD) {
                     if ha < t {
-                        c.prefetch(Hashed::new(ahead));
+                        c.prefetch(ahead);
                     }
                 }
                 if let Some(&(ahead, ha, _)) = pending.get(j + SLOT_AHEAD) {
                     if ha < t {
-                        c.prefetch_slot(Hashed::new(ahead));
+                        c.prefetch_slot(ahead);
                     }
                 }
                 if let Some(&(ahead, ha, _)) = pending.get(j + NEIGHBOURS_AHEAD) {
                     if ha < t {
-                        if let Some(slot) = c.prefetch_slot(Hashed::new(ahead)) {
+                        if let Some(slot) = c.prefetch_slot(ahead) {
                             c.prefetch_neighbours(slot);
                         }
                     }
                 }
-                if h < t && !c.access_hashed(Hashed::new(key), |_, _| {}).is_hit() {
+                if h < t && !c.access_hashed(key, |_, _| {}).is_hit() {
                     *m += weight;
                 }
             }
