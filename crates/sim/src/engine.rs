@@ -187,6 +187,12 @@ struct TenantRun {
     issued: u64,
     first_time: Option<u64>,
     last_arrival: f64,
+    /// Open loops: when the request the tenant's next event issues was due (it is issued
+    /// later when `max_in_flight` requests are outstanding).
+    due: f64,
+    /// Open loops: the completion times (`f64` bits) of the requests still outstanding
+    /// when the last one was issued, at most `max_in_flight`, earliest on top.
+    in_flight: BinaryHeap<Reverse<u64>>,
     rng: StdRng,
     profiler: Option<OnlineProfiler>,
     phantoms: Vec<(String, PhantomCaches)>,
@@ -362,6 +368,8 @@ impl<'a> Engine<'a> {
                 issued: 0,
                 first_time: None,
                 last_arrival: t.start,
+                due: t.start,
+                in_flight: BinaryHeap::new(),
                 rng: StdRng::seed_from_u64(seed ^ (0xA5A5 + i as u64)),
                 profiler: profiled.then(|| OnlineProfiler::new(8192, 200_000)),
                 phantoms,
@@ -549,7 +557,8 @@ impl<'a> Engine<'a> {
                 }
                 _ => {
                     if let Some(t) = self.next_arrival(i)? {
-                        heap.push(Reverse((t.to_bits(), i as u32, 0)));
+                        let at = self.issue_when_due(i, t);
+                        heap.push(Reverse((at.to_bits(), i as u32, 0)));
                     }
                 }
             }
@@ -611,7 +620,11 @@ impl<'a> Engine<'a> {
                 continue;
             };
             self.prefetch_ahead(i);
-            let done = self.serve(i, t, &req);
+            let due = match sc.tenants[i].pacing {
+                Pacing::Depth(_) => t,
+                _ => self.tenants[i].as_ref().expect("active").due,
+            };
+            let done = self.serve(i, t, due, &req);
             total += 1;
             if total % FORGET_EVERY == 0 {
                 self.forget_before(t);
@@ -632,7 +645,12 @@ impl<'a> Engine<'a> {
                     *top = Reverse((next.to_bits(), i as u32, slot));
                 }
                 _ => match self.next_arrival(i)? {
-                    Some(next) => *top = Reverse((next.to_bits(), i as u32, 0)),
+                    Some(next) => {
+                        let rt = self.tenants[i].as_mut().expect("active");
+                        rt.in_flight.push(Reverse(done.max(t).to_bits()));
+                        let at = self.issue_when_due(i, next);
+                        *top = Reverse((at.to_bits(), i as u32, 0));
+                    }
                     None => {
                         PeekMut::pop(top);
                     }
@@ -666,6 +684,7 @@ impl<'a> Engine<'a> {
                 &row,
                 &mut rows,
             );
+            row.iter_mut().for_each(Counters::seal);
             intervals.push(row);
         }
         progress(1.0);
@@ -754,6 +773,7 @@ impl<'a> Engine<'a> {
             obs.tiers.push(TierObservation { hits, migrations });
         }
         self.rows_for(intervals.len() as u64, boundary, len, &counters, rows);
+        counters.iter_mut().for_each(Counters::seal);
         intervals.push(counters);
         let plan = self
             .controller
@@ -858,6 +878,27 @@ impl<'a> Engine<'a> {
         let r = rt.buf[rt.pos];
         rt.pos += 1;
         Ok(Some(r))
+    }
+
+    /// When open-loop tenant `i` issues its request due at `due`: then, unless
+    /// `max_in_flight` requests are still outstanding, else when the earliest of them
+    /// completes (the client's queue depth; the request's latency counts from `due`).
+    fn issue_when_due(&mut self, i: usize, due: f64) -> f64 {
+        let cap = self.sc.tenants[i].max_in_flight.max(1) as usize;
+        let rt = self.tenants[i].as_mut().expect("active");
+        rt.due = due;
+        while rt
+            .in_flight
+            .peek()
+            .is_some_and(|&Reverse(c)| f64::from_bits(c) <= due)
+        {
+            rt.in_flight.pop();
+        }
+        if rt.in_flight.len() < cap {
+            return due;
+        }
+        let Reverse(earliest) = rt.in_flight.pop().expect("full");
+        f64::from_bits(earliest)
     }
 
     /// The arrival time of tenant `i`'s next request (open loops), or `None` at the end.
@@ -971,8 +1012,9 @@ impl<'a> Engine<'a> {
         }
     }
 
-    /// Carries one request through the hierarchy; returns its completion time.
-    fn serve(&mut self, i: usize, now: f64, req: &Request) -> f64 {
+    /// Carries one request, issued at `now` and due at `due` (its latency counts from
+    /// then), through the hierarchy; returns its completion time.
+    fn serve(&mut self, i: usize, now: f64, due: f64, req: &Request) -> f64 {
         let sc = self.sc;
         let spec = &sc.tenants[i];
         let bs = sc.block_size;
@@ -1193,7 +1235,7 @@ impl<'a> Engine<'a> {
         rt.counters.l1_hits += l1_hits;
         rt.counters.l2_lookups += l2_lookups;
         rt.counters.l2_hits += l2_hits;
-        rt.counters.record(done - now, write, served);
+        rt.counters.record(done - due, write, served);
         done
     }
 

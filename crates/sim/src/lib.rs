@@ -6,7 +6,8 @@
 //! step called every enforcement interval — the same step the live controller runs.
 //!
 //! * [`scenario`] — the TOML scenario file, resolved and checked;
-//! * [`device`], [`queue`] — service times and contention;
+//! * [`device`], [`queue`] — service times and contention (a FIFO queue's busy periods in
+//!   the private `calendar` module);
 //! * [`engine`] — one scheme's run;
 //! * [`run`](mod@run) — every scheme of a scenario in parallel, SLOs judged after the fact,
 //!   the summary;
@@ -17,6 +18,7 @@
 //! (`policy`), curves (`mrc`). Deterministic for a seed: every random choice comes from a
 //! generator seeded by the scenario, and schemes do not share state.
 
+mod calendar;
 pub mod claims;
 pub mod device;
 pub mod engine;

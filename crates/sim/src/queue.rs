@@ -32,6 +32,7 @@
 //!   queue that advances only inside its own slices, so a class gets exactly its share of
 //!   the device whatever the others do, and not more: idle slices are not lent.
 
+use crate::calendar::Calendar;
 use crate::device::Device;
 
 /// How a station orders its requests.
@@ -61,17 +62,8 @@ pub struct Station {
     /// FIFO: when the server frees. Weighted: per class, when its queue drains.
     /// Quanta: per class, the class-local time its queue frees.
     free: Vec<f64>,
-    /// FIFO: reserved busy periods `(start, end)`, sorted, disjoint, adjacent ones merged.
-    /// A flat vector, not a tree or a ring: nearly every reservation extends or follows
-    /// the last period, the few that come out of order land near the end, and
-    /// [`Station::forget_before`] drops the old periods from the front in one move every
-    /// so many events (the periods still ahead are few), so no reservation pays a ring's
-    /// index arithmetic.
-    calendar: Vec<(f64, f64)>,
-    /// At most the end of the calendar's first period, so that the periodic
-    /// [`Station::forget_before`] reads the calendar's front (a cold cache line) only when
-    /// a period may have ended.
-    front_end: f64,
+    /// FIFO: reserved busy periods, and the booking into them ([`Calendar`]).
+    calendar: Calendar,
     busy: f64,
     ops: u64,
 }
@@ -83,8 +75,7 @@ impl Station {
             device,
             scheduler: Scheduler::Fifo,
             free: vec![0.0],
-            calendar: Default::default(),
-            front_end: f64::NEG_INFINITY,
+            calendar: Calendar::default(),
             busy: 0.0,
             ops: 0,
         }
@@ -93,11 +84,9 @@ impl Station {
     /// Sets the scheduler (proportions from the controller); queues restart from `now`.
     pub fn set_scheduler(&mut self, scheduler: Scheduler, now: f64) {
         let latest = self.free.iter().copied().fold(now, f64::max);
-        self.calendar.clear();
-        self.front_end = f64::NEG_INFINITY;
         self.free = match &scheduler {
             Scheduler::Fifo => {
-                self.calendar.push((now.max(0.0), latest));
+                self.calendar.reset_to(now.max(0.0), latest);
                 vec![latest]
             }
             Scheduler::Weighted { weights } => {
@@ -183,77 +172,9 @@ impl Station {
 
     /// FIFO by arrival: the earliest idle gap at or after `arrival` that fits `service`.
     fn fifo(&mut self, arrival: f64, service: f64) -> f64 {
-        let arrival = arrival.max(0.0);
-        let cal = &mut self.calendar;
-        // In order (the common case): no gap can open before the last busy period, so the
-        // request starts at the later of its arrival and that period's end.
-        match cal.last_mut() {
-            Some(last) if last.0 <= arrival => {
-                let end = if arrival <= last.1 {
-                    last.1 += service;
-                    last.1
-                } else {
-                    cal.push((arrival, arrival + service));
-                    arrival + service
-                };
-                self.free[0] = self.free[0].max(end);
-                return end;
-            }
-            None => {
-                self.front_end = f64::NEG_INFINITY;
-                cal.push((arrival, arrival + service));
-                self.free[0] = self.free[0].max(arrival + service);
-                return arrival + service;
-            }
-            Some(_) => {}
-        }
-        // Out of order: start after the period under way at `arrival`, then skip every
-        // later period until a gap fits.
-        let first_after = first_starting_after(cal, arrival);
-        let mut at = arrival;
-        if first_after > 0 {
-            at = at.max(cal[first_after - 1].1);
-        }
-        for &(s, end) in &cal[first_after..] {
-            if s - at >= service {
-                break;
-            }
-            at = at.max(end);
-        }
-        let (mut start, mut end) = (at, at + service);
-        // Merge with the period ending at `start` and the one starting at `end`. Every
-        // period before `first_after` starts at or before `arrival <= start`, so the first
-        // one starting after `start` is found by walking on from there over the periods
-        // the gap search just skipped.
-        let mut k = first_after;
-        while k < cal.len() && cal[k].0 <= start {
-            k += 1;
-        }
-        let merge_before = k > 0 && cal[k - 1].1 >= start;
-        if merge_before {
-            start = cal[k - 1].0;
-            end = end.max(cal[k - 1].1);
-        }
-        let merge_after = k < cal.len() && cal[k].0 <= end;
-        if merge_after {
-            end = end.max(cal[k].1);
-        }
-        match (merge_before, merge_after) {
-            (true, true) => {
-                cal[k - 1] = (start, end);
-                cal.remove(k);
-            }
-            (true, false) => cal[k - 1] = (start, end),
-            (false, true) => cal[k] = (start, end),
-            (false, false) => {
-                if k == 0 {
-                    self.front_end = self.front_end.min(end);
-                }
-                cal.insert(k, (start, end));
-            }
-        }
-        self.free[0] = self.free[0].max(end);
-        at + service
+        let (done, period_end) = self.calendar.book(arrival.max(0.0), service);
+        self.free[0] = self.free[0].max(period_end);
+        done
     }
 
     /// Drops the busy periods that ended before `now` (keeping the last one). The engine
@@ -264,13 +185,7 @@ impl Station {
     /// busy disk arrives at the link after later requests, which then found the link's
     /// earlier periods forgotten).
     pub fn forget_before(&mut self, now: f64) {
-        if self.front_end >= now {
-            return;
-        }
-        let ended = self.calendar.len().saturating_sub(1);
-        let drop = self.calendar[..ended].partition_point(|p| p.1 < now);
-        self.calendar.drain(..drop);
-        self.front_end = self.calendar.first().map_or(f64::NEG_INFINITY, |p| p.1);
+        self.calendar.forget_before(now);
     }
 
     /// Seconds of service reserved so far.
@@ -282,36 +197,6 @@ impl Station {
     pub fn ops(&self) -> u64 {
         self.ops
     }
-}
-
-/// The index of the first busy period starting after `t` (`partition_point(|p| p.0 <= t)`),
-/// found by galloping back from the end: out-of-order arrivals land near the end of the
-/// calendar, so this reads a few periods there instead of binary-searching the whole
-/// calendar (thousands of periods on a busy link, each probe a cache miss).
-fn first_starting_after(cal: &[(f64, f64)], t: f64) -> usize {
-    let mut hi = cal.len();
-    let mut step = 1;
-    let mut lo = 0;
-    while step <= hi {
-        let probe = hi - step;
-        if cal[probe].0 > t {
-            hi = probe;
-            step *= 2;
-        } else {
-            lo = probe + 1;
-            break;
-        }
-    }
-    // Periods before `lo` start at or before `t`, those from `hi` on after it.
-    while lo < hi {
-        let mid = lo + (hi - lo) / 2;
-        if cal[mid].0 <= t {
-            lo = mid + 1;
-        } else {
-            hi = mid;
-        }
-    }
-    lo
 }
 
 /// Non-finite or non-positive weights become a hundredth of the smallest positive one.
@@ -531,22 +416,6 @@ mod tests {
         }
         assert!(keeps.calendar.len() > 5_000, "{}", keeps.calendar.len());
         assert!(longest < keeps.calendar.len() / 4, "{longest}");
-    }
-
-    #[test]
-    fn galloping_search_matches_partition_point() {
-        let cal: Vec<(f64, f64)> = (0..300).map(|k| (k as f64, k as f64 + 0.5)).collect();
-        for len in [0, 1, 2, 3, 7, 64, 300] {
-            let c = &cal[..len];
-            for x in 0..700 {
-                let t = x as f64 / 2.0 - 1.25;
-                assert_eq!(
-                    first_starting_after(c, t),
-                    c.partition_point(|p| p.0 <= t),
-                    "len {len} t {t}"
-                );
-            }
-        }
     }
 
     #[test]

@@ -30,6 +30,8 @@
 //! slo = { degradation = 0.05 }   # or { latency_ms = 2.0 } / { iops = 5000 } / { mbps = 40 }
 //! rate = 2000                 # optional: issue at this many requests/s (Poisson)
 //! depth = 8                   # optional: closed loop with this many in flight
+//! max_in_flight = 256         # optional, open loops (rate or timestamps): the client's
+//!                             # queue depth; a request due while it is full waits
 //! ```
 //!
 //! Sizes take any unit `units::parse_bytes` reads. Unknown keys are errors. [`Scenario::load`] resolves names to indices and checks every
@@ -266,6 +268,8 @@ struct TenantSection {
     #[serde(default)]
     speed: Option<f64>,
     #[serde(default)]
+    max_in_flight: Option<u32>,
+    #[serde(default)]
     requests: Option<u64>,
     #[serde(default)]
     start: Option<Seconds>,
@@ -286,6 +290,12 @@ pub enum Workload {
     /// A synthetic workload spec (`trace::synth` grammar).
     Synthetic(String),
 }
+
+/// An open-loop tenant's queue depth when its scenario gives none (`max_in_flight`), as a
+/// host's block layer queues a device's requests: an open loop the system cannot keep up
+/// with waits at its client, instead of booking every device for minutes ahead (the
+/// simulator's memory and time would then grow with the run's length).
+pub const DEFAULT_MAX_IN_FLIGHT: u32 = 256;
 
 /// How a tenant paces its requests.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -357,6 +367,11 @@ pub struct TenantSpec {
     pub class: Class,
     /// Pacing.
     pub pacing: Pacing,
+    /// Open loops: at most this many requests in flight (the client's queue depth). A
+    /// request due while that many are outstanding is issued when the earliest of them
+    /// completes, and its latency counts from when it was due, so a client that falls
+    /// behind sees its whole wait. A closed loop's is its depth.
+    pub max_in_flight: u32,
     /// At most this many requests.
     pub requests: Option<u64>,
     /// Simulated time of its first request (seconds).
@@ -744,6 +759,17 @@ impl Scenario {
                     ))
                 }
             };
+            let max_in_flight = match (pacing, t.max_in_flight) {
+                (Pacing::Depth(d), None) => d,
+                (Pacing::Depth(_), Some(_)) => {
+                    return Err(err(
+                        key("max_in_flight"),
+                        "a closed loop keeps `depth` requests in flight; give one of them".into(),
+                    ))
+                }
+                (_, Some(0)) => return Err(err(key("max_in_flight"), "must be at least 1".into())),
+                (_, m) => m.unwrap_or(DEFAULT_MAX_IN_FLIGHT),
+            };
             tenants.push(TenantSpec {
                 name: t.name.clone(),
                 workload,
@@ -753,6 +779,7 @@ impl Scenario {
                 slo: t.slo,
                 class,
                 pacing,
+                max_in_flight,
                 requests: t.requests,
                 start: t.start.map_or(0.0, |s| s.0),
                 idle: match t.idle {
@@ -1068,6 +1095,17 @@ slo = { degradation = 0.05 }
         assert_eq!(s.tenants[0].slo, Some(Slo::Degradation(0.05)));
         assert_eq!(s.interval, 30.0);
         assert!(matches!(s.servers[0].disk, DeviceSpec::Hdd { rpm, .. } if rpm == 7200.0));
+        // An open loop (at the trace's timestamps here) gets the default queue depth.
+        assert_eq!(s.tenants[0].max_in_flight, DEFAULT_MAX_IN_FLIGHT);
+        let capped = OK.replace(
+            "host = \"h1\"\nservers",
+            "rate = 50\nmax_in_flight = 8\nhost = \"h1\"\nservers",
+        );
+        let s = parse(&capped).unwrap();
+        assert_eq!(
+            (s.tenants[0].pacing, s.tenants[0].max_in_flight),
+            (Pacing::Rate(50.0), 8)
+        );
     }
 
     #[test]
@@ -1107,6 +1145,22 @@ slo = { degradation = 0.05 }
                 OK.replace("rpm = 7200", "rpm = 0"),
                 "server \"s1\".disk",
                 "rpm",
+            ),
+            (
+                OK.replace(
+                    "host = \"h1\"\nservers",
+                    "depth = 4\nmax_in_flight = 8\nhost = \"h1\"\nservers",
+                ),
+                "tenant \"db\".max_in_flight",
+                "depth",
+            ),
+            (
+                OK.replace(
+                    "host = \"h1\"\nservers",
+                    "rate = 100\nmax_in_flight = 0\nhost = \"h1\"\nservers",
+                ),
+                "tenant \"db\".max_in_flight",
+                "at least 1",
             ),
         ];
         for (text, key, reason) in cases {

@@ -393,6 +393,65 @@ fn an_impossible_slo_is_reported_and_the_run_goes_on() {
     assert_eq!(out.summary.requests, 360_000);
 }
 
+/// One tenant paced by `pacing` (`rate = N` or `depth = N`), random reads over 40 GB,
+/// through caches of 1 MiB, to one HDD, for ten simulated minutes.
+fn paced(pacing: &str) -> Scenario {
+    scenario(&format!(
+        r#"
+[sim]
+block_size = "4KiB"
+interval = "10s"
+warmup = 0.0
+duration = "10m"
+[[host]]
+name = "h"
+cache = "1MiB"
+[[server]]
+name = "s"
+cache = "1MiB"
+disk = "hdd"
+[[tenant]]
+name = "t"
+synthetic = "zipf:alpha=0.1,objects=10000000,requests=5000000,seed=3"
+host = "h"
+servers = ["s"]
+{pacing}
+"#
+    ))
+}
+
+#[test]
+fn an_open_loop_the_disk_cannot_keep_up_with_waits_at_its_client() {
+    // 2,000 requests/s against one HDD (a few hundred random reads/s): the disk sets the
+    // pace, as it does for a closed loop that keeps it busy, at most `max_in_flight`
+    // requests are outstanding, and the wait before issue counts in each request's
+    // latency. The run stays quick: before the queue depth, every request was booked on
+    // the links for minutes ahead, and ten minutes took minutes.
+    let busy = go(&paced("depth = 32"), &["fair"]);
+    let disk_pace = busy.summary.schemes["fair"].tenants["t"].requests as f64 / 600.0;
+    assert!(
+        (100.0..400.0).contains(&disk_pace),
+        "{disk_pace} requests/s"
+    );
+    let started = std::time::Instant::now();
+    let over = go(&paced("rate = 2000"), &["fair"]);
+    let elapsed = started.elapsed().as_secs_f64();
+    let t = &over.summary.schemes["fair"].tenants["t"];
+    let iops = t.requests as f64 / 600.0;
+    assert!(
+        (iops / disk_pace - 1.0).abs() < 0.1,
+        "{iops} against {disk_pace}"
+    );
+    assert!(t.mean_latency_ms > 60_000.0, "{} ms", t.mean_latency_ms);
+    assert!(elapsed < 30.0, "{elapsed} s");
+    // Below the disk's pace nothing waits at the client: every due request is served.
+    let under = go(&paced("rate = 40"), &["fair"]);
+    let t = &under.summary.schemes["fair"].tenants["t"];
+    let iops = t.requests as f64 / 600.0;
+    assert!((iops / 40.0 - 1.0).abs() < 0.05, "{iops} requests/s");
+    assert!(t.mean_latency_ms < 100.0, "{} ms", t.mean_latency_ms);
+}
+
 #[test]
 fn the_same_seed_gives_the_same_run() {
     let mut sc = three("slo = { latency_ms = 1.0 }", "");
