@@ -4,8 +4,11 @@
 //!
 //! Time advances from request to request: the tenants' next issue times sit in a heap,
 //! and each request is carried through the hierarchy when it is issued, reserving time at
-//! every station it passes ([`crate::queue`]), so its completion is known at once; closed
-//! loops issue their next request at that completion. Work that nobody waits for —
+//! every station it passes ([`crate::queue`]), so its completion is known at once. Closed
+//! loops issue their next request at that completion; open loops (a rate or the trace's
+//! timestamps) issue theirs when it is due, or, with `max_in_flight` requests
+//! outstanding, when the earliest of them completes (its latency counts from when it was
+//! due). Work that nobody waits for —
 //! demotions, write-backs of dirty evictions, hot-tier migrations — is reserved on the
 //! stations too, so it delays the requests behind it.
 //!
