@@ -900,8 +900,9 @@ impl<'a> Engine<'a> {
         if rt.in_flight.len() < cap {
             return due;
         }
-        let Reverse(earliest) = rt.in_flight.pop().expect("full");
-        f64::from_bits(earliest)
+        rt.in_flight
+            .pop()
+            .map_or(due, |Reverse(earliest)| f64::from_bits(earliest))
     }
 
     /// The arrival time of tenant `i`'s next request (open loops), or `None` at the end.
