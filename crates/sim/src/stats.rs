@@ -200,7 +200,7 @@ impl Counters {
 
 /// A tenant's latencies in one interval: the full histogram while it records, then only
 /// the recorded buckets ([`Counters::seal`]).
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 struct Latencies {
     /// The full histogram, `None` once sealed.
     full: Option<Box<Histogram<u64>>>,
