@@ -42,11 +42,16 @@ impl Calendar {
         self.buf.len() - self.head
     }
 
-    /// Forgets every period, then holds only `(start, end)`.
-    pub(crate) fn reset_to(&mut self, start: f64, end: f64) {
+    /// Forgets every period.
+    pub(crate) fn clear(&mut self) {
         self.buf.clear();
         self.head = 0;
         self.front_end = f64::NEG_INFINITY;
+    }
+
+    /// Forgets every period, then holds only `(start, end)`.
+    pub(crate) fn reset_to(&mut self, start: f64, end: f64) {
+        self.clear();
         self.buf.push((start, end));
     }
 

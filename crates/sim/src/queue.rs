@@ -84,6 +84,7 @@ impl Station {
     /// Sets the scheduler (proportions from the controller); queues restart from `now`.
     pub fn set_scheduler(&mut self, scheduler: Scheduler, now: f64) {
         let latest = self.free.iter().copied().fold(now, f64::max);
+        self.calendar.clear();
         self.free = match &scheduler {
             Scheduler::Fifo => {
                 self.calendar.reset_to(now.max(0.0), latest);
