@@ -215,18 +215,27 @@ fn print_tables(out: &sim::RunOutput) {
         s.scenario, s.requests, s.seconds
     );
     println!(
-        "{:<16} {:>8} {:>10} {:>10} {:>7} {:>7} {:>7} {:>11}",
-        "scheme", "speedup", "mean ms", "p99 ms", "SLO x", "L1 hit", "L2 hit", "M req/cpu-s"
+        "{:<16} {:>8} {:>10} {:>10} {:>7} {:>8} {:>7} {:>7} {:>11}",
+        "scheme",
+        "speedup",
+        "mean ms",
+        "p99 ms",
+        "SLO x",
+        "SLO met",
+        "L1 hit",
+        "L2 hit",
+        "M req/cpu-s"
     );
     for name in &out.order {
         let r = &s.schemes[name];
         println!(
-            "{:<16} {:>8.3} {:>10.3} {:>10.3} {:>7} {:>7.3} {:>7.3} {:>11.2}",
+            "{:<16} {:>8.3} {:>10.3} {:>10.3} {:>7} {:>7.1}% {:>7.3} {:>7.3} {:>11.2}",
             name,
             r.fair_speedup,
             r.mean_latency_ms,
             r.p99_latency_ms,
             r.slo_violations,
+            r.slo_met_share * 100.0,
             r.l1_hit_ratio,
             r.l2_hit_ratio,
             r.requests_per_cpu_second / 1e6
@@ -234,21 +243,25 @@ fn print_tables(out: &sim::RunOutput) {
     }
     println!();
     println!(
-        "{:<16} {:<12} {:>10} {:>10} {:>7} {:>7} {:>9}",
-        "scheme", "tenant", "mean ms", "p99 ms", "L1 hit", "L2 hit", "SLO met"
+        "{:<16} {:<12} {:>10} {:>10} {:>7} {:>7} {:>9} {:>10}",
+        "scheme", "tenant", "mean ms", "p99 ms", "L1 hit", "L2 hit", "SLO met", "infeasible"
     );
     for name in &out.order {
         for (t, r) in &s.schemes[name].tenants {
             println!(
-                "{:<16} {:<12} {:>10.3} {:>10.3} {:>7.3} {:>7.3} {:>9}",
+                "{:<16} {:<12} {:>10.3} {:>10.3} {:>7.3} {:>7.3} {:>9} {:>10}",
                 name,
                 t,
                 r.mean_latency_ms,
                 r.p99_latency_ms,
                 r.l1_hit_ratio,
                 r.l2_hit_ratio,
-                r.slo_met_share
-                    .map_or("-".to_string(), |x| format!("{:.0}%", x * 100.0))
+                match (r.slo_met_share, r.slo_unjudged) {
+                    (Some(x), _) => format!("{:.0}%", x * 100.0),
+                    (None, true) => "unjudged".to_string(),
+                    (None, false) => "-".to_string(),
+                },
+                r.infeasible_intervals
             );
         }
     }

@@ -3,6 +3,7 @@
 
 use crate::allocate::{self, Floor, Inputs, Sizes};
 use crate::bandwidth::BandwidthState;
+use crate::guard::{GuardState, Held, Limit};
 use crate::hysteresis::limit_moves;
 use crate::model::{latency_target, LatencyModel, WriteMix};
 use crate::observe::Observations;
@@ -49,6 +50,9 @@ pub struct TenantState {
     /// Intervals since that footprint last grew.
     #[serde(default)]
     pub footprint_still: u32,
+    /// The do-no-harm guard's memory of it ([`crate::guard`]).
+    #[serde(default)]
+    pub guard: GuardState,
 }
 
 /// Intervals a footprint may stand still before its tenant no longer counts as warming.
@@ -233,6 +237,7 @@ impl ControlState {
                 writes: None,
                 footprint: 0,
                 footprint_still: 0,
+                guard: GuardState::default(),
             })
             .collect();
         let keep = |nodes: &[crate::topology::Node], boost: &[Option<ThresholdState>]| {
@@ -346,6 +351,7 @@ impl Controller {
             lat_fair: &vec![1.0; n],
             rates: &vec![1.0; n],
             floors: &[],
+            guards: &[],
         };
         let lat_fair: Vec<f64> = (0..n)
             .map(|i| probe.latency(i, fair_all.l1[i], &fair_all.l2[i]))
@@ -371,6 +377,19 @@ impl Controller {
             .map(|i| idle_cfg.map_or(true, |c| self.state.tenants[i].idle < c.intervals))
             .collect();
         let floors = self.floors(&active);
+        let guarding = if self.scheme.guard {
+            guard(
+                topo,
+                &self.scheme,
+                &mut self.state,
+                &models,
+                &fair_all,
+                &active,
+                obs,
+            )
+        } else {
+            Guarding::default()
+        };
         let inp = Inputs {
             topo,
             models: &models,
@@ -380,6 +399,7 @@ impl Controller {
             lat_fair: &lat_fair,
             rates: &rates,
             floors: &floors,
+            guards: &guarding.floors,
         };
         let mut sizes = match self.scheme.allocation {
             Allocation::Alone | Allocation::Shared | Allocation::Fair => {
@@ -411,14 +431,32 @@ impl Controller {
                 sizes.l2_reason[i] = r;
             }
         }
+        guarding.apply(topo, &mut sizes, &fair_all);
         if let (Some(h), Some(prev)) = (self.scheme.hysteresis, self.state.previous.as_ref()) {
             if prev.layout == Layout::Partitioned {
-                let was = Previous::new(topo, prev, &self.state);
+                let mut was = Previous::new(topo, prev, &self.state);
+                // A guard's floor above what the tenant held is taken at once: its nodes
+                // are planned afresh, past hysteresis and pacing.
+                for (i, g) in guarding.floors.iter().enumerate() {
+                    let (Some(g), Some((l1, l2))) = (g, was.sizes(topo, i)) else {
+                        continue;
+                    };
+                    let t = &topo.tenants[i];
+                    if g.l1 > l1 {
+                        was.host_changed[t.host] = true;
+                    }
+                    for (k, &s) in t.servers.iter().enumerate() {
+                        if g.l2.get(k).is_some_and(|&v| v > l2[k]) {
+                            was.server_changed[s] = true;
+                        }
+                    }
+                }
                 let returned = (0..n).any(|i| {
                     self.state.tenants[i].idle == 0
                         && was.tenant[i].is_some_and(|tp| tp.l1.reason.is_idle())
                 });
                 let at_risk = returned
+                    || guarding.any_fallback()
                     || (0..n).any(|i| match targets[i] {
                         Some(t) => {
                             let o = &obs.tenants[i];
@@ -435,16 +473,18 @@ impl Controller {
                     // interval, at the nominal cost of a disk operation.
                     let per_block_s = topo.service.miss_ms.max(1e-6) / 1e3;
                     let budget = h.write_back_share * obs.seconds / per_block_s;
-                    // The share of what a shrink evicts that is dirty: the share of its
-                    // requests that write, where observed. Where not, all of an idle
-                    // tenant's blocks are taken to be (its reclaim delays no request of
-                    // its own), none of an active one's (its shrink is what the plan
-                    // needs now, and pacing it on a guess would hold its space from
-                    // tenants that gain from it).
+                    // The share of what a shrink evicts that is dirty. All of an idle
+                    // tenant's blocks are taken to be: its reclaim delays no request of
+                    // its own, and the blocks a write-back cache holds when its tenant
+                    // stops are dirty in a far larger share than its requests wrote
+                    // (every write since the last write-back). For an active one, the
+                    // share of its requests that write where observed, else none (its
+                    // shrink is what the plan needs now, and pacing it on a guess would
+                    // hold its space from tenants that gain from it).
                     let dirty: Vec<f64> = (0..n)
                         .map(|i| match self.state.tenants[i].writes {
+                            _ if !active[i] => 1.0,
                             Some(w) => w.share,
-                            None if !active[i] => 1.0,
                             None => 0.0,
                         })
                         .collect();
@@ -460,6 +500,15 @@ impl Controller {
         // Eviction policy per tenant.
         if let Some(cfg) = self.scheme.policy_choice.clone() {
             for (i, tp) in plan.tenants.iter_mut().enumerate() {
+                if guarding.floors.get(i).is_some_and(Option::is_some) {
+                    // Guarded: the fair scheme's policy, and SOPA starts afresh once the
+                    // guard lets go.
+                    self.state.tenants[i].choice = ChoiceState::default();
+                    tp.eviction = baseline_policy(&self.scheme);
+                    tp.eviction_reason =
+                        "do no harm: the fair scheme's policy while held at fair share".into();
+                    continue;
+                }
                 let size = (tp.l1.size + tp.l2_total()) as f64;
                 let (p, why) = self.state.tenants[i]
                     .choice
@@ -788,6 +837,7 @@ impl Controller {
             lat_fair,
             rates: &active.iter().map(|_| 1.0).collect::<Vec<_>>(),
             floors: &[],
+            guards: &[],
         };
         let mut infeasible = sizes.shortfalls.clone();
         let reported: std::collections::HashSet<&str> =
@@ -976,6 +1026,146 @@ impl<'a> Previous<'a> {
             .collect::<Option<Vec<u64>>>()?;
         Some((l1, l2))
     }
+}
+
+/// What the do-no-harm guard ([`crate::guard`]) decided this interval.
+#[derive(Default)]
+struct Guarding {
+    /// Per tenant, its floor (its fair share) while the guard holds it there.
+    floors: Vec<Option<Floor>>,
+    /// Per host, the guarded tenant for whom every tenant on it falls back to its fair
+    /// share there.
+    hosts: Vec<Option<usize>>,
+    /// Per server, the same.
+    servers: Vec<Option<usize>>,
+}
+
+impl Guarding {
+    /// Whether any node falls back.
+    fn any_fallback(&self) -> bool {
+        self.hosts.iter().chain(&self.servers).any(Option::is_some)
+    }
+
+    /// Sets every tenant on a node that falls back to its fair share there.
+    fn apply(&self, topo: &Topology, sizes: &mut Sizes, fair: &Sizes) {
+        let place = topo.placement();
+        let why = |j: usize| Reason::Guarded {
+            why: format!("node held at fair share for `{}`", topo.tenants[j].name),
+        };
+        for (h, members) in place.hosts.iter().enumerate() {
+            let Some(j) = self.hosts.get(h).copied().flatten() else {
+                continue;
+            };
+            for &i in members {
+                if sizes.l1[i] != fair.l1[i] {
+                    sizes.l1[i] = fair.l1[i];
+                    sizes.l1_reason[i] = why(j);
+                }
+            }
+        }
+        for (s, members) in place.servers.iter().enumerate() {
+            let Some(j) = self.servers.get(s).copied().flatten() else {
+                continue;
+            };
+            for &(i, k) in members {
+                if sizes.l2[i][k] != fair.l2[i][k] {
+                    sizes.l2[i][k] = fair.l2[i][k];
+                    sizes.l2_reason[i] = why(j);
+                }
+            }
+        }
+    }
+}
+
+/// The guard's step for every tenant: only active tenants with a degradation or latency
+/// SLO are guarded. Updates each guarded tenant's [`GuardState`] from this interval's
+/// observation at the sizes and policy the previous plan gave it (and whether its
+/// neighbours held their fair shares), and returns the floors and the nodes that fall
+/// back to fair share.
+fn guard(
+    topo: &Topology,
+    scheme: &Scheme,
+    state: &mut ControlState,
+    models: &[LatencyModel],
+    fair: &Sizes,
+    active: &[bool],
+    obs: &Observations,
+) -> Guarding {
+    let baseline = baseline_policy(scheme);
+    let n = topo.tenants.len();
+    let place = topo.placement();
+    let mut held: Vec<Option<(u64, Vec<u64>, bool)>> = vec![None; n];
+    let mut host_at_fair = vec![false; topo.hosts.len()];
+    let mut server_at_fair = vec![false; topo.servers.len()];
+    if let Some(prev) = state
+        .previous
+        .as_ref()
+        .filter(|p| p.layout == Layout::Partitioned)
+    {
+        let was = Previous::new(topo, prev, state);
+        for (i, slot) in held.iter_mut().enumerate() {
+            *slot = was.sizes(topo, i).map(|(l1, l2)| {
+                let policy = was.tenant[i].is_some_and(|tp| tp.eviction == baseline);
+                (l1, l2, policy)
+            });
+        }
+        for (h, members) in place.hosts.iter().enumerate() {
+            host_at_fair[h] = members.iter().all(|&i| was.l1(topo, i) == Some(fair.l1[i]));
+        }
+        for (s, members) in place.servers.iter().enumerate() {
+            server_at_fair[s] = members
+                .iter()
+                .all(|&(i, k)| was.l2(topo, i, k) == Some(fair.l2[i][k]));
+        }
+    }
+    let mut out = Guarding {
+        floors: vec![None; n],
+        hosts: vec![None; topo.hosts.len()],
+        servers: vec![None; topo.servers.len()],
+    };
+    for i in 0..n {
+        let t = &topo.tenants[i];
+        let limit = match t.slo {
+            Some(Slo::Degradation(x)) => Limit::Degradation(x),
+            Some(Slo::LatencyMs(ms)) => Limit::LatencyMs(ms),
+            _ => continue,
+        };
+        if !active[i] {
+            continue;
+        }
+        let neighbours_at_fair =
+            host_at_fair[t.host] && t.servers.iter().all(|&s| server_at_fair[s]);
+        let sizes = held[i].as_ref().map(|(l1, l2, policy)| Held {
+            held: (*l1, l2),
+            fair: (fair.l1[i], &fair.l2[i]),
+            fair_policy: *policy,
+            neighbours_at_fair,
+        });
+        let st = &mut state.tenants[i].guard;
+        let verdict = crate::guard::step(st, limit, &models[i], sizes, &obs.tenants[i]);
+        if verdict.falls_back() {
+            out.hosts[t.host].get_or_insert(i);
+            for &s in &t.servers {
+                out.servers[s].get_or_insert(i);
+            }
+        }
+        out.floors[i] = verdict.why().map(|why| Floor {
+            l1: fair.l1[i],
+            l2: fair.l2[i].clone(),
+            reason: Reason::Guarded { why },
+        });
+    }
+    out
+}
+
+/// The eviction policy the fair scheme runs where `scheme` chooses none: its first
+/// candidate, or LRU.
+fn baseline_policy(scheme: &Scheme) -> String {
+    scheme
+        .policy_choice
+        .as_ref()
+        .and_then(|c| c.candidates.first().cloned())
+        .unwrap_or_else(|| "lru".into())
 }
 
 /// Applies hysteresis to `sizes` against the previous plan. A node is *changed* when its

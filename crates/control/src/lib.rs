@@ -12,28 +12,33 @@
 //! 1. observed service times, idleness and MLMS samples update the state;
 //! 2. each tenant's latency model ([`model`]) from its curve (of the policy it runs) and
 //!    service times; its latency target from its SLO ([`model::latency_target`]);
-//! 3. space ([`allocate`]): fair share, shared or alone baselines, MLMS, Moirai, or ours;
+//! 3. the do-no-harm guard ([`guard`], ours only): each tenant with a degradation or
+//!    latency SLO is held at its fair share (sizes and policy) until its latency there is
+//!    measured and its curve has earned trust, and every tenant on its nodes goes back to
+//!    fair share when a move is measured to hurt it;
+//! 4. space ([`allocate`]): fair share, shared or alone baselines, MLMS, Moirai, or ours;
 //!    idle tenants shrink to a floor and get space back when they return; with
 //!    [`Hysteresis::hold_floors`], ours keeps floors ([`allocate::Floor`]): a tenant whose
 //!    curve's footprint is still growing and below the space it holds keeps that space,
 //!    and one whose writes wait for write-back keeps its level 2;
-//! 4. hysteresis ([`hysteresis`]): move only for a real predicted gain or an SLO at risk,
+//! 5. hysteresis ([`hysteresis`]): move only for a real predicted gain or an SLO at risk,
 //!    and at most a share of each node per interval; a node whose capacity or tenants
 //!    changed since the previous plan is planned afresh at once; shrinks that evict dirty
 //!    blocks are paced so their write-backs fit [`Hysteresis::write_back_share`] of each
 //!    server's disk time per interval (a shrink's write-backs queue ahead of every
 //!    tenant on that disk);
-//! 5. eviction policy per partition by SOPA over the candidates' curves
+//! 6. eviction policy per partition by SOPA over the candidates' curves
 //!    ([`policy_choice`]);
-//! 6. bandwidth proportions by coordinated learning automata ([`bandwidth`]);
-//! 7. hot-tier thresholds by SANCACHE's rule (`lachesis_alloc::boost`);
-//! 8. SLOs predicted unmet are reported with each tenant's shortfall.
+//! 7. bandwidth proportions by coordinated learning automata ([`bandwidth`]);
+//! 8. hot-tier thresholds by SANCACHE's rule (`lachesis_alloc::boost`);
+//! 9. SLOs predicted unmet are reported with each tenant's shortfall.
 //!
 //! Owns: decisions. Does not own: sockets, clocks, storage, or how observations are made.
 
 pub mod allocate;
 pub mod bandwidth;
 mod controller;
+pub mod guard;
 pub mod hysteresis;
 pub mod model;
 pub mod observe;

@@ -58,6 +58,12 @@ pub enum Reason {
         /// The tenant's mean write latency (ms).
         write_ms: f64,
     },
+    /// Held at its fair share by the do-no-harm guard ([`crate::guard`]).
+    Guarded {
+        /// Why, in words: its curve has not earned trust, its latency at fair share is not
+        /// yet measured, or a move was measured to hurt it or a neighbour.
+        why: String,
+    },
     /// No requests for a while: shrunk to its floor until it returns.
     Idle {
         /// Intervals without requests.
@@ -74,6 +80,7 @@ impl fmt::Display for Reason {
         match self {
             Reason::FairShare => write!(f, "fair share"),
             Reason::Dedicated => write!(f, "dedicated"),
+            Reason::Guarded { why } => write!(f, "fair share (do no harm): {why}"),
             Reason::SloMinimum { target_ms } => write!(f, "SLO minimum for {target_ms:.3} ms"),
             Reason::Gain { per_block } => write!(f, "gain {per_block:.3e} per block"),
             Reason::Mlms => write!(f, "MLMS"),

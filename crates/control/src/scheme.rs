@@ -16,7 +16,7 @@
 //! | `mlms` | MLMS on both levels, regression model | — |
 //! | `moirai-utility` | hits maximised per node (hull optimiser) | idle reclamation |
 //! | `moirai-slo` | SLO minimums on level 1, then utility | idle reclamation |
-//! | `lachesis` | SLO minimums on both levels, then fair speedup by the hull optimiser | SOPA, boosting, hysteresis, idle |
+//! | `lachesis` | do-no-harm floors, SLO minimums on both levels, then fair speedup by the hull optimiser | SOPA, boosting, hysteresis, idle |
 
 use crate::ControlError;
 use lachesis_alloc::sopa::Costs;
@@ -216,6 +216,11 @@ pub struct Scheme {
     /// Idle reclamation, if on.
     #[serde(default)]
     pub idle: Option<Idle>,
+    /// The do-no-harm guard ([`crate::guard`]): tenants with a degradation SLO keep
+    /// their fair share until their curve has earned trust, and go back to it at once
+    /// when a smaller size is measured to miss the SLO.
+    #[serde(default)]
+    pub guard: bool,
 }
 
 /// The names [`Scheme::named`] knows, in report order.
@@ -241,6 +246,7 @@ impl Scheme {
             boost: false,
             hysteresis: None,
             idle: None,
+            guard: false,
         }
     }
 
@@ -274,6 +280,7 @@ impl Scheme {
                 boost: true,
                 hysteresis: Some(Hysteresis::default()),
                 idle: Some(Idle::default()),
+                guard: true,
                 ..Scheme::plain(name, Allocation::Lachesis)
             },
             _ => {

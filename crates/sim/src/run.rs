@@ -10,10 +10,12 @@
 //! sooner, so its `independent` run is shorter than the shared ones):
 //! * a tenant's interval meets its SLO when its mean latency is within the target (or
 //!   within `1 + degradation` of the fair scheme's mean latency in the same interval), or
-//!   its IOPS / bandwidth reaches the target; `slo_met_share` is the share of its
-//!   intervals with requests that met it;
-//! * `slo_violations` counts the tenants whose SLO fails over the whole counted period
-//!   (the same tests on the period's means);
+//!   its IOPS / bandwidth reaches the target; `slo_met_share` is the share of its counted
+//!   intervals with requests that met it (`null`, and the tenant *unjudged*, when none
+//!   was counted: never reported as met). Intervals whose plan called the tenant's SLO
+//!   infeasible are counted like any other, and their number is shown beside;
+//! * `slo_violations` counts the tenants with an SLO that met it in fewer than
+//!   [`SLO_COMPLIANCE`] of their counted intervals, or were never judged;
 //! * `fair_speedup` is `T / Σ mean_latency(scheme) / mean_latency(fair)` over the tenants.
 
 use crate::engine::{Engine, EngineResult};
@@ -26,6 +28,10 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
+
+/// Share of its counted intervals a tenant must meet its SLO in for the scheme not to
+/// count it as a violation.
+pub const SLO_COMPLIANCE: f64 = 0.95;
 
 /// How to run.
 #[derive(Clone, Debug, Default)]
@@ -51,8 +57,16 @@ pub struct TenantSummary {
     pub mean_latency_ms: f64,
     /// 99th percentile (ms).
     pub p99_latency_ms: f64,
-    /// Share of its intervals that met its SLO (`null` without one).
+    /// Share of its counted intervals that met its SLO (`null` without one, or when no
+    /// interval was judged).
     pub slo_met_share: Option<f64>,
+    /// Counted intervals its SLO was judged in (0 without an SLO).
+    pub slo_judged_intervals: u32,
+    /// It has an SLO and no counted interval to judge it in.
+    pub slo_unjudged: bool,
+    /// Counted intervals whose plan called its SLO infeasible (shown beside, never left
+    /// out of `slo_met_share`).
+    pub infeasible_intervals: u32,
     /// Requests per second over the counted period.
     pub iops: f64,
     /// Block hits at either level per level-1 lookup.
@@ -84,8 +98,14 @@ pub struct SchemeSummary {
     pub mean_latency_ms: f64,
     /// 99th percentile over all counted requests (ms).
     pub p99_latency_ms: f64,
-    /// Tenants whose SLO failed over the counted period.
+    /// Tenants with an SLO met in fewer than [`SLO_COMPLIANCE`] of their counted
+    /// intervals, or never judged.
     pub slo_violations: u32,
+    /// Share of the (tenant, counted interval) pairs with an SLO that met it (1 without
+    /// SLOs).
+    pub slo_met_share: f64,
+    /// Tenants with an SLO and no counted interval to judge it in.
+    pub slo_unjudged: u32,
     /// Intervals simulated.
     pub intervals: u64,
     /// Level-1 hit ratio over all tenants.
@@ -189,6 +209,23 @@ struct SchemeRun {
     wall: f64,
     cpu: f64,
     infeasible: u64,
+    /// Per interval, per tenant: whether the plan in force called its SLO infeasible.
+    infeasible_at: Vec<Vec<bool>>,
+}
+
+/// Per interval, per tenant, whether the plan in force then (the one made at the end of
+/// the interval before) reported the tenant's SLO as one it could not meet.
+fn infeasible_at(sc: &Scenario, r: &EngineResult) -> Vec<Vec<bool>> {
+    let mut at = vec![vec![false; sc.tenants.len()]; r.intervals.len()];
+    for (k, plan) in r.plans.iter().enumerate() {
+        let Some(row) = at.get_mut(k + 1) else { break };
+        for sf in &plan.infeasible {
+            if let Some(i) = sc.tenants.iter().position(|t| t.name == sf.tenant) {
+                row[i] = true;
+            }
+        }
+    }
+    at
 }
 
 /// Runs the scenario's schemes; `progress(job, label, fraction)` is called from worker
@@ -259,9 +296,11 @@ pub fn run(
             }
             let (r, wall, cpu) = results[j].take().expect("every job ran")?;
             let infeasible = r.plans.iter().filter(|p| !p.infeasible.is_empty()).count() as u64;
+            let infeasible_at = infeasible_at(sc, &r);
             match (&mut merged, only) {
                 (None, _) => {
                     merged = Some(SchemeRun {
+                        infeasible_at,
                         spans: vec![r.intervals.len(); sc.tenants.len()],
                         intervals: r.intervals,
                         rows: r.rows,
@@ -280,6 +319,13 @@ pub fn run(
                         });
                     }
                     m.spans[i] = r.intervals.len();
+                    if m.infeasible_at.len() < infeasible_at.len() {
+                        m.infeasible_at
+                            .resize_with(infeasible_at.len(), || vec![false; sc.tenants.len()]);
+                    }
+                    for (iv, row) in infeasible_at.into_iter().enumerate() {
+                        m.infeasible_at[iv][i] = row[i];
+                    }
                     for (iv, row) in r.intervals.into_iter().enumerate() {
                         if let Some(c) = row.into_iter().nth(i) {
                             m.intervals[iv][i] = c;
@@ -358,7 +404,6 @@ pub fn run(
         let mut total = Counters::default();
         let mut ratio_sum = 0.0;
         let mut ratio_n = 0usize;
-        let mut violations = 0;
         let mut iops = 0.0;
         for (i, t) in sc.tenants.iter().enumerate() {
             let c = counted(r, i);
@@ -368,11 +413,6 @@ pub fn run(
             if c.requests > 0 && fair_tot[i].requests > 0 {
                 ratio_sum += c.mean_ms() / fair_tot[i].mean_ms().max(1e-12);
                 ratio_n += 1;
-            }
-            if let Some(slo) = t.slo {
-                if meets(&slo, &c, &fair_tot[i], counted_secs) == Some(false) {
-                    violations += 1;
-                }
             }
             let sizes: Vec<u64> = r
                 .rows
@@ -401,6 +441,9 @@ pub fn run(
                     mean_latency_ms: c.mean_ms(),
                     p99_latency_ms: c.p99_ms(),
                     slo_met_share: None,
+                    slo_judged_intervals: 0,
+                    slo_unjudged: false,
+                    infeasible_intervals: 0,
                     iops: c.requests as f64 / counted_secs.max(1e-9),
                     hit_ratio: both_levels(&c),
                     tier_hits: c.tier_hits,
@@ -467,7 +510,9 @@ pub fn run(
                 },
                 mean_latency_ms: total.mean_ms(),
                 p99_latency_ms: total.p99_ms(),
-                slo_violations: violations,
+                slo_violations: 0,
+                slo_met_share: 1.0,
+                slo_unjudged: 0,
                 intervals: r.intervals.len() as u64,
                 l1_hit_ratio: total.l1_hit_ratio(),
                 l2_hit_ratio: total.l2_hit_ratio(),
@@ -508,10 +553,13 @@ pub fn run(
     for (k, name) in order.iter().enumerate() {
         let r = &mut runs[k];
         let summary = schemes.get_mut(name).expect("inserted");
+        let (mut pairs_met, mut pairs) = (0u64, 0u64);
+        let (mut violations, mut unjudged) = (0u32, 0u32);
         for (i, t) in sc.tenants.iter().enumerate() {
             let Some(slo) = t.slo else { continue };
-            let (mut met, mut judged) = (0u32, 0u32);
+            let (mut met, mut judged, mut infeasible) = (0u32, 0u32, 0u32);
             for iv in warm_of(r, i)..r.intervals.len() {
+                infeasible += r.infeasible_at.get(iv).is_some_and(|v| v[i]) as u32;
                 let c = &r.intervals[iv][i];
                 let f = fair_intervals
                     .get(iv)
@@ -523,12 +571,22 @@ pub fn run(
                     met += ok as u32;
                 }
             }
+            pairs_met += met as u64;
+            pairs += judged as u64;
+            let share = (judged > 0).then(|| met as f64 / judged as f64);
+            match share {
+                None => {
+                    unjudged += 1;
+                    violations += 1;
+                }
+                Some(s) if s < SLO_COMPLIANCE => violations += 1,
+                Some(_) => {}
+            }
             if let Some(ts) = summary.tenants.get_mut(&t.name) {
-                ts.slo_met_share = Some(if judged == 0 {
-                    1.0
-                } else {
-                    met as f64 / judged as f64
-                });
+                ts.slo_met_share = share;
+                ts.slo_judged_intervals = judged;
+                ts.slo_unjudged = judged == 0;
+                ts.infeasible_intervals = infeasible;
             }
             for row in r.rows.iter_mut().filter(|row| row.tenant == t.name) {
                 let iv = row.interval as usize;
@@ -555,6 +613,13 @@ pub fn run(
                 }
             }
         }
+        summary.slo_violations = violations;
+        summary.slo_unjudged = unjudged;
+        summary.slo_met_share = if pairs == 0 {
+            1.0
+        } else {
+            pairs_met as f64 / pairs as f64
+        };
         all_rows.append(&mut r.rows);
     }
     let fair = &runs[fair_k];

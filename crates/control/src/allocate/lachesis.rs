@@ -1,7 +1,9 @@
 //! Our allocation: SLO minimums on both levels from the two-level latency model, admitted
 //! by priority class, then all spare space for fair speedup by the concave-hull optimiser.
 //!
-//! 1. Dedicated partitions are taken off the top.
+//! 1. Dedicated partitions are taken off the top, then the do-no-harm floors
+//!    ([`crate::guard`]: a tenant with a degradation SLO whose curve has not earned trust,
+//!    or that a smaller size was measured to hurt, keeps its fair share).
 //! 2. For each active tenant with a latency target, its sufficient points: for every
 //!    level-1 size on a grid of its host (1/64 of the host), the smallest level-2 size per
 //!    server meeting the target; ranked by normalised cost `c1/C1 + c2/C2` (level-1
@@ -86,6 +88,25 @@ pub fn allocate(inp: &Inputs) -> Sizes {
         out.l1_reason[i] = r.clone();
         out.l2_reason[i] = r;
     }
+    // Do-no-harm floors (`crate::guard`) before anything else: each is at most the
+    // tenant's fair share, so they fit together beside the fixed partitions.
+    let mut g1 = vec![0u64; n];
+    let mut g2: Vec<Vec<u64>> = topo
+        .tenants
+        .iter()
+        .map(|t| vec![0; t.servers.len()])
+        .collect();
+    for i in (0..n).filter(|&i| !fixed[i]) {
+        let Some(g) = inp.guard(i) else { continue };
+        let t = &topo.tenants[i];
+        g1[i] = g.l1.min(host_free[t.host]);
+        host_free[t.host] -= g1[i];
+        for (k, &s) in t.servers.iter().enumerate() {
+            let v = g.l2.get(k).copied().unwrap_or(0).min(server_free[s]);
+            server_free[s] -= v;
+            g2[i][k] = v;
+        }
+    }
     // SLO minimums: each tenant's sufficient points, admitted by class.
     let mut wants: Vec<Want> = Vec::new();
     for i in (0..n).filter(|&i| !fixed[i]) {
@@ -155,9 +176,10 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             .then(a.points[0].cost.total_cmp(&b.points[0].cost))
             .then(a.i.cmp(&b.i))
     });
-    let mut admitted = admit(topo, &wants, &host_free, &server_free, false);
+    let guarded = Guarded { l1: &g1, l2: &g2 };
+    let mut admitted = admit(topo, &wants, &host_free, &server_free, &guarded, false);
     if !admitted.left_out.is_empty() {
-        let within_fair = admit(topo, &wants, &host_free, &server_free, true);
+        let within_fair = admit(topo, &wants, &host_free, &server_free, &guarded, true);
         if within_fair.left_out.len() < admitted.left_out.len() {
             admitted = within_fair;
         }
@@ -189,26 +211,51 @@ pub fn allocate(inp: &Inputs) -> Sizes {
         .filter_map(|i| Some((i, inp.floor(i)?)))
         .collect();
     floored.sort_by_key(|&(i, _)| (topo.tenants[i].class.rank(), i));
+    // (A guarded tenant's floor already holds its fair share: only what lies beyond the
+    // larger of the two is reserved here.)
     for (i, f) in floored {
         let t = &topo.tenants[i];
-        let a = f.l1.saturating_sub(min1[i]).min(host_free[t.host]);
+        let a =
+            f.l1.saturating_sub(min1[i].max(g1[i]))
+                .min(host_free[t.host]);
         host_free[t.host] -= a;
-        min1[i] += a;
-        let room = t.servers.iter().map(|&s| server_free[s]).min().unwrap_or(0);
+        min1[i] = min1[i].max(g1[i]) + a;
+        let room = t
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(k, &s)| server_free[s] + g2[i][k].saturating_sub(min2[i]))
+            .min()
+            .unwrap_or(0);
         let held2 = f.l2.iter().copied().min().unwrap_or(0);
         let b = held2.saturating_sub(min2[i]).min(room);
-        for &s in &t.servers {
-            server_free[s] -= b;
+        for (k, &s) in t.servers.iter().enumerate() {
+            // Of the b more blocks, those below the guard's floor were reserved already.
+            let new = (min2[i] + b).saturating_sub(g2[i][k].max(min2[i]));
+            server_free[s] -= new.min(server_free[s]);
         }
         min2[i] += b;
     }
+    // Each tenant's lower bound: its SLO minimum or floor, and at least its guard's.
+    let low1: Vec<u64> = (0..n).map(|i| min1[i].max(g1[i])).collect();
+    let low2: Vec<Vec<u64>> = (0..n)
+        .map(|i| g2[i].iter().map(|&g| g.max(min2[i])).collect())
+        .collect();
     let reason = |i: usize, size: u64, level1: bool, gain: f64| -> Reason {
         let (slo, min) = if level1 {
             (slo1[i], min1[i])
         } else {
             (slo2[i], min2[i])
         };
+        let guard = if level1 {
+            g1[i]
+        } else {
+            g2[i].iter().copied().max().unwrap_or(0)
+        };
         match (inp.targets[i], inp.floor(i)) {
+            _ if guard > 0 && size <= guard && guard >= slo => {
+                inp.guard(i).map_or(Reason::FairShare, |g| g.reason.clone())
+            }
             (Some(t), _) if slo > 0 && size <= slo => Reason::SloMinimum { target_ms: t },
             (_, Some(f)) if min > slo && size <= min => f.reason.clone(),
             _ => Reason::Gain { per_block: gain },
@@ -217,8 +264,8 @@ pub fn allocate(inp: &Inputs) -> Sizes {
     // Spare space: start from the minimums, then two rounds of coordinate descent.
     let fair = (out.l1.clone(), out.l2.clone());
     for i in (0..n).filter(|&i| !fixed[i]) {
-        out.l1[i] = min1[i];
-        out.l2[i] = vec![min2[i]; topo.tenants[i].servers.len()];
+        out.l1[i] = low1[i];
+        out.l2[i] = low2[i].clone();
     }
     let weight = |i: usize| topo.tenants[i].class.weight() / inp.lat_fair[i].max(1e-9);
     let mut ext = externality(inp, &place.servers, &fair.0, &fair.1, &weight);
@@ -271,7 +318,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
                     Item {
                         curve,
                         weight: base,
-                        min: min1[i],
+                        min: low1[i],
                     }
                 })
                 .collect();
@@ -315,7 +362,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
                     Item {
                         curve,
                         weight: base,
-                        min: min2[i],
+                        min: low2[i][k],
                     }
                 })
                 .collect();
@@ -410,11 +457,18 @@ struct Admission {
 /// together (less whatever dedicated partitions took beyond theirs), so when every tenant
 /// with a target has one — degradation SLOs always do — none is reported infeasible for
 /// the order the greedy pass went in.
+/// Do-no-harm floors already reserved, per tenant: level 1, and level 2 per server.
+struct Guarded<'a> {
+    l1: &'a [u64],
+    l2: &'a [Vec<u64>],
+}
+
 fn admit(
     topo: &crate::topology::Topology,
     wants: &[Want],
     host_free: &[u64],
     server_free: &[u64],
+    guarded: &Guarded,
     within_fair: bool,
 ) -> Admission {
     let n = topo.tenants.len();
@@ -427,8 +481,14 @@ fn admit(
     };
     for (k, w) in wants.iter().enumerate() {
         let t = &topo.tenants[w.i];
+        // What a point needs beyond the tenant's reserved guard floor.
+        let (g1, g2) = (guarded.l1[w.i], &guarded.l2[w.i]);
         let fits = |p: &Point| {
-            p.c1 <= a.host_free[t.host] && t.servers.iter().all(|&s| p.x <= a.server_free[s])
+            p.c1.saturating_sub(g1) <= a.host_free[t.host]
+                && t.servers
+                    .iter()
+                    .enumerate()
+                    .all(|(k, &s)| p.x.saturating_sub(g2[k]) <= a.server_free[s])
         };
         let within = |p: &Point| p.c1 <= w.fair.0 && p.x <= w.fair.1;
         let pick = if within_fair {
@@ -441,9 +501,9 @@ fn admit(
         };
         match pick {
             Some(p) => {
-                a.host_free[t.host] -= p.c1;
-                for &s in &t.servers {
-                    a.server_free[s] -= p.x;
+                a.host_free[t.host] -= p.c1.saturating_sub(g1);
+                for (k, &s) in t.servers.iter().enumerate() {
+                    a.server_free[s] -= p.x.saturating_sub(g2[k]);
                 }
                 a.min1[w.i] = p.c1;
                 a.min2[w.i] = p.x;

@@ -59,6 +59,9 @@ pub struct Inputs<'a> {
     /// Per tenant, a floor (empty: none has one); methods that honour floors
     /// ([`lachesis`]) leave it at least that while room is left.
     pub floors: &'a [Option<Floor>],
+    /// Per tenant, its do-no-harm floor (empty: none has one; see [`crate::guard`]);
+    /// methods that honour it ([`lachesis`]) reserve it before anything else.
+    pub guards: &'a [Option<Floor>],
 }
 
 /// A tenant's floor: sizes it held last interval that it keeps while room is left, and
@@ -75,6 +78,11 @@ pub struct Floor {
 }
 
 impl Inputs<'_> {
+    /// Tenant `i`'s do-no-harm floor, if it has one.
+    pub fn guard(&self, i: usize) -> Option<&Floor> {
+        self.guards.get(i).and_then(Option::as_ref)
+    }
+
     /// Tenant `i`'s floor, if it has one.
     pub fn floor(&self, i: usize) -> Option<&Floor> {
         self.floors.get(i).and_then(Option::as_ref)

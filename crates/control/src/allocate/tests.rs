@@ -128,6 +128,7 @@ fn inputs<'a>(
         lat_fair,
         rates,
         floors: &[],
+        guards: &[],
     }
 }
 
