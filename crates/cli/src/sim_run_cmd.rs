@@ -43,8 +43,13 @@ pub struct RunArgs {
     #[arg(long)]
     json: bool,
     /// Seed every random choice (devices, arrivals, synthetic workloads) from this.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "seeds")]
     seed: Option<u64>,
+    /// Run each scenario at several seeds (`1..5`, or `1,7,9`) and print each figure as
+    /// median and range and each claim as held at how many seeds; with `--out`, each
+    /// seed's results go to `seed-N/` and the spread to `spread.json`.
+    #[arg(long)]
+    seeds: Option<String>,
     /// Worker threads (default: one per core).
     #[arg(long, default_value_t = 0)]
     threads: usize,
@@ -71,110 +76,153 @@ fn run_scenarios(a: RunArgs) -> anyhow::Result<()> {
     } else {
         &a.scenarios
     };
+    let seeds: Vec<Option<u64>> = match &a.seeds {
+        Some(text) => sim::spread::parse_seeds(text)?
+            .into_iter()
+            .map(Some)
+            .collect(),
+        None => vec![a.seed],
+    };
     for path in paths {
-        let mut sc = if a.scenarios.is_empty() {
-            sim::Scenario::builtin()
-        } else {
-            sim::Scenario::load(path)?
-        };
-        if let Some(seed) = a.seed {
-            sc.reseed(seed);
-        }
-        if a.quick {
-            sc.quick();
-        }
-        let one = std::time::Instant::now();
-        let opts = sim::RunOptions {
-            schemes: a
-                .scheme
-                .as_ref()
-                .map(|s| s.split(',').map(|x| x.trim().to_string()).collect()),
-            threads: a.threads,
-        };
-        let bars = MultiProgress::new();
-        // Without a terminal the bars are hidden; a line per job and tenth done goes to
-        // stderr instead, so a long run in a log still shows where it is.
-        let lines = !a.json && !console_is_terminal();
-        if a.json || !console_is_terminal() {
-            bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
-        }
-        let tenths: std::sync::Mutex<Vec<i64>> = std::sync::Mutex::new(Vec::new());
-        let style = ProgressStyle::with_template("{prefix:>24} [{bar:30}] {percent:>3}% {elapsed}")
-            .expect("static template")
-            .progress_chars("=> ");
-        let made: std::sync::Mutex<Vec<Option<ProgressBar>>> = std::sync::Mutex::new(Vec::new());
-        let progress = |job: usize, label: &str, f: f64| {
-            let mut v = made.lock().expect("progress lock");
-            if v.len() <= job {
-                v.resize(job + 1, None);
+        let mut runs: Vec<(u64, sim::Summary)> = Vec::new();
+        for &seed in &seeds {
+            let mut sc = if a.scenarios.is_empty() {
+                sim::Scenario::builtin()
+            } else {
+                sim::Scenario::load(path)?
+            };
+            if let Some(seed) = seed {
+                sc.reseed(seed);
             }
-            let b = v[job].get_or_insert_with(|| {
-                let b = bars.add(ProgressBar::new(1000));
-                b.set_style(style.clone());
-                b.set_prefix(label.to_string());
-                b
-            });
-            b.set_position((f * 1000.0) as u64);
-            if lines {
-                let mut t = tenths.lock().expect("progress lock");
-                if t.len() <= job {
-                    t.resize(job + 1, -1);
+            if a.quick {
+                sc.quick();
+            }
+            let one = std::time::Instant::now();
+            let opts = sim::RunOptions {
+                schemes: a
+                    .scheme
+                    .as_ref()
+                    .map(|s| s.split(',').map(|x| x.trim().to_string()).collect()),
+                threads: a.threads,
+            };
+            let bars = MultiProgress::new();
+            // Without a terminal the bars are hidden; a line per job and tenth done goes to
+            // stderr instead, so a long run in a log still shows where it is.
+            let lines = !a.json && !console_is_terminal();
+            if a.json || !console_is_terminal() {
+                bars.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+            }
+            let tenths: std::sync::Mutex<Vec<i64>> = std::sync::Mutex::new(Vec::new());
+            let style =
+                ProgressStyle::with_template("{prefix:>24} [{bar:30}] {percent:>3}% {elapsed}")
+                    .expect("static template")
+                    .progress_chars("=> ");
+            let made: std::sync::Mutex<Vec<Option<ProgressBar>>> =
+                std::sync::Mutex::new(Vec::new());
+            let progress = |job: usize, label: &str, f: f64| {
+                let mut v = made.lock().expect("progress lock");
+                if v.len() <= job {
+                    v.resize(job + 1, None);
                 }
-                let tenth = (f * 10.0).floor() as i64;
-                if tenth > t[job] {
-                    t[job] = tenth;
+                let b = v[job].get_or_insert_with(|| {
+                    let b = bars.add(ProgressBar::new(1000));
+                    b.set_style(style.clone());
+                    b.set_prefix(label.to_string());
+                    b
+                });
+                b.set_position((f * 1000.0) as u64);
+                if lines {
+                    let mut t = tenths.lock().expect("progress lock");
+                    if t.len() <= job {
+                        t.resize(job + 1, -1);
+                    }
+                    let tenth = (f * 10.0).floor() as i64;
+                    if tenth > t[job] {
+                        t[job] = tenth;
+                        eprintln!(
+                            "{}: {label} {}% ({:.0} s)",
+                            sc.name,
+                            tenth * 10,
+                            one.elapsed().as_secs_f64()
+                        );
+                    }
+                }
+            };
+            let out = sim::run(&sc, &opts, &progress)
+                .with_context(|| format!("scenario {}", path.display()))?;
+            for b in made
+                .into_inner()
+                .expect("progress lock")
+                .into_iter()
+                .flatten()
+            {
+                b.finish_and_clear();
+            }
+            if let Some(dir) = &a.out {
+                let mut dir = if many {
+                    dir.join(&sc.name)
+                } else {
+                    dir.clone()
+                };
+                if let (true, Some(seed)) = (a.seeds.is_some(), seed) {
+                    dir = dir.join(format!("seed-{seed}"));
+                }
+                sim::report::write_dir(&dir, &out)?;
+                if !a.scenarios.is_empty() {
+                    // The scenario beside its results, for `lachesis report`.
+                    std::fs::copy(path, dir.join("scenario.toml")).with_context(|| {
+                        format!("copying {} into {}", path.display(), dir.display())
+                    })?;
+                } else {
+                    std::fs::write(dir.join("scenario.toml"), sim::scenario::BUILTIN)?;
+                }
+                if !a.json {
                     eprintln!(
-                        "{}: {label} {}% ({:.0} s)",
-                        sc.name,
-                        tenth * 10,
-                        one.elapsed().as_secs_f64()
+                        "wrote {}/{{intervals.csv,summary.json,*.png}}",
+                        dir.display()
                     );
                 }
             }
-        };
-        let out = sim::run(&sc, &opts, &progress)
-            .with_context(|| format!("scenario {}", path.display()))?;
-        for b in made
-            .into_inner()
-            .expect("progress lock")
-            .into_iter()
-            .flatten()
-        {
-            b.finish_and_clear();
-        }
-        if let Some(dir) = &a.out {
-            let dir = if many {
-                dir.join(&sc.name)
+            if a.seeds.is_some() {
+                if !a.json {
+                    eprintln!(
+                        "scenario {} seed {} took {:.1} s of wall-clock time",
+                        sc.name,
+                        seed.unwrap_or(0),
+                        one.elapsed().as_secs_f64()
+                    );
+                }
+                runs.push((seed.unwrap_or(0), out.summary));
+            } else if a.json {
+                println!("{}", serde_json::to_string_pretty(&out.summary)?);
             } else {
-                dir.clone()
-            };
-            sim::report::write_dir(&dir, &out)?;
-            if !a.scenarios.is_empty() {
-                // The scenario beside its results, for `lachesis report`.
-                std::fs::copy(path, dir.join("scenario.toml")).with_context(|| {
-                    format!("copying {} into {}", path.display(), dir.display())
-                })?;
-            } else {
-                std::fs::write(dir.join("scenario.toml"), sim::scenario::BUILTIN)?;
-            }
-            if !a.json {
-                eprintln!(
-                    "wrote {}/{{intervals.csv,summary.json,*.png}}",
-                    dir.display()
+                print_tables(&out);
+                print_claims(&out.summary.claims);
+                println!(
+                    "scenario {} took {:.1} s of wall-clock time{}\n",
+                    sc.name,
+                    one.elapsed().as_secs_f64(),
+                    if a.quick { " (quick form)" } else { "" }
                 );
             }
         }
-        if a.json {
-            println!("{}", serde_json::to_string_pretty(&out.summary)?);
-        } else {
-            print_tables(&out);
-            print_claims(&out.summary.claims);
-            println!(
-                "scenario {} took {:.1} s of wall-clock time{}\n",
-                sc.name,
-                one.elapsed().as_secs_f64(),
-                if a.quick { " (quick form)" } else { "" }
-            );
+        if a.seeds.is_some() {
+            let spread = sim::spread::spread(&runs);
+            if let Some(dir) = &a.out {
+                let dir = if many {
+                    dir.join(&spread.scenario)
+                } else {
+                    dir.clone()
+                };
+                let file = dir.join("spread.json");
+                std::fs::write(&file, serde_json::to_string_pretty(&spread)?)
+                    .with_context(|| format!("writing {}", file.display()))?;
+            }
+            if a.json {
+                println!("{}", serde_json::to_string_pretty(&spread)?);
+            } else {
+                print_spread(&spread);
+            }
         }
     }
     if !a.json && paths.len() > 1 {
@@ -185,6 +233,71 @@ fn run_scenarios(a: RunArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// A scenario over several seeds: each figure as median [min, max].
+fn print_spread(s: &sim::spread::Spread) {
+    let show =
+        |r: Option<sim::spread::Range>, p: usize| r.map_or("-".to_string(), |r| format!("{r:.p$}"));
+    println!(
+        "scenario {} at {} seeds ({}): median [min, max]",
+        s.scenario,
+        s.seeds.len(),
+        s.seeds
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    println!(
+        "{:<16} {:>24} {:>24} {:>18} {:>22}",
+        "scheme", "fair speedup", "mean ms", "SLO x", "SLO met"
+    );
+    for (name, r) in &s.schemes {
+        println!(
+            "{:<16} {:>24} {:>24} {:>18} {:>22}",
+            name,
+            show(r.fair_speedup, 3),
+            show(r.mean_latency_ms, 3),
+            show(r.slo_violations, 0),
+            show(r.slo_met_share, 3)
+        );
+    }
+    println!();
+    println!(
+        "{:<16} {:<12} {:>24} {:>22} {:>22}",
+        "scheme", "tenant", "mean ms", "vs fair", "SLO met"
+    );
+    for (name, r) in &s.schemes {
+        for (t, x) in &r.tenants {
+            let met = match (x.slo_met_share, x.unjudged_seeds) {
+                (m, 0) => show(m, 2),
+                (m, u) => format!("{} ({u} unjudged)", show(m, 2)),
+            };
+            println!(
+                "{:<16} {:<12} {:>24} {:>22} {:>22}",
+                name,
+                t,
+                show(x.mean_latency_ms, 3),
+                show(x.vs_fair, 3),
+                met
+            );
+        }
+    }
+    if !s.claims.is_empty() {
+        println!("claims:");
+        for c in &s.claims {
+            println!(
+                "  [holds at {} of {}] {}\n        paper: {}\n        rule:  {}",
+                c.holds_at.len(),
+                c.of,
+                c.name,
+                c.paper,
+                c.rule
+            );
+        }
+    }
+    println!();
 }
 
 fn print_claims(claims: &[sim::claims::Claim]) {

@@ -434,23 +434,7 @@ impl Controller {
         guarding.apply(topo, &mut sizes, &fair_all);
         if let (Some(h), Some(prev)) = (self.scheme.hysteresis, self.state.previous.as_ref()) {
             if prev.layout == Layout::Partitioned {
-                let mut was = Previous::new(topo, prev, &self.state);
-                // A guard's floor above what the tenant held is taken at once: its nodes
-                // are planned afresh, past hysteresis and pacing.
-                for (i, g) in guarding.floors.iter().enumerate() {
-                    let (Some(g), Some((l1, l2))) = (g, was.sizes(topo, i)) else {
-                        continue;
-                    };
-                    let t = &topo.tenants[i];
-                    if g.l1 > l1 {
-                        was.host_changed[t.host] = true;
-                    }
-                    for (k, &s) in t.servers.iter().enumerate() {
-                        if g.l2.get(k).is_some_and(|&v| v > l2[k]) {
-                            was.server_changed[s] = true;
-                        }
-                    }
-                }
+                let was = Previous::new(topo, prev, &self.state);
                 let returned = (0..n).any(|i| {
                     self.state.tenants[i].idle == 0
                         && was.tenant[i].is_some_and(|tp| tp.l1.reason.is_idle())

@@ -31,13 +31,15 @@
 //!    at theirs. If its measured latency then exceeds what its SLO allows against the
 //!    reference — `(1 + degradation) · reference · (1 + spread)`, or for a latency SLO
 //!    the larger of its number and `reference · (1 + spread)` — the move harmed it,
-//!    whatever the model said: the next plan puts every tenant on its nodes back at its
-//!    fair share, past the hysteresis threshold, for a penalty that doubles with each harm
-//!    ([`BASE_PENALTY`] intervals, at most [`MAX_PENALTY`]). Its curve must earn trust
-//!    again afterwards. Where the harmed tenant itself was below its fair share, its
-//!    nodes are planned afresh (it gets its share back in one step); otherwise the others
-//!    return at the per-interval move limit and within the write-back budget, since a
-//!    sudden shrink's write-backs are themselves a harm to whoever shares the disk.
+//!    whatever the model said: from the next plan on, every tenant on its nodes heads
+//!    back to its fair share, past the hysteresis threshold, for a penalty that doubles
+//!    with each harm ([`BASE_PENALTY`] intervals, at most [`MAX_PENALTY`]); its curve
+//!    must earn trust again afterwards. The way back keeps the per-interval move limit
+//!    and the write-back budget: shrinking a tenant that holds much dirty data at once
+//!    floods the disk with its write-backs, which hurts whoever shares it far more than
+//!    the move being undone (a run that skipped them saw 9-second intervals). So a held
+//!    tenant is never shrunk below its fair share, and grows back to it as fast as its
+//!    neighbours' space drains.
 //!
 //! What the guard does not promise: it acts on what was measured, so the interval in
 //! which a move first hurts is a miss before the guard sees it, and a workload that
@@ -102,7 +104,7 @@ pub enum Verdict {
         /// Intervals of the penalty left after this one.
         intervals: u32,
     },
-    /// Harmed last interval: its nodes back at fair share at once, past hysteresis.
+    /// Harmed last interval: its nodes head back to fair share from the next plan.
     Reverted,
 }
 

@@ -12,7 +12,8 @@
 //! * [`run`](mod@run) — every scheme of a scenario in parallel, SLOs judged after the fact,
 //!   the summary;
 //! * [`report`] — `intervals.csv`, `summary.json` and PNG plots;
-//! * [`claims`] — the scenario's claims (rules over the results), checked after a run.
+//! * [`claims`] — the scenario's claims (rules over the results), checked after a run;
+//! * [`spread`] — one scenario at several seeds: median and range, claims held per seed.
 //!
 //! Owns: simulated time and devices. Does not own: decisions (`control`), eviction
 //! (`policy`), curves (`mrc`). Deterministic for a seed: every random choice comes from a
@@ -26,6 +27,7 @@ pub mod queue;
 pub mod report;
 pub mod run;
 pub mod scenario;
+pub mod spread;
 pub mod stats;
 
 pub use run::{check_claims, run, RunOptions, RunOutput, SchemeSummary, Summary, TenantSummary};
