@@ -18,6 +18,10 @@
 //! | GET | `/v1/observations` | per-tenant counters, latency and curves for a controller (see [`crate::observe`]) |
 //! | POST | `/v1/demote/{export}` | demoted blocks from level 1, inserted clean without a disk write: records `offset u64 LE, length u32 LE, bytes` ([`crate::demote`]); answers `{"inserted","refreshed","skipped"}` |
 //!
+//! The bodies a program reads or sends (observations, caches, rules, proportions,
+//! demote and removal answers) are the `api` crate's types ([`api::node`]); the other
+//! answers are diagnostics built here.
+//!
 //! Every request but `/`, `/metrics` and `/healthz` needs `Authorization: Bearer TOKEN`
 //! (see [`crate::auth`]); without it the answer is 401.
 //!
@@ -31,8 +35,9 @@
 
 use crate::auth::ApiToken;
 use crate::config::{CacheSpec, RuleSpec};
-use crate::state::{CachePatch, NodeState};
+use crate::state::NodeState;
 use crate::NodeError;
+use api::node::{CachePatch, CreateCache, CreateRule, DemoteOutcome, Proportions, Removed};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
@@ -189,7 +194,7 @@ async fn list_caches(State(s): St) -> impl IntoResponse {
 }
 
 async fn create_cache(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
-    let spec: CacheSpec = body(&b)?;
+    let spec = CacheSpec::try_from(body::<CreateCache>(&b)?)?;
     let st = s.clone();
     // A durable cache replays its write log first (backend I/O): on the blocking pool.
     let (id, created) = blocking(move || st.ensure_cache(&spec)).await?;
@@ -224,7 +229,7 @@ async fn remove_cache(
 ) -> Result<impl IntoResponse, NodeError> {
     let id = s.resolve_cache(&key)?;
     blocking(move || s.remove_cache(id)).await?;
-    Ok(Json(json!({ "removed": id })))
+    Ok(Json(Removed { removed: id }))
 }
 
 /// Parses the curve's query (`window=true|false`, `points=N`); a bad value is a 400
@@ -285,7 +290,7 @@ async fn list_rules(State(s): St) -> impl IntoResponse {
 }
 
 async fn create_rule(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
-    let spec: RuleSpec = body(&b)?;
+    let spec = RuleSpec::from(body::<CreateRule>(&b)?);
     let st = s.clone();
     let id = blocking(move || st.create_rule(&spec)).await?;
     let rule = s.rules().into_iter().find(|r| r.id == id);
@@ -297,7 +302,7 @@ async fn remove_rule(State(s): St, Path(id): Path<String>) -> Result<impl IntoRe
         .parse()
         .map_err(|_| NodeError::Invalid(format!("rule id `{id}` is not a number")))?;
     blocking(move || s.remove_rule(id)).await?;
-    Ok(Json(json!({ "removed": id })))
+    Ok(Json(Removed { removed: id }))
 }
 
 async fn observations(State(s): St) -> impl IntoResponse {
@@ -316,7 +321,7 @@ async fn get_proportions(State(s): St) -> impl IntoResponse {
 }
 
 async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
-    let p: BTreeMap<String, f64> = body(&b)?;
+    let p: Proportions = body(&b)?;
     let known = s.tenant_names();
     let unknown: Vec<&str> = p
         .keys()
@@ -360,9 +365,9 @@ async fn demote(
         Ok(out)
     })
     .await?;
-    Ok(Json(json!({
-        "inserted": out.inserted,
-        "refreshed": out.refreshed,
-        "skipped": out.skipped,
-    })))
+    Ok(Json(DemoteOutcome {
+        inserted: out.inserted,
+        refreshed: out.refreshed,
+        skipped: out.skipped,
+    }))
 }

@@ -26,7 +26,11 @@ fn esc(v: &str) -> String {
 }
 
 /// A metric read off a cache's counters: name, help, getter.
-type CacheMetric = (&'static str, &'static str, fn(&cache::CacheStats) -> u64);
+type CacheMetric = (
+    &'static str,
+    &'static str,
+    fn(&api::node::CacheStats) -> u64,
+);
 
 struct Out(String);
 
@@ -142,18 +146,18 @@ pub fn render(state: &NodeState) -> String {
         (
             "lachesis_cache_capacity_blocks",
             "Capacity of the cache in blocks.",
-            |s| s.capacity as u64,
+            |s| s.capacity,
         ),
         ("lachesis_cache_resident_blocks", "Blocks held.", |s| {
-            s.resident as u64
+            s.resident
         }),
         ("lachesis_cache_dirty_blocks", "Dirty blocks held.", |s| {
-            s.dirty as u64
+            s.dirty
         }),
         (
             "lachesis_cache_writing_back_blocks",
             "Evicted dirty blocks being written back.",
-            |s| s.writing_back as u64,
+            |s| s.writing_back,
         ),
     ];
     for (name, help, f) in gauges {
