@@ -17,14 +17,18 @@
 //! | GET | `/v1/series` | the intervals kept in memory (console charts) |
 //! | GET | `/v1/curves` | per volume its curves and planned size |
 //!
+//! The bodies a program sends or reads (registration, heartbeat, SLO changes, rows,
+//! history, tenants) are the `api` crate's types ([`api::controller`]); the plan and the
+//! explanations are `control`'s and the service's.
+//!
 //! Errors are `{"error": reason}` naming the field: 400 malformed or invalid, 404 unknown,
 //! 409 conflicts (also: a change sent to a standby replica, naming the leader), 500 the
 //! controller's own failures. A rejected change writes nothing.
 
 use crate::auth::Token;
 use crate::config::TenantSpec;
-use crate::registry::{Heartbeat, Registration};
 use crate::service::{Service, ServiceError};
+use api::controller::{Heartbeat, Registration, SetSlo};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -131,20 +135,12 @@ async fn delete_tenant(
     Ok(Json(json!({"removed": t})))
 }
 
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SloBody {
-    slo: Option<control::Slo>,
-    #[serde(default)]
-    class: Option<String>,
-}
-
 async fn set_slo(
     State(s): St,
     Path(t): Path<String>,
     b: Bytes,
 ) -> Result<impl IntoResponse, ServiceError> {
-    let v: SloBody = body(&b)?;
+    let v: SetSlo<control::Slo> = body(&b)?;
     s.set_slo(&t, v.slo, v.class)?;
     Ok(Json(s.tenant(&t)?))
 }
