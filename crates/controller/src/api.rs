@@ -195,3 +195,58 @@ async fn series(State(s): St) -> impl IntoResponse {
 async fn curves(State(s): St) -> impl IntoResponse {
     Json(s.curves())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::controller::{Row, TenantHead, TenantView};
+
+    /// What `lachesis ctl` sends and reads is what this API reads and writes.
+    #[test]
+    fn ctl_and_the_controller_share_the_contract() {
+        // `ctl slo T --set '{"latency_ms": 2.0}' --class gold`.
+        let sent = SetSlo::<serde_json::Value> {
+            slo: Some(serde_json::json!({"latency_ms": 2.0})),
+            class: Some("gold".into()),
+        };
+        let got: SetSlo<control::Slo> =
+            serde_json::from_value(serde_json::to_value(&sent).unwrap()).unwrap();
+        assert_eq!(got.slo, Some(control::Slo::LatencyMs(2.0)));
+        assert_eq!(got.class.as_deref(), Some("gold"));
+        // `--set null` without a class.
+        let got: SetSlo<control::Slo> =
+            serde_json::from_value(serde_json::json!({"slo": null, "class": null})).unwrap();
+        assert_eq!((got.slo, got.class), (None, None));
+
+        // A tenant as `GET /v1/tenants/{t}` writes it, read as `ctl` reads it.
+        let spec: TenantSpec = serde_json::from_value(serde_json::json!({
+            "name": "t1", "slo": {"latency_ms": 2.0}, "class": "gold",
+            "volume": [{"name": "v1", "host": "h", "servers": ["a", "b"]}]
+        }))
+        .unwrap();
+        let view = crate::service::TenantView {
+            spec,
+            status: vec![Row {
+                tenant: "v1".into(),
+                owner: "t1".into(),
+                slo_met: Some(true),
+                l1_size: 1 << 20,
+                ..Default::default()
+            }],
+        };
+        let text = serde_json::to_string(&view).unwrap();
+        let read: TenantView<TenantHead> = serde_json::from_str(&text).unwrap();
+        assert_eq!(read.spec.name, "t1");
+        assert_eq!(read.spec.class.as_deref(), Some("gold"));
+        assert_eq!(read.spec.slo, Some(serde_json::json!({"latency_ms": 2.0})));
+        assert_eq!(read.status, view.status);
+        // `--json` prints all of it.
+        assert_eq!(
+            serde_json::to_value(&read).unwrap(),
+            serde_json::to_value(&view).unwrap()
+        );
+        // And the controller reads its own answer back (the store keeps tenants so).
+        let back: crate::service::TenantView = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.spec, view.spec);
+    }
+}
