@@ -12,8 +12,8 @@
 
 use crate::controller::{Heartbeat, HistoryEntry, Registration, SetSlo, TenantHead, TenantView};
 use crate::node::{
-    CacheInfo, CachePatch, CreateCache, CreateRule, NodeObservations, Proportions, Removed,
-    RuleInfo,
+    CacheCurve, CacheInfo, CachePatch, CreateCache, CreateRule, NodeInfo, NodeObservations,
+    Proportions, Removed, RuleInfo, TenantInfo,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -190,8 +190,7 @@ impl NodeClient {
     }
 
     /// `GET path` as JSON, for the node's diagnostic answers that are not part of the
-    /// contract (`/v1/node`, `/v1/exports`, `/v1/tenants`, `GET /v1/proportions`,
-    /// `/v1/caches/{c}/curve?...`).
+    /// contract (`/v1/exports`, `GET /v1/proportions`).
     pub fn get_json(&self, path: &str) -> Result<serde_json::Value, CallError> {
         self.get(path)
     }
@@ -199,6 +198,24 @@ impl NodeClient {
     /// `GET /v1/observations`.
     pub fn observations(&self) -> Result<NodeObservations, CallError> {
         self.get("/v1/observations")
+    }
+
+    /// `GET /v1/node`.
+    pub fn node_info(&self) -> Result<NodeInfo, CallError> {
+        self.get("/v1/node")
+    }
+
+    /// `GET /v1/tenants`.
+    pub fn tenants(&self) -> Result<Vec<TenantInfo>, CallError> {
+        self.get("/v1/tenants")
+    }
+
+    /// `GET /v1/caches/{id or name}/curve` with `points` points, of recent accesses only
+    /// if `window`.
+    pub fn curve(&self, cache: &str, window: bool, points: usize) -> Result<CacheCurve, CallError> {
+        self.get(&format!(
+            "/v1/caches/{cache}/curve?window={window}&points={points}"
+        ))
     }
 
     /// `GET /v1/caches`.

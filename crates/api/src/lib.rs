@@ -8,7 +8,7 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`node`] | the node API (`/v1/...` on a node): observations for a controller, cache and rule requests and rows, bandwidth proportions, demote and removal answers |
+//! | [`node`] | the node API (`/v1/...` on a node): observations for a controller, cache and rule requests and rows, node and tenant counters, curves, bandwidth proportions, demote and removal answers |
 //! | [`controller`] | the controller API (`/v1/...` on a controller): a node's registration and heartbeat, SLO changes, interval rows, history entries, tenants with their status |
 //! | [`client`] | [`client::NodeClient`] (a node's API, with timeouts and retries, used by the controller and `ctl`) and [`client::ControllerClient`] (the controller's API, used by the node's registration and by `ctl`); their errors |
 //!

@@ -3,6 +3,9 @@
 //! | verb | path | request | answer |
 //! |---|---|---|---|
 //! | GET | `/v1/observations` | | [`NodeObservations`] |
+//! | GET | `/v1/node` | | [`NodeInfo`] |
+//! | GET | `/v1/tenants` | | `[`[`TenantInfo`]`]` |
+//! | GET | `/v1/caches/{c}/curve?window=true&points=N` | | [`CacheCurve`] |
 //! | GET | `/v1/caches` | | `[`[`CacheInfo`]`]` |
 //! | POST | `/v1/caches` | [`CreateCache`] | [`CacheInfo`] (201; 200 if it exists alike) |
 //! | GET, PATCH | `/v1/caches/{id or name}` | [`CachePatch`] (PATCH) | [`CacheInfo`] |
@@ -13,9 +16,9 @@
 //! | PUT | `/v1/proportions` | [`Proportions`] | [`Proportions`] |
 //! | POST | `/v1/demote/{export}` | binary records | [`DemoteOutcome`] |
 //!
-//! The node's other answers (`/v1/node`, `/v1/exports`, `/v1/tenants`, `GET
-//! /v1/proportions`, `/v1/caches/{c}/curve`) are diagnostics for people and are still
-//! declared by the node itself; no program of ours reads them.
+//! The node's two other answers, `/v1/exports` and `GET /v1/proportions` (with the
+//! bandwidth scheduler's and the hot tier's own snapshots), are diagnostics for people
+//! and are still declared by the node itself; no program of ours reads them.
 //!
 //! Every type that the node writes and a program of ours reads refuses unknown fields;
 //! request bodies refuse them too (the error names the field).
@@ -355,6 +358,134 @@ pub struct DemoteOutcome {
     pub skipped: u64,
 }
 
+/// The answer of `GET /v1/node`.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct NodeInfo {
+    /// The node's level.
+    pub level: u8,
+    /// Cache block size in bytes.
+    pub block_size: u64,
+    /// Blocks of memory for all caches.
+    pub total_blocks: u64,
+    /// Blocks given to caches.
+    pub allocated_blocks: u64,
+    /// Seconds since start.
+    pub uptime_seconds: f64,
+    /// The disk bandwidth shared between tenants (0: unlimited).
+    pub bandwidth_bytes_per_sec: u64,
+    /// The demote path's counters (level 1).
+    pub demote: DemoteCounters,
+}
+
+/// Counters of the demote path at level 1.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct DemoteCounters {
+    /// Blocks queued.
+    pub queued: u64,
+    /// Blocks dropped because the queue was full.
+    pub dropped: u64,
+    /// Blocks of exports with no level-2 API (not demoted).
+    pub no_target: u64,
+    /// Queued blocks cancelled by a read or write of the same block.
+    pub cancelled: u64,
+    /// Blocks sent and accepted by level 2.
+    pub sent: u64,
+    /// Blocks of batches that failed (level 2 unreachable or refused).
+    pub failed: u64,
+    /// Batches sent.
+    pub batches: u64,
+    /// Blocks queued now.
+    pub queue_blocks: u64,
+}
+
+/// One tenant (export, client) as `GET /v1/tenants` lists it.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct TenantInfo {
+    /// Export.
+    pub export: String,
+    /// Owning tenant of the export.
+    pub tenant: String,
+    /// Client address.
+    pub client: String,
+    /// Read requests.
+    pub reads: u64,
+    /// Write requests.
+    pub writes: u64,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Block hits.
+    pub hits: u64,
+    /// Block misses (including requests that matched no rule).
+    pub misses: u64,
+    /// Evictions caused.
+    pub evictions: u64,
+    /// Write-backs caused.
+    pub writebacks: u64,
+    /// Hits per block lookup at this node's level.
+    pub hit_ratio: f64,
+    /// Latency summary.
+    pub latency: LatencySummary,
+}
+
+/// Read and write percentiles.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct LatencySummary {
+    /// Reads.
+    pub read: Percentiles,
+    /// Writes, trims, flushes.
+    pub write: Percentiles,
+}
+
+/// Percentiles of one histogram, in microseconds.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Percentiles {
+    /// Requests recorded.
+    pub count: u64,
+    /// Mean.
+    pub mean_us: f64,
+    /// Median.
+    pub p50_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// 99.9th percentile.
+    pub p999_us: u64,
+    /// Largest.
+    pub max_us: u64,
+}
+
+/// The answer of `GET /v1/caches/{c}/curve`: a cache's online hit-ratio curve.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CacheCurve {
+    /// The cache's id.
+    pub cache: u64,
+    /// Recent accesses only.
+    pub windowed: bool,
+    /// Block size in bytes (sizes are in blocks).
+    pub block_size: u64,
+    /// `ok`, or `no data` (no points) before the cache saw any access.
+    pub status: String,
+    /// The points, sizes ascending.
+    pub points: Vec<CurvePoint>,
+}
+
+/// One point of a curve.
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CurvePoint {
+    /// Cache size in blocks.
+    pub cache_size: u64,
+    /// Miss ratio at that size, in `[0, 1]`.
+    pub miss_ratio: f64,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -491,6 +622,54 @@ mod tests {
                 .unwrap();
         assert_eq!(r.op, Some(Op::Read));
         assert_eq!(r.range, Some((0, 4096)));
+    }
+
+    #[test]
+    fn node_tenant_and_curve_answers_round_trip() {
+        let n = NodeInfo {
+            level: 2,
+            block_size: 4096,
+            total_blocks: 1024,
+            allocated_blocks: 512,
+            uptime_seconds: 1.5,
+            bandwidth_bytes_per_sec: 0,
+            demote: DemoteCounters {
+                queued: 3,
+                queue_blocks: 1,
+                ..Default::default()
+            },
+        };
+        let back: NodeInfo = serde_json::from_str(&serde_json::to_string(&n).unwrap()).unwrap();
+        assert_eq!(back, n);
+        let t = TenantInfo {
+            export: "v".into(),
+            tenant: "t".into(),
+            client: "127.0.0.1".into(),
+            reads: 5,
+            hits: 4,
+            misses: 1,
+            hit_ratio: 0.8,
+            latency: LatencySummary {
+                read: Percentiles {
+                    count: 5,
+                    mean_us: 12.5,
+                    p50_us: 10,
+                    p99_us: 40,
+                    p999_us: 40,
+                    max_us: 41,
+                },
+                write: Percentiles::default(),
+            },
+            ..Default::default()
+        };
+        let back: TenantInfo = serde_json::from_str(&serde_json::to_string(&t).unwrap()).unwrap();
+        assert_eq!(back, t);
+        let c: CacheCurve = serde_json::from_str(
+            r#"{"cache":1,"windowed":false,"block_size":4096,"status":"no data","points":[]}"#,
+        )
+        .unwrap();
+        assert_eq!(c.status, "no data");
+        assert!(c.points.is_empty());
     }
 
     #[test]

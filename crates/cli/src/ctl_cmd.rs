@@ -248,16 +248,12 @@ fn t(v: &Value) -> String {
 }
 
 fn status(api: &NodeClient) -> anyhow::Result<()> {
-    let node = node_call(api, "GET", "/v1/node", |c| c.get_json("/v1/node"))?;
+    let node = node_call(api, "GET", "/v1/node", NodeClient::node_info)?;
     let caches = node_call(api, "GET", "/v1/caches", NodeClient::caches)?;
-    let tenants = node_call(api, "GET", "/v1/tenants", |c| c.get_json("/v1/tenants"))?;
+    let tenants = node_call(api, "GET", "/v1/tenants", NodeClient::tenants)?;
     println!(
         "node level {} · block {} B · {} of {} blocks allocated · up {:.0} s",
-        t(&node["level"]),
-        t(&node["block_size"]),
-        t(&node["allocated_blocks"]),
-        t(&node["total_blocks"]),
-        node["uptime_seconds"].as_f64().unwrap_or(0.0)
+        node.level, node.block_size, node.allocated_blocks, node.total_blocks, node.uptime_seconds
     );
     println!(
         "\n{:<4} {:<16} {:>10} {:>10} {:>8} {:>7}  {:<10} {:<12}",
@@ -281,17 +277,17 @@ fn status(api: &NodeClient) -> anyhow::Result<()> {
         "\n{:<12} {:<12} {:<16} {:>10} {:>10} {:>7} {:>8} {:>8}",
         "tenant", "export", "client", "reads", "writes", "hit %", "p50 µs", "p99 µs"
     );
-    for x in tenants.as_array().into_iter().flatten() {
+    for x in &tenants {
         println!(
             "{:<12} {:<12} {:<16} {:>10} {:>10} {:>7.1} {:>8} {:>8}",
-            t(&x["tenant"]),
-            t(&x["export"]),
-            t(&x["client"]),
-            t(&x["reads"]),
-            t(&x["writes"]),
-            100.0 * x["hit_ratio"].as_f64().unwrap_or(0.0),
-            t(&x["latency"]["read"]["p50_us"]),
-            t(&x["latency"]["read"]["p99_us"])
+            x.tenant,
+            x.export,
+            x.client,
+            x.reads,
+            x.writes,
+            100.0 * x.hit_ratio,
+            x.latency.read.p50_us,
+            x.latency.read.p99_us
         );
     }
     Ok(())
@@ -681,12 +677,12 @@ pub fn run(a: CtlArgs) -> anyhow::Result<()> {
             window,
             points,
         } => {
-            let path = format!("/v1/caches/{cache}/curve?window={window}&points={points}");
-            print(&node_call(c, "GET", &path, |c| c.get_json(&path))?)
+            let path = format!("/v1/caches/{cache}/curve");
+            print(&node_call(c, "GET", &path, |c| {
+                c.curve(&cache, window, points)
+            })?)
         }
-        Verb::Tenants => print(&node_call(c, "GET", "/v1/tenants", |c| {
-            c.get_json("/v1/tenants")
-        })?),
+        Verb::Tenants => print(&node_call(c, "GET", "/v1/tenants", NodeClient::tenants)?),
         Verb::Slo { .. } | Verb::Plan | Verb::History { .. } | Verb::Explain { .. } => {
             bail!("answered by the controller above")
         }

@@ -18,9 +18,8 @@
 //! | GET | `/v1/observations` | per-tenant counters, latency and curves for a controller (see [`crate::observe`]) |
 //! | POST | `/v1/demote/{export}` | demoted blocks from level 1, inserted clean without a disk write: records `offset u64 LE, length u32 LE, bytes` ([`crate::demote`]); answers `{"inserted","refreshed","skipped"}` |
 //!
-//! The bodies a program reads or sends (observations, caches, rules, proportions,
-//! demote and removal answers) are the `api` crate's types ([`api::node`]); the other
-//! answers are diagnostics built here.
+//! The bodies are the `api` crate's types ([`api::node`]), but for the two diagnostics
+//! `/v1/exports` and `GET /v1/proportions`, built here from the node's own snapshots.
 //!
 //! Every request but `/`, `/metrics` and `/healthz` needs `Authorization: Bearer TOKEN`
 //! (see [`crate::auth`]); without it the answer is 401.
@@ -37,7 +36,10 @@ use crate::auth::ApiToken;
 use crate::config::{CacheSpec, RuleSpec};
 use crate::state::NodeState;
 use crate::NodeError;
-use api::node::{CachePatch, CreateCache, CreateRule, DemoteOutcome, Proportions, Removed};
+use api::node::{
+    CacheCurve, CachePatch, CreateCache, CreateRule, CurvePoint, DemoteOutcome, NodeInfo,
+    Proportions, Removed,
+};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
@@ -163,16 +165,16 @@ async fn metrics(State(s): St) -> impl IntoResponse {
     )
 }
 
-async fn node(State(s): St) -> Json<serde_json::Value> {
-    Json(json!({
-        "level": s.level,
-        "block_size": s.cache.block_size(),
-        "total_blocks": s.cache.total_blocks(),
-        "allocated_blocks": s.cache.allocated_blocks(),
-        "uptime_seconds": s.started.elapsed().as_secs_f64(),
-        "bandwidth_bytes_per_sec": s.bandwidth.total(),
-        "demote": s.demoter.counters(),
-    }))
+async fn node(State(s): St) -> Json<NodeInfo> {
+    Json(NodeInfo {
+        level: s.level,
+        block_size: s.cache.block_size() as u64,
+        total_blocks: s.cache.total_blocks() as u64,
+        allocated_blocks: s.cache.allocated_blocks() as u64,
+        uptime_seconds: s.started.elapsed().as_secs_f64(),
+        bandwidth_bytes_per_sec: s.bandwidth.total(),
+        demote: s.demoter.counters(),
+    })
 }
 
 async fn exports(State(s): St) -> Json<Vec<serde_json::Value>> {
@@ -267,20 +269,19 @@ async fn curve(
     let (window, points) = curve_query(&q)?;
     let id = s.resolve_cache(&key)?;
     let c = s.curve(id, window, points)?;
-    Ok(Json(match c {
-        Some(c) => json!({
-            "cache": id,
-            "windowed": window,
-            "block_size": s.cache.block_size(),
-            "status": "ok",
-            "points": c.points(),
-        }),
-        None => json!({
-            "cache": id,
-            "windowed": window,
-            "block_size": s.cache.block_size(),
-            "status": "no data",
-            "points": [],
+    Ok(Json(CacheCurve {
+        cache: id,
+        windowed: window,
+        block_size: s.cache.block_size() as u64,
+        status: if c.is_some() { "ok" } else { "no data" }.into(),
+        points: c.map_or_else(Vec::new, |c| {
+            c.points()
+                .iter()
+                .map(|p| CurvePoint {
+                    cache_size: p.cache_size,
+                    miss_ratio: p.miss_ratio,
+                })
+                .collect()
         }),
     }))
 }

@@ -300,33 +300,29 @@ pub fn render(state: &NodeState) -> String {
         o.sample(
             "lachesis_tenant_requests_total",
             &with("op", "read"),
-            t.counters.reads,
+            t.reads,
         );
         o.sample(
             "lachesis_tenant_requests_total",
             &with("op", "write"),
-            t.counters.writes,
+            t.writes,
         );
         o.sample(
             "lachesis_tenant_bytes_total",
             &with("op", "read"),
-            t.counters.read_bytes,
+            t.read_bytes,
         );
         o.sample(
             "lachesis_tenant_bytes_total",
             &with("op", "write"),
-            t.counters.write_bytes,
+            t.write_bytes,
         );
         let mut hit = with("result", "hit");
         hit.push(("level", &level));
-        o.sample("lachesis_tenant_block_lookups_total", &hit, t.counters.hits);
+        o.sample("lachesis_tenant_block_lookups_total", &hit, t.hits);
         let mut miss = with("result", "miss");
         miss.push(("level", &level));
-        o.sample(
-            "lachesis_tenant_block_lookups_total",
-            &miss,
-            t.counters.misses,
-        );
+        o.sample("lachesis_tenant_block_lookups_total", &miss, t.misses);
     }
     o.help(
         "lachesis_tenant_latency_seconds",

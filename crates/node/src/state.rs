@@ -10,7 +10,7 @@ use crate::hot_tier::HotTier;
 use crate::latency::Latency;
 use crate::observe::TenantObserver;
 use crate::NodeError;
-use api::node::{CacheInfo, RuleInfo};
+use api::node::{CacheInfo, RuleInfo, TenantInfo};
 use cache::{
     AccessObserver, CacheConfig, CacheId, CacheNode, CacheStats, Rule, RuleId, WritePolicy,
 };
@@ -57,24 +57,6 @@ impl AccessObserver for Profiler {
 
 /// A change to a cache through the API (`PATCH /v1/caches/{c}`): the contract's type.
 pub use api::node::CachePatch;
-
-/// One tenant (export, client) as the API shows it.
-#[derive(Clone, Debug, Serialize)]
-pub struct TenantView {
-    /// Export.
-    pub export: String,
-    /// Owning tenant of the export.
-    pub tenant: String,
-    /// Client address.
-    pub client: String,
-    /// Counters from the cache.
-    #[serde(flatten)]
-    pub counters: cache::TenantSnapshot,
-    /// Hits per block lookup at this node's level.
-    pub hit_ratio: f64,
-    /// Latency summary.
-    pub latency: crate::latency::LatencySummary,
-}
 
 /// The node's state shared by the NBD server and the API.
 pub struct NodeState {
@@ -641,7 +623,7 @@ impl NodeState {
     }
 
     /// Every tenant that sent a request.
-    pub fn tenants(&self) -> Vec<TenantView> {
+    pub fn tenants(&self) -> Vec<TenantInfo> {
         let lat: Vec<_> = lock(&self.latency)
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -653,7 +635,7 @@ impl NodeState {
                     .tenant_stats(&export, &client)
                     .unwrap_or_default();
                 let lookups = counters.hits + counters.misses;
-                TenantView {
+                TenantInfo {
                     tenant: self
                         .exports
                         .get(&export)
@@ -664,7 +646,14 @@ impl NodeState {
                     } else {
                         counters.hits as f64 / lookups as f64
                     },
-                    counters,
+                    reads: counters.reads,
+                    writes: counters.writes,
+                    read_bytes: counters.read_bytes,
+                    write_bytes: counters.write_bytes,
+                    hits: counters.hits,
+                    misses: counters.misses,
+                    evictions: counters.evictions,
+                    writebacks: counters.writebacks,
                     latency: l.summary(),
                     export,
                     client,
