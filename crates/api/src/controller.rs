@@ -84,6 +84,7 @@ pub struct SetSlo<S = serde_json::Value> {
 
 /// One volume's row of an interval (`/v1/tenants`' status, `/v1/status`' last interval).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
 pub struct Row {
     /// The volume (a `control` tenant).
     pub tenant: String,
@@ -105,7 +106,7 @@ pub struct Row {
     pub l2_size: u64,
     /// Level-1 size its host reported this interval, before this interval's reconcile
     /// (bytes; the previous plan as applied).
-    // Default: rows kept in a store by a controller from before the field lack it.
+    // Default: a controller from before the field leaves it out.
     #[serde(default)]
     pub l1_applied: u64,
     /// Level-2 size its servers reported this interval, summed (bytes).
@@ -132,6 +133,7 @@ pub struct Row {
 
 /// A tenant as `GET /v1/tenants` shows it: its specification `T` (the controller's
 /// `config::TenantSpec`; a client may read a [`TenantHead`]) and its volumes' last rows.
+/// (serde cannot refuse unknown fields of a flattened struct: `T` decides what it takes.)
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct TenantView<T> {
     /// Its configuration.
@@ -161,6 +163,10 @@ pub struct TenantHead {
 }
 
 /// One decision kept in the history: a tenant's allocation at one interval and why.
+///
+/// Unknown fields are let through: entries are also read back from the controller's
+/// store (etcd keeps them as this JSON), which any version of the controller may have
+/// written.
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct HistoryEntry {
     /// The interval number.
