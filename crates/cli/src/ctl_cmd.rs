@@ -1,6 +1,7 @@
 //! `lachesis ctl`: a thin client of a node's HTTP API (see the `node` crate's `api`
-//! module for the verbs). Prints the API's JSON, pretty; `status` prints a summary table.
-//! A 4xx answer is shown with the node's reason and makes the command fail.
+//! module for the verbs), through the `api` crate's typed [`NodeClient`] (each call tried
+//! once). Prints the API's JSON, pretty; `status` prints a summary table. A 4xx answer is
+//! shown with the node's reason and makes the command fail.
 //!
 //! The API's bearer token is taken from `--token-file FILE`, else from the
 //! `LACHESIS_TOKEN` environment variable, else from `lachesis-data/api.token` (the file a
@@ -9,12 +10,18 @@
 //! The controller's verbs (`tenants` with `--controller`, `slo`, `plan`, `history`,
 //! `explain`) talk to `lachesis controller` at `--controller` (default `127.0.0.1:7070`)
 //! with the token from `--controller-token-file`, else `LACHESIS_CONTROLLER_TOKEN`, else
-//! `controller-data/controller.token`; they print a table, or the API's JSON with `--json`.
+//! `controller-data/controller.token`, through the `api` crate's [`ControllerClient`];
+//! they print a table, or the API's JSON with `--json`.
 
-use anyhow::{bail, Context};
+use anyhow::{anyhow, bail, Context};
+use api::client::{CallError, ControllerClient, NodeClient};
+use api::controller::{HistoryEntry, Row, SetSlo, TenantHead, TenantView};
+use api::node::{CachePatch, CreateCache, CreateRule, Op, Proportions};
 use clap::{Args, Subcommand};
-use serde_json::{json, Value};
+use serde::Serialize;
+use serde_json::Value;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Where `ctl` looks for the token when neither `--token-file` nor `LACHESIS_TOKEN` gives it.
 const DEFAULT_TOKEN_FILE: &str = "lachesis-data/api.token";
@@ -187,46 +194,47 @@ fn token(file: Option<PathBuf>) -> anyhow::Result<Option<String>> {
     Ok(None)
 }
 
-struct Api {
-    addr: String,
-    token: Option<String>,
-}
+/// How long one call may take: long, since a removal or a resize writes dirty blocks back
+/// before the node answers, and a person can interrupt.
+const CALL_TIMEOUT: Duration = Duration::from_secs(3600);
 
-impl Api {
-    fn call(&self, method: &str, path: &str, body: Option<Value>) -> anyhow::Result<Value> {
-        let url = format!("http://{}{path}", self.addr);
-        let mut req = ureq::request(method, &url);
-        if let Some(t) = &self.token {
-            req = req.set("authorization", &format!("Bearer {t}"));
+/// A failed call as `ctl` reports it: the verb, the path and the peer's reason.
+fn failed(method: &str, base: &str, path: &str, e: CallError) -> anyhow::Error {
+    match &e {
+        CallError::Status { status: 401, .. } => anyhow!(
+            "{method} {path}: 401: {} (give the node's api.token with --token-file FILE or \
+             LACHESIS_TOKEN)",
+            e.reason()
+        ),
+        CallError::Status { status, .. } => anyhow!("{method} {path}: {status}: {}", e.reason()),
+        CallError::Transport(m) => {
+            anyhow!("{method} {base}{path}: {m} (is `lachesis serve` running?)")
         }
-        let res = match body {
-            Some(b) => req.send_json(b),
-            None => req.call(),
-        };
-        match res {
-            Ok(r) => r
-                .into_json()
-                .with_context(|| format!("{method} {url}: reading the answer")),
-            Err(ureq::Error::Status(code, r)) => {
-                let reason = r
-                    .into_json::<Value>()
-                    .ok()
-                    .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_string))
-                    .unwrap_or_default();
-                if code == 401 {
-                    bail!(
-                        "{method} {path}: 401: {reason} (give the node's api.token with \
-                         --token-file FILE or LACHESIS_TOKEN)"
-                    )
-                }
-                bail!("{method} {path}: {code}: {reason}")
-            }
-            Err(e) => bail!("{method} {url}: {e} (is `lachesis serve` running?)"),
-        }
+        CallError::Contract { .. } => anyhow!("{method} {base}{path}: reading the answer: {e}"),
     }
 }
 
-fn print(v: &Value) {
+/// Runs one node call, naming `method path` if it fails.
+fn node_call<T>(
+    c: &NodeClient,
+    method: &str,
+    path: &str,
+    f: impl FnOnce(&NodeClient) -> Result<T, CallError>,
+) -> anyhow::Result<T> {
+    f(c).map_err(|e| failed(method, &c.base, path, e))
+}
+
+/// Runs one controller call, naming `method path` if it fails.
+fn controller_call<T>(
+    c: &ControllerClient,
+    method: &str,
+    path: &str,
+    f: impl FnOnce(&ControllerClient) -> Result<T, CallError>,
+) -> anyhow::Result<T> {
+    f(c).map_err(|e| failed(method, &c.base, path, e))
+}
+
+fn print(v: &impl Serialize) {
     println!("{}", serde_json::to_string_pretty(v).unwrap_or_default());
 }
 
@@ -239,51 +247,47 @@ fn t(v: &Value) -> String {
     }
 }
 
-fn status(api: &Api) -> anyhow::Result<()> {
-    let node = api.call("GET", "/v1/node", None)?;
-    let caches = api.call("GET", "/v1/caches", None)?;
-    let tenants = api.call("GET", "/v1/tenants", None)?;
+fn status(api: &NodeClient) -> anyhow::Result<()> {
+    let node = node_call(api, "GET", "/v1/node", NodeClient::node_info)?;
+    let caches = node_call(api, "GET", "/v1/caches", NodeClient::caches)?;
+    let tenants = node_call(api, "GET", "/v1/tenants", NodeClient::tenants)?;
     println!(
         "node level {} · block {} B · {} of {} blocks allocated · up {:.0} s",
-        t(&node["level"]),
-        t(&node["block_size"]),
-        t(&node["allocated_blocks"]),
-        t(&node["total_blocks"]),
-        node["uptime_seconds"].as_f64().unwrap_or(0.0)
+        node.level, node.block_size, node.allocated_blocks, node.total_blocks, node.uptime_seconds
     );
     println!(
         "\n{:<4} {:<16} {:>10} {:>10} {:>8} {:>7}  {:<10} {:<12}",
         "id", "cache", "capacity", "resident", "dirty", "hit %", "eviction", "write policy"
     );
-    for c in caches.as_array().into_iter().flatten() {
-        let s = &c["stats"];
+    for c in &caches {
+        let s = &c.stats;
         println!(
             "{:<4} {:<16} {:>10} {:>10} {:>8} {:>7.1}  {:<10} {:<12}",
-            t(&c["id"]),
-            t(&c["name"]),
-            t(&s["capacity"]),
-            t(&s["resident"]),
-            t(&s["dirty"]),
-            100.0 * c["hit_ratio"].as_f64().unwrap_or(0.0),
-            t(&s["eviction"]),
-            t(&s["write_policy"])
+            c.id,
+            c.name,
+            s.capacity,
+            s.resident,
+            s.dirty,
+            100.0 * c.hit_ratio,
+            s.eviction,
+            s.write_policy
         );
     }
     println!(
         "\n{:<12} {:<12} {:<16} {:>10} {:>10} {:>7} {:>8} {:>8}",
         "tenant", "export", "client", "reads", "writes", "hit %", "p50 µs", "p99 µs"
     );
-    for x in tenants.as_array().into_iter().flatten() {
+    for x in &tenants {
         println!(
             "{:<12} {:<12} {:<16} {:>10} {:>10} {:>7.1} {:>8} {:>8}",
-            t(&x["tenant"]),
-            t(&x["export"]),
-            t(&x["client"]),
-            t(&x["reads"]),
-            t(&x["writes"]),
-            100.0 * x["hit_ratio"].as_f64().unwrap_or(0.0),
-            t(&x["latency"]["read"]["p50_us"]),
-            t(&x["latency"]["read"]["p99_us"])
+            x.tenant,
+            x.export,
+            x.client,
+            x.reads,
+            x.writes,
+            100.0 * x.hit_ratio,
+            x.latency.read.p50_us,
+            x.latency.read.p99_us
         );
     }
     Ok(())
@@ -295,6 +299,22 @@ fn range(s: &str) -> anyhow::Result<(u64, u64)> {
         .with_context(|| format!("--range `{s}`: expected START..END"))?;
     let p = |x: &str| units::parse_bytes(x).map_err(anyhow::Error::msg);
     Ok((p(a)?, p(b)?))
+}
+
+/// `--size`: bytes with an optional unit.
+fn size(s: &str) -> anyhow::Result<units::ByteSize> {
+    units::parse_bytes(s)
+        .map(units::ByteSize)
+        .map_err(|e| anyhow!("--size: {e}"))
+}
+
+/// `--op`: `read` or `write`.
+fn op(s: &str) -> anyhow::Result<Op> {
+    match s {
+        "read" => Ok(Op::Read),
+        "write" => Ok(Op::Write),
+        _ => bail!("--op `{s}`: expected read or write"),
+    }
 }
 
 /// The controller's token from the flag, `LACHESIS_CONTROLLER_TOKEN` or the default file.
@@ -322,8 +342,23 @@ fn mib(v: &Value) -> String {
         .map_or("-".into(), |x| format!("{:.1}", x / 1048576.0))
 }
 
-/// Prints the controller's rows (`IntervalReport` rows) as a table.
-pub fn print_rows(rows: &[Value]) {
+/// `x` with `digits` decimals, `-` for none.
+fn fo(x: Option<f64>, digits: usize) -> String {
+    x.map_or("-".into(), |x| format!("{x:.digits$}"))
+}
+
+/// Bytes as MiB with one decimal.
+fn mib_of(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / 1048576.0)
+}
+
+/// An optional string, `-` for none.
+fn or_dash(s: Option<&str>) -> String {
+    s.unwrap_or("-").to_string()
+}
+
+/// Prints the controller's rows (an interval's rows) as a table.
+pub fn print_rows(rows: &[Row]) {
     println!(
         "{:<10} {:<10} {:<22} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}  {:<5}",
         "volume",
@@ -338,209 +373,210 @@ pub fn print_rows(rows: &[Value]) {
         "met"
     );
     for r in rows {
-        let met = match r["slo_met"].as_bool() {
+        let met = match r.slo_met {
             Some(true) => "yes",
             Some(false) => "NO",
             None => "-",
         };
         println!(
             "{:<10} {:<10} {:<22} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}  {:<5}",
-            t(&r["tenant"]),
-            t(&r["owner"]),
-            t(&r["slo"]),
-            f(&r["latency_ms"], 3),
-            f(&r["target_ms"], 3),
-            f(&r["l1_hit_ratio"], 3),
-            f(&r["l2_hit_ratio"], 3),
-            mib(&r["l1_size"]),
-            mib(&r["l2_size"]),
+            r.tenant,
+            r.owner,
+            or_dash(r.slo.as_deref()),
+            fo(r.latency_ms, 3),
+            fo(r.target_ms, 3),
+            fo(Some(r.l1_hit_ratio), 3),
+            fo(Some(r.l2_hit_ratio), 3),
+            mib_of(r.l1_size),
+            mib_of(r.l2_size),
             met
         );
     }
 }
 
-fn controller_verb(a: &CtlArgs, api: &Api) -> anyhow::Result<Option<Value>> {
-    let out = match &a.verb {
-        Verb::Tenants if a.controller.is_some() => {
-            let v = api.call("GET", "/v1/tenants", None)?;
-            if !a.json {
-                let rows: Vec<Value> = v
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .flat_map(|t| t["status"].as_array().cloned().unwrap_or_default())
-                    .collect();
-                for t0 in v.as_array().into_iter().flatten() {
-                    if t0["status"].as_array().is_none_or(|s| s.is_empty()) {
-                        println!("{}: no interval measured yet", t(&t0["name"]));
-                    }
-                }
-                print_rows(&rows);
-                return Ok(None);
+/// A tenant's SLO as JSON text (`null` for none).
+fn slo_text(t: &TenantView<TenantHead>) -> String {
+    t.spec
+        .slo
+        .as_ref()
+        .map_or_else(|| "null".to_string(), Value::to_string)
+}
+
+fn controller_verb(a: &CtlArgs, api: &ControllerClient) -> anyhow::Result<()> {
+    match &a.verb {
+        Verb::Tenants => {
+            let v = controller_call(api, "GET", "/v1/tenants", ControllerClient::tenants)?;
+            if a.json {
+                print(&v);
+                return Ok(());
             }
-            v
+            let rows: Vec<Row> = v.iter().flat_map(|t| t.status.iter().cloned()).collect();
+            for t0 in &v {
+                if t0.status.is_empty() {
+                    println!("{}: no interval measured yet", t0.spec.name);
+                }
+            }
+            print_rows(&rows);
         }
         Verb::Slo { tenant, set, class } => {
+            let path = format!("/v1/tenants/{tenant}");
             if set.is_some() || class.is_some() {
-                let cur = api.call("GET", &format!("/v1/tenants/{tenant}"), None)?;
-                let slo: Value = match set {
+                let cur = controller_call(api, "GET", &path, |c| c.tenant(tenant))?;
+                let slo: Option<Value> = match set {
                     Some(s) => {
                         serde_json::from_str(s).with_context(|| format!("--set `{s}`: not JSON"))?
                     }
-                    None => cur["slo"].clone(),
+                    None => cur.spec.slo.clone(),
                 };
-                api.call(
-                    "PUT",
-                    &format!("/v1/tenants/{tenant}/slo"),
-                    Some(json!({"slo": slo, "class": class})),
-                )?;
+                let body = SetSlo {
+                    slo,
+                    class: class.clone(),
+                };
+                controller_call(api, "PUT", &format!("{path}/slo"), |c| {
+                    c.set_slo(tenant, &body)
+                })?;
             }
-            let v = api.call("GET", &format!("/v1/tenants/{tenant}"), None)?;
-            if !a.json {
-                println!(
-                    "tenant {} · class {} · SLO {}",
-                    t(&v["name"]),
-                    t(&v["class"]),
-                    v["slo"]
-                );
-                print_rows(v["status"].as_array().map(Vec::as_slice).unwrap_or(&[]));
-                return Ok(None);
+            let v = controller_call(api, "GET", &path, |c| c.tenant(tenant))?;
+            if a.json {
+                print(&v);
+                return Ok(());
             }
-            v
+            println!(
+                "tenant {} · class {} · SLO {}",
+                v.spec.name,
+                or_dash(v.spec.class.as_deref()),
+                slo_text(&v)
+            );
+            print_rows(&v.status);
         }
         Verb::Plan => {
-            let v = api.call("GET", "/v1/plan", None)?;
-            if !a.json {
-                println!(
-                    "interval {} · predicted fair speedup {}",
-                    t(&v["interval"]),
-                    f(&v["predicted_fair_speedup"], 3)
-                );
+            let v = controller_call(api, "GET", "/v1/plan", ControllerClient::plan)?;
+            if a.json {
+                print(&v);
+                return Ok(());
+            }
+            println!(
+                "interval {} · predicted fair speedup {}",
+                t(&v["interval"]),
+                f(&v["predicted_fair_speedup"], 3)
+            );
+            println!(
+                "{:<10} {:>8} {:<28} {:>8} {:<28} {:<8} {:>9} {:>9}",
+                "volume", "L1 blk", "why", "L2 blk", "why", "policy", "pred ms", "target"
+            );
+            for tp in v["tenants"].as_array().into_iter().flatten() {
+                let l2: u64 = tp["l2"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|p| p["size"].as_u64())
+                    .sum();
                 println!(
                     "{:<10} {:>8} {:<28} {:>8} {:<28} {:<8} {:>9} {:>9}",
-                    "volume", "L1 blk", "why", "L2 blk", "why", "policy", "pred ms", "target"
+                    t(&tp["tenant"]),
+                    t(&tp["l1"]["size"]),
+                    t(&tp["l1"]["reason"]["kind"]),
+                    l2,
+                    t(&tp["l2"][0]["reason"]["kind"]),
+                    t(&tp["eviction"]),
+                    f(&tp["predicted_latency_ms"], 3),
+                    f(&tp["target_latency_ms"], 3)
                 );
-                for tp in v["tenants"].as_array().into_iter().flatten() {
-                    let l2: u64 = tp["l2"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .filter_map(|p| p["size"].as_u64())
-                        .sum();
-                    println!(
-                        "{:<10} {:>8} {:<28} {:>8} {:<28} {:<8} {:>9} {:>9}",
-                        t(&tp["tenant"]),
-                        t(&tp["l1"]["size"]),
-                        t(&tp["l1"]["reason"]["kind"]),
-                        l2,
-                        t(&tp["l2"][0]["reason"]["kind"]),
-                        t(&tp["eviction"]),
-                        f(&tp["predicted_latency_ms"], 3),
-                        f(&tp["target_latency_ms"], 3)
-                    );
-                }
-                for s in v["infeasible"].as_array().into_iter().flatten() {
-                    println!(
-                        "infeasible: {} needs {} ms, best allocation gives {} ms ({})",
-                        t(&s["tenant"]),
-                        f(&s["target_ms"], 3),
-                        f(&s["predicted_ms"], 3),
-                        t(&s["reason"])
-                    );
-                }
-                return Ok(None);
             }
-            v
+            for s in v["infeasible"].as_array().into_iter().flatten() {
+                println!(
+                    "infeasible: {} needs {} ms, best allocation gives {} ms ({})",
+                    t(&s["tenant"]),
+                    f(&s["target_ms"], 3),
+                    f(&s["predicted_ms"], 3),
+                    t(&s["reason"])
+                );
+            }
         }
         Verb::History { tenant, limit } => {
-            let q = match tenant {
-                Some(t) => format!("/v1/history?tenant={t}&limit={limit}"),
-                None => format!("/v1/history?limit={limit}"),
-            };
-            let v = api.call("GET", &q, None)?;
-            if !a.json {
-                println!(
-                    "{:>8} {:<10} {:>9} {:>9} {:>8} {:>8}  why",
-                    "interval", "volume", "lat ms", "target", "L1 MiB", "L2 MiB"
-                );
-                for h in v.as_array().into_iter().flatten() {
-                    let d = &h["detail"];
-                    if h["tenant"] == "*" {
-                        let n = d["actions"].as_array().map_or(0, Vec::len);
-                        println!(
-                            "{:>8} {:<10} {} node changes",
-                            t(&h["interval"]),
-                            "(plan)",
-                            n
-                        );
-                        continue;
-                    }
-                    println!(
-                        "{:>8} {:<10} {:>9} {:>9} {:>8} {:>8}  {} / {}",
-                        t(&h["interval"]),
-                        t(&h["tenant"]),
-                        f(&d["latency_ms"], 3),
-                        f(&d["target_ms"], 3),
-                        mib(&d["l1_size"]),
-                        mib(&d["l2_size"]),
-                        t(&d["l1_reason"]),
-                        t(&d["l2_reason"])
-                    );
-                }
-                return Ok(None);
+            let v: Vec<HistoryEntry> = controller_call(api, "GET", "/v1/history", |c| {
+                c.history(tenant.as_deref(), *limit)
+            })?;
+            if a.json {
+                print(&v);
+                return Ok(());
             }
-            v
+            println!(
+                "{:>8} {:<10} {:>9} {:>9} {:>8} {:>8}  why",
+                "interval", "volume", "lat ms", "target", "L1 MiB", "L2 MiB"
+            );
+            for h in &v {
+                let d = &h.detail;
+                if h.tenant == "*" {
+                    let n = d["actions"].as_array().map_or(0, Vec::len);
+                    println!("{:>8} {:<10} {} node changes", h.interval, "(plan)", n);
+                    continue;
+                }
+                println!(
+                    "{:>8} {:<10} {:>9} {:>9} {:>8} {:>8}  {} / {}",
+                    h.interval,
+                    h.tenant,
+                    f(&d["latency_ms"], 3),
+                    f(&d["target_ms"], 3),
+                    mib(&d["l1_size"]),
+                    mib(&d["l2_size"]),
+                    t(&d["l1_reason"]),
+                    t(&d["l2_reason"])
+                );
+            }
         }
         Verb::Explain { tenant } => {
-            let v = api.call("GET", &format!("/v1/explain/{tenant}"), None)?;
-            if !a.json {
-                println!(
-                    "tenant {} · SLO {} · class {} · scheme {}",
-                    t(&v["tenant"]),
-                    v["slo"],
-                    t(&v["class"]),
-                    t(&v["scheme"])
-                );
-                for vol in v["volumes"].as_array().into_iter().flatten() {
-                    let p = &vol["plan"];
-                    println!(
-                        "volume {} on {} striped over {}:",
-                        t(&vol["volume"]),
-                        t(&vol["host"]),
-                        vol["servers"]
-                    );
-                    println!(
-                        "  level 1: {} blocks — {}",
-                        t(&p["l1"]["size"]),
-                        p["l1"]["reason"]
-                    );
-                    for part in p["l2"].as_array().into_iter().flatten() {
-                        println!(
-                            "  level 2 (server #{}): {} blocks — {}",
-                            t(&part["node"]),
-                            t(&part["size"]),
-                            part["reason"]
-                        );
-                    }
-                    println!(
-                        "  policy {} ({}); predicted {} ms, target {} ms; measured {} ms",
-                        t(&p["eviction"]),
-                        t(&p["eviction_reason"]),
-                        f(&p["predicted_latency_ms"], 3),
-                        f(&p["target_latency_ms"], 3),
-                        f(&vol["measured"]["latency_ms"], 3)
-                    );
-                    if !vol["shortfall"].is_null() {
-                        println!("  SHORTFALL: {}", vol["shortfall"]);
-                    }
-                }
-                return Ok(None);
+            let v = controller_call(api, "GET", &format!("/v1/explain/{tenant}"), |c| {
+                c.explain(tenant)
+            })?;
+            if a.json {
+                print(&v);
+                return Ok(());
             }
-            v
+            println!(
+                "tenant {} · SLO {} · class {} · scheme {}",
+                t(&v["tenant"]),
+                v["slo"],
+                t(&v["class"]),
+                t(&v["scheme"])
+            );
+            for vol in v["volumes"].as_array().into_iter().flatten() {
+                let p = &vol["plan"];
+                println!(
+                    "volume {} on {} striped over {}:",
+                    t(&vol["volume"]),
+                    t(&vol["host"]),
+                    vol["servers"]
+                );
+                println!(
+                    "  level 1: {} blocks — {}",
+                    t(&p["l1"]["size"]),
+                    p["l1"]["reason"]
+                );
+                for part in p["l2"].as_array().into_iter().flatten() {
+                    println!(
+                        "  level 2 (server #{}): {} blocks — {}",
+                        t(&part["node"]),
+                        t(&part["size"]),
+                        part["reason"]
+                    );
+                }
+                println!(
+                    "  policy {} ({}); predicted {} ms, target {} ms; measured {} ms",
+                    t(&p["eviction"]),
+                    t(&p["eviction_reason"]),
+                    f(&p["predicted_latency_ms"], 3),
+                    f(&p["target_latency_ms"], 3),
+                    f(&vol["measured"]["latency_ms"], 3)
+                );
+                if !vol["shortfall"].is_null() {
+                    println!("  SHORTFALL: {}", vol["shortfall"]);
+                }
+            }
         }
-        _ => return Ok(Some(Value::Null)),
-    };
-    Ok(Some(out))
+        _ => bail!("not a controller verb"),
+    }
+    Ok(())
 }
 
 /// Runs `lachesis ctl`.
@@ -550,100 +586,113 @@ pub fn run(a: CtlArgs) -> anyhow::Result<()> {
         Verb::Slo { .. } | Verb::Plan | Verb::History { .. } | Verb::Explain { .. }
     ) || (matches!(a.verb, Verb::Tenants) && a.controller.is_some());
     if for_controller {
-        let api = Api {
-            addr: a
-                .controller
-                .clone()
-                .unwrap_or_else(|| "127.0.0.1:7070".into()),
-            token: controller_token(a.controller_token_file.clone())?,
-        };
-        if let Some(v) = controller_verb(&a, &api)? {
-            print(&v);
-        }
-        return Ok(());
+        let addr = a
+            .controller
+            .clone()
+            .unwrap_or_else(|| "127.0.0.1:7070".into());
+        let token = controller_token(a.controller_token_file.clone())?;
+        let api = ControllerClient::new(&addr, token.as_deref(), CALL_TIMEOUT);
+        return controller_verb(&a, &api);
     }
-    let api = Api {
-        addr: a.api,
-        token: token(a.token_file)?,
-    };
-    let out = match a.verb {
-        Verb::Status => return status(&api),
-        Verb::Caches => api.call("GET", "/v1/caches", None)?,
-        Verb::Stats { cache } => api.call("GET", &format!("/v1/caches/{cache}"), None)?,
+    let token = token(a.token_file)?;
+    let api = NodeClient::new(&a.api, token.as_deref(), CALL_TIMEOUT).once();
+    let c = &api;
+    match a.verb {
+        Verb::Status => return status(c),
+        Verb::Caches => print(&node_call(c, "GET", "/v1/caches", NodeClient::caches)?),
+        Verb::Stats { cache } => {
+            let path = format!("/v1/caches/{cache}");
+            print(&node_call(c, "GET", &path, |c| c.cache(&cache))?)
+        }
         Verb::CreateCache {
             name,
-            size,
-            eviction,
-            write_policy,
-            admission,
-        } => api.call(
-            "POST",
-            "/v1/caches",
-            Some(json!({"name": name, "size": size, "eviction": eviction,
-                        "write_policy": write_policy, "admission": admission})),
-        )?,
-        Verb::Configure {
-            cache,
-            size,
+            size: sz,
             eviction,
             write_policy,
             admission,
         } => {
-            let mut b = serde_json::Map::new();
-            for (k, v) in [
-                ("size", size),
-                ("eviction", eviction),
-                ("write_policy", write_policy),
-                ("admission", admission),
-            ] {
-                if let Some(v) = v {
-                    b.insert(k.into(), Value::String(v));
-                }
-            }
-            if b.is_empty() {
+            let spec = CreateCache {
+                name,
+                size: size(&sz)?,
+                eviction: Some(eviction),
+                write_policy: Some(write_policy),
+                admission,
+                ..Default::default()
+            };
+            print(&node_call(c, "POST", "/v1/caches", |c| {
+                c.create_cache(&spec)
+            })?)
+        }
+        Verb::Configure {
+            cache,
+            size: sz,
+            eviction,
+            write_policy,
+            admission,
+        } => {
+            let patch = CachePatch {
+                size: sz.as_deref().map(size).transpose()?,
+                eviction,
+                write_policy,
+                admission,
+                ..Default::default()
+            };
+            if patch == CachePatch::default() {
                 bail!("configure: give at least one of --size, --eviction, --write-policy, --admission");
             }
-            api.call(
-                "PATCH",
-                &format!("/v1/caches/{cache}"),
-                Some(Value::Object(b)),
-            )?
+            let path = format!("/v1/caches/{cache}");
+            print(&node_call(c, "PATCH", &path, |c| {
+                c.configure_cache(&cache, &patch)
+            })?)
         }
-        Verb::RemoveCache { cache } => api.call("DELETE", &format!("/v1/caches/{cache}"), None)?,
-        Verb::Rules => api.call("GET", "/v1/rules", None)?,
+        Verb::RemoveCache { cache } => {
+            let path = format!("/v1/caches/{cache}");
+            print(&node_call(c, "DELETE", &path, |c| c.remove_cache(&cache))?)
+        }
+        Verb::Rules => print(&node_call(c, "GET", "/v1/rules", NodeClient::rules)?),
         Verb::CreateRule {
             export,
             cache,
             client,
-            op,
+            op: o,
             range: r,
         } => {
-            let r = r.as_deref().map(range).transpose()?;
-            api.call(
-                "POST",
-                "/v1/rules",
-                Some(json!({"export": export, "cache": cache, "client": client, "op": op, "range": r})),
-            )?
+            let rule = CreateRule {
+                export,
+                cache,
+                client,
+                op: o.as_deref().map(op).transpose()?,
+                range: r.as_deref().map(range).transpose()?,
+            };
+            print(&node_call(c, "POST", "/v1/rules", |c| {
+                c.create_rule(&rule)
+            })?)
         }
-        Verb::RemoveRule { id } => api.call("DELETE", &format!("/v1/rules/{id}"), None)?,
+        Verb::RemoveRule { id } => {
+            let path = format!("/v1/rules/{id}");
+            print(&node_call(c, "DELETE", &path, |c| c.remove_rule(id))?)
+        }
         Verb::Curve {
             cache,
             window,
             points,
-        } => api.call(
-            "GET",
-            &format!("/v1/caches/{cache}/curve?window={window}&points={points}"),
-            None,
-        )?,
-        Verb::Tenants => api.call("GET", "/v1/tenants", None)?,
+        } => {
+            let path = format!("/v1/caches/{cache}/curve");
+            print(&node_call(c, "GET", &path, |c| {
+                c.curve(&cache, window, points)
+            })?)
+        }
+        Verb::Tenants => print(&node_call(c, "GET", "/v1/tenants", NodeClient::tenants)?),
         Verb::Slo { .. } | Verb::Plan | Verb::History { .. } | Verb::Explain { .. } => {
             bail!("answered by the controller above")
         }
         Verb::Proportions { set } => {
             if set.is_empty() {
-                api.call("GET", "/v1/proportions", None)?
+                print(&node_call(c, "GET", "/v1/proportions", |c| {
+                    c.get_json("/v1/proportions")
+                })?)
             } else {
-                let mut m = serde_json::Map::new();
+                let mut m = Proportions::new();
                 for kv in set {
                     let (k, v) = kv
                         .split_once('=')
@@ -651,12 +700,13 @@ pub fn run(a: CtlArgs) -> anyhow::Result<()> {
                     let w: f64 = v
                         .parse()
                         .with_context(|| format!("`{kv}`: weight is not a number"))?;
-                    m.insert(k.into(), json!(w));
+                    m.insert(k.into(), w);
                 }
-                api.call("PUT", "/v1/proportions", Some(Value::Object(m)))?
+                print(&node_call(c, "PUT", "/v1/proportions", |c| {
+                    c.set_proportions(&m)
+                })?)
             }
         }
-    };
-    print(&out);
+    }
     Ok(())
 }

@@ -17,14 +17,18 @@
 //! | GET | `/v1/series` | the intervals kept in memory (console charts) |
 //! | GET | `/v1/curves` | per volume its curves and planned size |
 //!
+//! The bodies a program sends or reads (registration, heartbeat, SLO changes, rows,
+//! history, tenants) are the `api` crate's types ([`api::controller`]); the plan and the
+//! explanations are `control`'s and the service's.
+//!
 //! Errors are `{"error": reason}` naming the field: 400 malformed or invalid, 404 unknown,
 //! 409 conflicts (also: a change sent to a standby replica, naming the leader), 500 the
 //! controller's own failures. A rejected change writes nothing.
 
 use crate::auth::Token;
 use crate::config::TenantSpec;
-use crate::registry::{Heartbeat, Registration};
 use crate::service::{Service, ServiceError};
+use api::controller::{Heartbeat, Registration, SetSlo};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -131,20 +135,12 @@ async fn delete_tenant(
     Ok(Json(json!({"removed": t})))
 }
 
-#[derive(serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SloBody {
-    slo: Option<control::Slo>,
-    #[serde(default)]
-    class: Option<String>,
-}
-
 async fn set_slo(
     State(s): St,
     Path(t): Path<String>,
     b: Bytes,
 ) -> Result<impl IntoResponse, ServiceError> {
-    let v: SloBody = body(&b)?;
+    let v: SetSlo<control::Slo> = body(&b)?;
     s.set_slo(&t, v.slo, v.class)?;
     Ok(Json(s.tenant(&t)?))
 }
@@ -198,4 +194,59 @@ async fn series(State(s): St) -> impl IntoResponse {
 
 async fn curves(State(s): St) -> impl IntoResponse {
     Json(s.curves())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use api::controller::{Row, TenantHead, TenantView};
+
+    /// What `lachesis ctl` sends and reads is what this API reads and writes.
+    #[test]
+    fn ctl_and_the_controller_share_the_contract() {
+        // `ctl slo T --set '{"latency_ms": 2.0}' --class gold`.
+        let sent = SetSlo::<serde_json::Value> {
+            slo: Some(serde_json::json!({"latency_ms": 2.0})),
+            class: Some("gold".into()),
+        };
+        let got: SetSlo<control::Slo> =
+            serde_json::from_value(serde_json::to_value(&sent).unwrap()).unwrap();
+        assert_eq!(got.slo, Some(control::Slo::LatencyMs(2.0)));
+        assert_eq!(got.class.as_deref(), Some("gold"));
+        // `--set null` without a class.
+        let got: SetSlo<control::Slo> =
+            serde_json::from_value(serde_json::json!({"slo": null, "class": null})).unwrap();
+        assert_eq!((got.slo, got.class), (None, None));
+
+        // A tenant as `GET /v1/tenants/{t}` writes it, read as `ctl` reads it.
+        let spec: TenantSpec = serde_json::from_value(serde_json::json!({
+            "name": "t1", "slo": {"latency_ms": 2.0}, "class": "gold",
+            "volume": [{"name": "v1", "host": "h", "servers": ["a", "b"]}]
+        }))
+        .unwrap();
+        let view = crate::service::TenantView {
+            spec,
+            status: vec![Row {
+                tenant: "v1".into(),
+                owner: "t1".into(),
+                slo_met: Some(true),
+                l1_size: 1 << 20,
+                ..Default::default()
+            }],
+        };
+        let text = serde_json::to_string(&view).unwrap();
+        let read: TenantView<TenantHead> = serde_json::from_str(&text).unwrap();
+        assert_eq!(read.spec.name, "t1");
+        assert_eq!(read.spec.class.as_deref(), Some("gold"));
+        assert_eq!(read.spec.slo, Some(serde_json::json!({"latency_ms": 2.0})));
+        assert_eq!(read.status, view.status);
+        // `--json` prints all of it.
+        assert_eq!(
+            serde_json::to_value(&read).unwrap(),
+            serde_json::to_value(&view).unwrap()
+        );
+        // And the controller reads its own answer back (the store keeps tenants so).
+        let back: crate::service::TenantView = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.spec, view.spec);
+    }
 }

@@ -11,10 +11,9 @@
 //! | [`config`] | `controller.toml`: listener, interval, scheme, nodes, tenants, volumes, SLOs |
 //! | [`store`] | persistence: the [`store::Store`] trait, embedded SQLite |
 //! | [`etcd`] | the same state in etcd, and leader election among replicas |
-//! | [`registry`] | nodes: registration, heartbeat, health, epochs |
-//! | [`client`] | the node contract: observations, caches, rules, proportions |
-//! | [`observe`] | cumulative counters to one interval's `control::Observations` |
-//! | [`reconcile`] | a node's actual caches and rules made to match the plan |
+//! | [`registry`] | nodes: registration, heartbeat, health, epochs (bodies from the `api` crate) |
+//! | [`observe`] | nodes' cumulative observations (`api::node`) to one interval's `control::Observations` |
+//! | [`reconcile`] | a node's actual caches and rules made to match the plan (through `api::client::NodeClient`) |
 //! | [`service`] | the loop and the state behind the API |
 //! | [`api`], [`auth`], [`console`] | HTTP: JSON verbs, bearer token, operator's page |
 //! | [`demo`] | `lachesis demo`: disks, nodes, controller and tenants on loopback |
@@ -23,7 +22,6 @@
 
 pub mod api;
 pub mod auth;
-pub mod client;
 pub mod config;
 pub mod console;
 pub mod demo;

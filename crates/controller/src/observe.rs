@@ -14,7 +14,7 @@
 //! node measured on top of what the level-2 node did, a miss likewise); curves from the
 //! level-1 node (it sees the volume's whole stream), sizes turned from bytes to blocks.
 
-use crate::client::{Acc, NodeObservations, TenantCounters};
+use api::node::{NodeObservations, Served, TenantObservations};
 use control::{LevelCount, Observations, ObservedService, PolicyCurve, TenantObservation};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -25,8 +25,8 @@ pub struct Deltas {
     last: HashMap<String, NodeObservations>,
 }
 
-fn sub_acc(a: Acc, b: Acc) -> Acc {
-    Acc {
+fn sub_acc(a: Served, b: Served) -> Served {
+    Served {
         count: a.count.saturating_sub(b.count),
         sum_ms: (a.sum_ms - b.sum_ms).max(0.0),
     }
@@ -38,7 +38,7 @@ impl Deltas {
         &mut self,
         node: &str,
         now: &NodeObservations,
-    ) -> HashMap<String, TenantCounters> {
+    ) -> HashMap<String, TenantObservations> {
         let prev = self.last.get(node).filter(|p| p.epoch == now.epoch);
         let mut out = HashMap::new();
         for t in &now.tenants {
@@ -98,7 +98,7 @@ pub struct Measured {
     pub mbps: f64,
 }
 
-fn mean(a: Acc) -> Option<f64> {
+fn mean(a: Served) -> Option<f64> {
     (a.count > 0).then(|| a.sum_ms / a.count as f64)
 }
 
@@ -118,7 +118,7 @@ pub struct Placement<'a> {
 /// (`by_node[node][cache]`); `block_size` turns curve sizes into blocks.
 pub fn build(
     placements: &[Placement<'_>],
-    by_node: &HashMap<String, HashMap<String, TenantCounters>>,
+    by_node: &HashMap<String, HashMap<String, TenantObservations>>,
     block_size: u64,
     seconds: f64,
 ) -> (Observations, Vec<Measured>) {
@@ -128,7 +128,7 @@ pub fn build(
         tiers: Vec::new(),
     };
     let mut measured = Vec::new();
-    let empty = TenantCounters::default();
+    let empty = TenantObservations::default();
     let l1_of = |p: &Placement<'_>| {
         by_node
             .get(p.host)
@@ -152,22 +152,22 @@ pub fn build(
             Some(&(all, _)) => l1.lookups.saturating_sub(l1.hits) as f64 / all as f64,
         };
         let scale = |x: u64| (x as f64 * share).round() as u64;
-        let l2: Vec<&TenantCounters> = p
+        let l2: Vec<&TenantObservations> = p
             .servers
             .iter()
             .filter_map(|s| by_node.get(*s).and_then(|m| m.get(p.cache)))
             .collect();
         let l2_lookups: u64 = scale(l2.iter().map(|c| c.lookups).sum());
         let l2_hits: u64 = scale(l2.iter().map(|c| c.hits).sum());
-        let sum = |f: &dyn Fn(&TenantCounters) -> Acc| {
-            let a = l2.iter().fold(Acc::default(), |a, c| {
+        let sum = |f: &dyn Fn(&TenantObservations) -> Served| {
+            let a = l2.iter().fold(Served::default(), |a, c| {
                 let x = f(c);
-                Acc {
+                Served {
                     count: a.count + x.count,
                     sum_ms: a.sum_ms + x.sum_ms,
                 }
             });
-            Acc {
+            Served {
                 count: scale(a.count),
                 sum_ms: a.sum_ms * share,
             }
@@ -223,7 +223,7 @@ pub fn build(
                 })
             })
             .collect();
-        let mean_ms = mean(Acc {
+        let mean_ms = mean(Served {
             count: l1.latency.count,
             sum_ms: l1.latency.sum_ms,
         });
@@ -284,8 +284,8 @@ struct WriteSplit {
 }
 
 impl WriteSplit {
-    fn of(l1: &TenantCounters, bytes: u64) -> WriteSplit {
-        let reads = Acc {
+    fn of(l1: &TenantObservations, bytes: u64) -> WriteSplit {
+        let reads = Served {
             count: l1.served.hit.count + l1.served.miss.count,
             sum_ms: l1.served.hit.sum_ms + l1.served.miss.sum_ms,
         };
@@ -300,7 +300,7 @@ impl WriteSplit {
                 write_ms: None,
             };
         }
-        let others = Acc {
+        let others = Served {
             count: l1.latency.count - reads.count,
             sum_ms: (l1.latency.sum_ms - reads.sum_ms).max(0.0),
         };
@@ -327,7 +327,7 @@ fn ratio(a: u64, b: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::client::{LatencyCounters, NodeCurve, Served};
+    use api::node::{LatencyView, PolicyPoints, ServedView};
 
     fn counters(
         cache: &str,
@@ -335,25 +335,25 @@ mod tests {
         hits: u64,
         hit_ms: f64,
         miss_ms: f64,
-    ) -> TenantCounters {
-        TenantCounters {
+    ) -> TenantObservations {
+        TenantObservations {
             cache: Some(cache.into()),
             requests,
             lookups: requests,
             hits,
             read_bytes: requests * 4096,
-            latency: LatencyCounters {
+            latency: LatencyView {
                 count: requests,
                 sum_ms: hits as f64 * hit_ms + (requests - hits) as f64 * miss_ms,
                 p50_ms: 0.0,
                 p99_ms: miss_ms,
             },
-            served: Served {
-                hit: Acc {
+            served: ServedView {
+                hit: Served {
                     count: hits,
                     sum_ms: hits as f64 * hit_ms,
                 },
-                miss: Acc {
+                miss: Served {
                     count: requests - hits,
                     sum_ms: (requests - hits) as f64 * miss_ms,
                 },
@@ -386,7 +386,7 @@ mod tests {
     #[test]
     fn build_joins_levels_and_derives_service_times() {
         let mut l1 = counters("v", 1000, 600, 0.1, 3.0);
-        l1.curves = vec![NodeCurve {
+        l1.curves = vec![PolicyPoints {
             policy: "lru".into(),
             points: vec![(0, 1.0), (4096 * 100, 0.5), (4096 * 200, 0.2)],
         }];
@@ -456,7 +456,7 @@ mod tests {
 
         // A node that sends no read split: the bytes' write share, latencies unknown.
         let mut old = counters("v", 100, 50, 0.2, 2.0);
-        old.served = Served::default();
+        old.served = ServedView::default();
         old.write_bytes = old.read_bytes / 3;
         let by = HashMap::from([("h".to_string(), HashMap::from([("v".to_string(), old)]))]);
         let t = &build(&p, &by, 4096, 1.0).0.tenants[0];

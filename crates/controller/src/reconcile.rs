@@ -9,14 +9,16 @@
 //! controller's, so a cache made on it by hand goes too. The node refuses a cache smaller than one
 //! block, so a partition planned at 0 keeps one block, taken from the node's largest
 //! partition so the node's sum stays within its capacity. Every call is retried on
-//! transport errors and 5xx answers ([`crate::client`]); a node that still fails is
+//! transport errors and 5xx answers (`api::client::NodeClient`); a node that still fails is
 //! reported and tried again at the next interval.
 
-use crate::client::{CallError, NodeClient};
 use crate::registry::NodeEntry;
 use crate::service::Volume;
+use api::client::{CallError, NodeClient};
+use api::node::{CacheInfo, CachePatch, CreateCache, CreateRule};
 use control::{Plan, Topology};
 use serde::{Deserialize, Serialize};
+use units::ByteSize;
 
 /// One cache the plan wants on a node.
 #[derive(Clone, Debug, PartialEq)]
@@ -136,7 +138,7 @@ pub fn apply(
     // Caches no plan wants (a deleted tenant's, a volume moved elsewhere): their rules
     // first, so no request reaches a cache being removed, then the cache (the node writes
     // its dirty blocks back before it answers).
-    let unwanted: Vec<&crate::client::CacheRow> = caches
+    let unwanted: Vec<&CacheInfo> = caches
         .iter()
         .filter(|h| !want.caches.iter().any(|w| w.name == h.name))
         .collect();
@@ -144,13 +146,13 @@ pub fn apply(
         let rules = c.rules().unwrap_or_default();
         for h in unwanted {
             for r in rules.iter().filter(|r| r.cache == h.id) {
-                let res = c.remove_rule(r.id);
+                let res = c.remove_rule(r.id).map(|_| ());
                 actions.push(act("unrule", &h.name, format!("rule {}", r.id), &res));
                 if let Err(e) = res {
                     first_err.get_or_insert(e);
                 }
             }
-            let res = c.remove_cache(&h.name);
+            let res = c.remove_cache(&h.name).map(|_| ());
             actions.push(act(
                 "remove",
                 &h.name,
@@ -168,7 +170,11 @@ pub fn apply(
             let have = caches.iter().find(|x| x.name == w.name);
             let r = match (pass, have) {
                 (0, Some(h)) if w.size < h.size_bytes => {
-                    let r = c.configure_cache(&w.name, Some(w.size), None, None, None);
+                    let patch = CachePatch {
+                        size: Some(ByteSize(w.size)),
+                        ..Default::default()
+                    };
+                    let r = c.configure_cache(&w.name, &patch).map(|_| ());
                     actions.push(act(
                         "resize",
                         &w.name,
@@ -178,7 +184,15 @@ pub fn apply(
                     r
                 }
                 (1, None) => {
-                    let r = c.create_cache(&w.name, w.size, &w.eviction, &w.admission, w.exclusive);
+                    let spec = CreateCache {
+                        name: w.name.clone(),
+                        size: ByteSize(w.size),
+                        eviction: Some(w.eviction.clone()),
+                        admission: Some(w.admission.clone()),
+                        exclusive: w.exclusive,
+                        ..Default::default()
+                    };
+                    let r = c.create_cache(&spec).map(|_| ());
                     actions.push(act(
                         "create",
                         &w.name,
@@ -203,7 +217,13 @@ pub fn apply(
                     if grow.is_none() && evict.is_none() && excl.is_none() {
                         continue;
                     }
-                    let r = c.configure_cache(&w.name, grow, evict, None, excl);
+                    let patch = CachePatch {
+                        size: grow.map(ByteSize),
+                        eviction: evict.map(str::to_string),
+                        exclusive: excl,
+                        ..Default::default()
+                    };
+                    let r = c.configure_cache(&w.name, &patch).map(|_| ());
                     let mut what = Vec::new();
                     if let Some(g) = grow {
                         what.push(format!("{} -> {}", h.size_bytes, g));
@@ -252,10 +272,15 @@ pub fn apply(
             .iter()
             .filter(|r| r.export == w.name && r.cache != id && r.client.is_none())
         {
-            let res = c.remove_rule(r.id);
+            let res = c.remove_rule(r.id).map(|_| ());
             actions.push(act("unrule", &w.name, format!("rule {}", r.id), &res));
         }
-        let r = c.create_rule(&w.name, &w.name);
+        let rule = CreateRule {
+            export: w.name.clone(),
+            cache: w.name.clone(),
+            ..Default::default()
+        };
+        let r = c.create_rule(&rule).map(|_| ());
         let r = match r {
             // A node that does not export the volume: nothing to route.
             Err(CallError::Status { status: 404, .. }) => continue,

@@ -9,54 +9,8 @@
 
 use serde::{Deserialize, Serialize};
 
-/// An export a node reported at registration.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct ExportRef {
-    /// Export name.
-    pub name: String,
-    /// Owning tenant.
-    #[serde(default)]
-    pub tenant: String,
-    /// Size (bytes).
-    #[serde(default)]
-    pub size: u64,
-}
-
-/// The body of `POST /v1/nodes/register`.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-#[serde(deny_unknown_fields)]
-pub struct Registration {
-    /// Node name.
-    pub name: String,
-    /// 1 or 2.
-    pub level: u8,
-    /// `http://host:port` of its API.
-    pub api: String,
-    /// `host:port` of its NBD listener.
-    #[serde(default)]
-    pub nbd: Option<String>,
-    /// Cache memory (bytes).
-    pub cache_size: u64,
-    /// Block size (bytes).
-    pub block_size: u64,
-    /// Its current epoch.
-    pub epoch: String,
-    /// Its exports.
-    #[serde(default)]
-    pub exports: Vec<ExportRef>,
-    /// Its own API token (the controller programs it with this).
-    pub token: String,
-}
-
-/// The body of `POST /v1/nodes/{name}/heartbeat`.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
-pub struct Heartbeat {
-    /// The node's epoch.
-    pub epoch: String,
-    /// Milliseconds since it started.
-    #[serde(default)]
-    pub uptime_ms: u64,
-}
+/// A node's registration, its exports and heartbeat: the contract's types.
+pub use api::controller::{ExportRef, Heartbeat, Registration};
 
 /// One node as the controller knows it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

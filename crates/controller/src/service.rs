@@ -27,13 +27,13 @@
 //! capacity or volumes changed. Views that name a volume ([`Service::explain`], the
 //! console's curves) find it by name in the last observations.
 
-use crate::client::{CallError, NodeClient};
 use crate::config::{check_tenants, ControllerConfig, ControllerSection, TenantSpec};
 use crate::etcd::{Election, LeaderView};
 use crate::observe::{build, Deltas, Measured, Placement};
 use crate::reconcile::{self, Action, Desired};
 use crate::registry::{Heartbeat, NodeEntry, Registration};
 use crate::store::{self, get_json, HistoryEntry, Store, StoreError};
+use api::client::{CallError, NodeClient};
 use control::{
     ControlState, Controller, Levels, Node, Plan, Scheme, ServiceTimes, Slo, Tenant, Topology,
 };
@@ -65,51 +65,8 @@ pub enum ServiceError {
     Control(String),
 }
 
-/// One volume's row of an interval.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct Row {
-    /// The volume (a `control` tenant).
-    pub tenant: String,
-    /// Its owner.
-    pub owner: String,
-    /// Its SLO as text (`≤2 ms`), if any.
-    pub slo: Option<String>,
-    /// The latency its SLO allows this interval (ms).
-    pub target_ms: Option<f64>,
-    /// Measured mean latency (ms).
-    pub latency_ms: Option<f64>,
-    /// Measured level-1 hit ratio.
-    pub l1_hit_ratio: f64,
-    /// Measured level-2 hit ratio (of level-1 misses).
-    pub l2_hit_ratio: f64,
-    /// Planned level-1 size (bytes).
-    pub l1_size: u64,
-    /// Planned level-2 size over its servers (bytes).
-    pub l2_size: u64,
-    /// Level-1 size its host reported this interval, before this interval's reconcile
-    /// (bytes; the previous plan as applied).
-    #[serde(default)]
-    pub l1_applied: u64,
-    /// Level-2 size its servers reported this interval, summed (bytes).
-    #[serde(default)]
-    pub l2_applied: u64,
-    /// Whether the measured latency met the target (`None`: no SLO or no requests).
-    pub slo_met: Option<bool>,
-    /// Latency the model predicts at the planned sizes (ms).
-    pub predicted_ms: f64,
-    /// Why the level-1 size.
-    pub l1_reason: String,
-    /// Why the level-2 size.
-    pub l2_reason: String,
-    /// Eviction policy and why.
-    pub eviction: String,
-    /// Requests this interval.
-    pub requests: u64,
-    /// Requests per second.
-    pub iops: f64,
-    /// MB/s.
-    pub mbps: f64,
-}
+/// One volume's row of an interval: the contract's type.
+pub use api::controller::Row;
 
 /// One interval as the console and the demo show it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -130,15 +87,8 @@ pub struct IntervalReport {
     pub actions: Vec<Action>,
 }
 
-/// A tenant as the API shows it.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct TenantView {
-    /// Its configuration.
-    #[serde(flatten)]
-    pub spec: TenantSpec,
-    /// Its volumes' last rows.
-    pub status: Vec<Row>,
-}
+/// A tenant as the API shows it: its configuration and its volumes' last rows.
+pub type TenantView = api::controller::TenantView<TenantSpec>;
 
 struct Inner {
     tenants: Vec<TenantSpec>,
@@ -632,7 +582,7 @@ impl Service {
             .clone()
             .or_else(|| self.config_tokens.get(&e.name).cloned())?;
         let timeout = Duration::from_secs_f64((self.cfg.interval_secs / 2.0).clamp(0.2, 5.0));
-        Some(NodeClient::new(api, &token, timeout))
+        Some(NodeClient::new(api, Some(&token), timeout))
     }
 
     /// One enforcement interval (blocking: polls and programs the nodes).
@@ -646,7 +596,7 @@ impl Service {
                 .map(|e| (e.name.clone(), self.client_for(e)))
                 .collect()
         };
-        let polled: Vec<(String, Result<crate::client::NodeObservations, String>)> = targets
+        let polled: Vec<(String, Result<api::node::NodeObservations, String>)> = targets
             .into_iter()
             .map(|(name, c)| {
                 let r = match c {

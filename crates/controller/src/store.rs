@@ -7,7 +7,6 @@
 //! change leaves the previous values whole.
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::{Deserialize, Serialize};
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -37,18 +36,8 @@ pub enum StoreError {
     Backend(String),
 }
 
-/// One decision kept in the history: a tenant's allocation at one interval and why.
-#[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
-pub struct HistoryEntry {
-    /// The interval number.
-    pub interval: u64,
-    /// Seconds since the Unix epoch.
-    pub time: f64,
-    /// The tenant (volume) it concerns, or `*` for the whole plan.
-    pub tenant: String,
-    /// The numbers and reasons (JSON).
-    pub detail: serde_json::Value,
-}
+/// One decision kept in the history: the contract's type.
+pub use api::controller::HistoryEntry;
 
 /// A persistent store of the controller's state.
 pub trait Store: Send + Sync {

@@ -18,6 +18,9 @@
 //! | GET | `/v1/observations` | per-tenant counters, latency and curves for a controller (see [`crate::observe`]) |
 //! | POST | `/v1/demote/{export}` | demoted blocks from level 1, inserted clean without a disk write: records `offset u64 LE, length u32 LE, bytes` ([`crate::demote`]); answers `{"inserted","refreshed","skipped"}` |
 //!
+//! The bodies are the `api` crate's types ([`api::node`]), but for the two diagnostics
+//! `/v1/exports` and `GET /v1/proportions`, built here from the node's own snapshots.
+//!
 //! Every request but `/`, `/metrics` and `/healthz` needs `Authorization: Bearer TOKEN`
 //! (see [`crate::auth`]); without it the answer is 401.
 //!
@@ -31,8 +34,12 @@
 
 use crate::auth::ApiToken;
 use crate::config::{CacheSpec, RuleSpec};
-use crate::state::{CachePatch, NodeState};
+use crate::state::NodeState;
 use crate::NodeError;
+use api::node::{
+    CacheCurve, CachePatch, CreateCache, CreateRule, CurvePoint, DemoteOutcome, NodeInfo,
+    Proportions, Removed,
+};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, StatusCode};
@@ -158,16 +165,16 @@ async fn metrics(State(s): St) -> impl IntoResponse {
     )
 }
 
-async fn node(State(s): St) -> Json<serde_json::Value> {
-    Json(json!({
-        "level": s.level,
-        "block_size": s.cache.block_size(),
-        "total_blocks": s.cache.total_blocks(),
-        "allocated_blocks": s.cache.allocated_blocks(),
-        "uptime_seconds": s.started.elapsed().as_secs_f64(),
-        "bandwidth_bytes_per_sec": s.bandwidth.total(),
-        "demote": s.demoter.counters(),
-    }))
+async fn node(State(s): St) -> Json<NodeInfo> {
+    Json(NodeInfo {
+        level: s.level,
+        block_size: s.cache.block_size() as u64,
+        total_blocks: s.cache.total_blocks() as u64,
+        allocated_blocks: s.cache.allocated_blocks() as u64,
+        uptime_seconds: s.started.elapsed().as_secs_f64(),
+        bandwidth_bytes_per_sec: s.bandwidth.total(),
+        demote: s.demoter.counters(),
+    })
 }
 
 async fn exports(State(s): St) -> Json<Vec<serde_json::Value>> {
@@ -189,7 +196,7 @@ async fn list_caches(State(s): St) -> impl IntoResponse {
 }
 
 async fn create_cache(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
-    let spec: CacheSpec = body(&b)?;
+    let spec = CacheSpec::try_from(body::<CreateCache>(&b)?)?;
     let st = s.clone();
     // A durable cache replays its write log first (backend I/O): on the blocking pool.
     let (id, created) = blocking(move || st.ensure_cache(&spec)).await?;
@@ -224,7 +231,7 @@ async fn remove_cache(
 ) -> Result<impl IntoResponse, NodeError> {
     let id = s.resolve_cache(&key)?;
     blocking(move || s.remove_cache(id)).await?;
-    Ok(Json(json!({ "removed": id })))
+    Ok(Json(Removed { removed: id }))
 }
 
 /// Parses the curve's query (`window=true|false`, `points=N`); a bad value is a 400
@@ -262,20 +269,19 @@ async fn curve(
     let (window, points) = curve_query(&q)?;
     let id = s.resolve_cache(&key)?;
     let c = s.curve(id, window, points)?;
-    Ok(Json(match c {
-        Some(c) => json!({
-            "cache": id,
-            "windowed": window,
-            "block_size": s.cache.block_size(),
-            "status": "ok",
-            "points": c.points(),
-        }),
-        None => json!({
-            "cache": id,
-            "windowed": window,
-            "block_size": s.cache.block_size(),
-            "status": "no data",
-            "points": [],
+    Ok(Json(CacheCurve {
+        cache: id,
+        windowed: window,
+        block_size: s.cache.block_size() as u64,
+        status: if c.is_some() { "ok" } else { "no data" }.into(),
+        points: c.map_or_else(Vec::new, |c| {
+            c.points()
+                .iter()
+                .map(|p| CurvePoint {
+                    cache_size: p.cache_size,
+                    miss_ratio: p.miss_ratio,
+                })
+                .collect()
         }),
     }))
 }
@@ -285,7 +291,7 @@ async fn list_rules(State(s): St) -> impl IntoResponse {
 }
 
 async fn create_rule(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
-    let spec: RuleSpec = body(&b)?;
+    let spec = RuleSpec::from(body::<CreateRule>(&b)?);
     let st = s.clone();
     let id = blocking(move || st.create_rule(&spec)).await?;
     let rule = s.rules().into_iter().find(|r| r.id == id);
@@ -297,7 +303,7 @@ async fn remove_rule(State(s): St, Path(id): Path<String>) -> Result<impl IntoRe
         .parse()
         .map_err(|_| NodeError::Invalid(format!("rule id `{id}` is not a number")))?;
     blocking(move || s.remove_rule(id)).await?;
-    Ok(Json(json!({ "removed": id })))
+    Ok(Json(Removed { removed: id }))
 }
 
 async fn observations(State(s): St) -> impl IntoResponse {
@@ -316,7 +322,7 @@ async fn get_proportions(State(s): St) -> impl IntoResponse {
 }
 
 async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
-    let p: BTreeMap<String, f64> = body(&b)?;
+    let p: Proportions = body(&b)?;
     let known = s.tenant_names();
     let unknown: Vec<&str> = p
         .keys()
@@ -360,9 +366,9 @@ async fn demote(
         Ok(out)
     })
     .await?;
-    Ok(Json(json!({
-        "inserted": out.inserted,
-        "refreshed": out.refreshed,
-        "skipped": out.skipped,
-    })))
+    Ok(Json(DemoteOutcome {
+        inserted: out.inserted,
+        refreshed: out.refreshed,
+        skipped: out.skipped,
+    }))
 }

@@ -292,7 +292,7 @@ impl ExportConfig {
     }
 }
 
-/// One `[[cache]]` (also the body of the API's create-cache call).
+/// One `[[cache]]`; the API's create-cache body ([`api::node::CreateCache`]) becomes one.
 #[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct CacheSpec {
@@ -347,6 +347,34 @@ impl CacheSpec {
     }
 }
 
+impl TryFrom<api::node::CreateCache> for CacheSpec {
+    type Error = NodeError;
+
+    /// The body of `POST /v1/caches` with the node's defaults filled in; a bad eviction
+    /// spec is an error naming the field.
+    fn try_from(c: api::node::CreateCache) -> Result<Self, NodeError> {
+        let eviction = match c.eviction {
+            Some(e) => e
+                .parse::<EvictionSpec>()
+                .map_err(|e| NodeError::Invalid(format!("request body: eviction: {e}")))?,
+            None => EvictionSpec::default(),
+        };
+        Ok(CacheSpec {
+            name: c.name,
+            size: c.size,
+            eviction,
+            write_policy: c.write_policy.unwrap_or_else(default_write_policy),
+            admission: c.admission,
+            profile: c.profile.unwrap_or(true),
+            dirty_ratio: c.dirty_ratio,
+            dirty_bytes: c.dirty_bytes,
+            exclusive: c.exclusive,
+            log: c.log.map(PathBuf::from),
+            durable: c.durable,
+        })
+    }
+}
+
 fn default_write_policy() -> String {
     "write-back".into()
 }
@@ -354,7 +382,7 @@ fn default_true() -> bool {
     true
 }
 
-/// One `[[rule]]`: requests of `client` doing `op` on `export` in `range` go to `cache`.
+/// One `[[rule]]` (the API's [`api::node::CreateRule`] becomes one): requests of `client` doing `op` on `export` in `range` go to `cache`.
 #[derive(Clone, Debug, Deserialize, serde::Serialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleSpec {
@@ -371,6 +399,22 @@ pub struct RuleSpec {
     /// Byte range `[start, end)`; absent = the whole export.
     #[serde(default)]
     pub range: Option<(u64, u64)>,
+}
+
+impl From<api::node::CreateRule> for RuleSpec {
+    /// The body of `POST /v1/rules`.
+    fn from(r: api::node::CreateRule) -> Self {
+        RuleSpec {
+            export: r.export,
+            cache: r.cache,
+            client: r.client,
+            op: r.op.map(|o| match o {
+                api::node::Op::Read => cache::Op::Read,
+                api::node::Op::Write => cache::Op::Write,
+            }),
+            range: r.range,
+        }
+    }
 }
 
 impl NodeConfig {

@@ -36,7 +36,6 @@
 
 use crate::NodeError;
 use cache::{Backend, DemoteSink};
-use serde::Serialize;
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -108,26 +107,9 @@ struct Queue {
     stop: bool,
 }
 
-/// Counters of the demote path at level 1.
-#[derive(Debug, Default, Serialize, Clone, Copy, PartialEq, Eq)]
-pub struct DemoteCounters {
-    /// Blocks queued.
-    pub queued: u64,
-    /// Blocks dropped because the queue was full.
-    pub dropped: u64,
-    /// Blocks of exports with no level-2 API (not demoted).
-    pub no_target: u64,
-    /// Queued blocks cancelled by a read or write of the same block.
-    pub cancelled: u64,
-    /// Blocks sent and accepted by level 2.
-    pub sent: u64,
-    /// Blocks of batches that failed (level 2 unreachable or refused).
-    pub failed: u64,
-    /// Batches sent.
-    pub batches: u64,
-    /// Blocks queued now.
-    pub queue_blocks: u64,
-}
+/// Counters of the demote path at level 1 (`GET /v1/node`'s `demote`): the contract's
+/// type.
+pub use api::node::DemoteCounters;
 
 #[derive(Default)]
 struct Counters {

@@ -2,7 +2,6 @@
 //! reads and one for writes, recorded by the NBD adapter around each data request.
 
 use hdrhistogram::Histogram;
-use serde::Serialize;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -25,31 +24,9 @@ impl Default for Latency {
     }
 }
 
-/// Percentiles of one histogram, in microseconds.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct Percentiles {
-    /// Requests recorded.
-    pub count: u64,
-    /// Mean.
-    pub mean_us: f64,
-    /// Median.
-    pub p50_us: u64,
-    /// 99th percentile.
-    pub p99_us: u64,
-    /// 99.9th percentile.
-    pub p999_us: u64,
-    /// Largest.
-    pub max_us: u64,
-}
-
-/// Read and write percentiles.
-#[derive(Clone, Debug, Default, Serialize, PartialEq)]
-pub struct LatencySummary {
-    /// Reads.
-    pub read: Percentiles,
-    /// Writes, trims, flushes.
-    pub write: Percentiles,
-}
+/// Percentiles of one histogram and a tenant's read and write percentiles (`GET
+/// /v1/tenants`' `latency`): the contract's types.
+pub use api::node::{LatencySummary, Percentiles};
 
 fn lock(m: &Mutex<Histogram<u64>>) -> MutexGuard<'_, Histogram<u64>> {
     m.lock().unwrap_or_else(|e| e.into_inner())

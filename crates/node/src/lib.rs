@@ -12,11 +12,11 @@
 //! | [`export`] | the NBD face: per-client exports over the cache's data path |
 //! | [`upstream`] | backends over upstream NBD exports (level 1 → level 2) |
 //! | [`demote`] | exclusive levels: level 1 demotes clean victims to level 2 over HTTP |
-//! | [`api`], [`page`], [`metrics`] | HTTP: JSON verbs, operator's page, Prometheus |
+//! | [`api`], [`page`], [`metrics`] | HTTP: JSON verbs (their bodies are the `api` crate's contract), operator's page, Prometheus |
 //! | [`auth`] | the API's bearer token: where it comes from, who may skip it |
 //! | [`latency`], [`share`] | per-tenant latency histograms, bandwidth proportions |
-//! | [`observe`] | per-tenant profilers (LRU and phantom curves) and latency for a controller |
-//! | [`register`] | registration with a controller and the heartbeat |
+//! | [`observe`] | per-tenant profilers (LRU and phantom curves) and latency, turned into the contract's observations for a controller |
+//! | [`register`] | registration with a controller and the heartbeat (through the `api` crate's client) |
 //! | [`replay`] | a trace replayed as NBD I/O at its own pace or a given rate |
 //! | [`bandwidth`] | the bandwidth scheduler: per-tenant proportional shares (time quanta) |
 //! | [`hot_tier`] | SANCACHE's hot-chunk tier: a fast file in front of a slow backend |
@@ -432,7 +432,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         let (reg_stop_tx, reg_stop_rx) = oneshot::channel::<()>();
         let beating = link.map(|l| register::spawn(st.clone(), l, reg, reg_stop_rx));
         let (api_stop_tx, api_stop_rx) = oneshot::channel::<()>();
-        let app = api::router(st.clone(), token);
+        let app = crate::api::router(st.clone(), token);
         let api = tokio::spawn(async move {
             axum::serve(api_listener, app)
                 .with_graceful_shutdown(async {

@@ -26,7 +26,11 @@ fn esc(v: &str) -> String {
 }
 
 /// A metric read off a cache's counters: name, help, getter.
-type CacheMetric = (&'static str, &'static str, fn(&cache::CacheStats) -> u64);
+type CacheMetric = (
+    &'static str,
+    &'static str,
+    fn(&api::node::CacheStats) -> u64,
+);
 
 struct Out(String);
 
@@ -142,18 +146,18 @@ pub fn render(state: &NodeState) -> String {
         (
             "lachesis_cache_capacity_blocks",
             "Capacity of the cache in blocks.",
-            |s| s.capacity as u64,
+            |s| s.capacity,
         ),
         ("lachesis_cache_resident_blocks", "Blocks held.", |s| {
-            s.resident as u64
+            s.resident
         }),
         ("lachesis_cache_dirty_blocks", "Dirty blocks held.", |s| {
-            s.dirty as u64
+            s.dirty
         }),
         (
             "lachesis_cache_writing_back_blocks",
             "Evicted dirty blocks being written back.",
-            |s| s.writing_back as u64,
+            |s| s.writing_back,
         ),
     ];
     for (name, help, f) in gauges {
@@ -296,33 +300,29 @@ pub fn render(state: &NodeState) -> String {
         o.sample(
             "lachesis_tenant_requests_total",
             &with("op", "read"),
-            t.counters.reads,
+            t.reads,
         );
         o.sample(
             "lachesis_tenant_requests_total",
             &with("op", "write"),
-            t.counters.writes,
+            t.writes,
         );
         o.sample(
             "lachesis_tenant_bytes_total",
             &with("op", "read"),
-            t.counters.read_bytes,
+            t.read_bytes,
         );
         o.sample(
             "lachesis_tenant_bytes_total",
             &with("op", "write"),
-            t.counters.write_bytes,
+            t.write_bytes,
         );
         let mut hit = with("result", "hit");
         hit.push(("level", &level));
-        o.sample("lachesis_tenant_block_lookups_total", &hit, t.counters.hits);
+        o.sample("lachesis_tenant_block_lookups_total", &hit, t.hits);
         let mut miss = with("result", "miss");
         miss.push(("level", &level));
-        o.sample(
-            "lachesis_tenant_block_lookups_total",
-            &miss,
-            t.counters.misses,
-        );
+        o.sample("lachesis_tenant_block_lookups_total", &miss, t.misses);
     }
     o.help(
         "lachesis_tenant_latency_seconds",

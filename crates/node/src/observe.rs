@@ -18,14 +18,20 @@
 //! The profiled range of a tenant is its exports' blocks, capped at four times the node's
 //! cache (and at least 64 blocks): curves cover sizes `0..=range`.
 //!
+//! The answer's types ([`NodeObservations`] and the types in it) are the contract's, from
+//! `api::node`; this module builds them from its observers, and is the one place that
+//! does.
+//!
 //! Every counter is cumulative since the node started; the LRU curve is the windowed one
 //! (the last one to two windows), the phantoms' curves cover everything since start. The
 //! controller takes differences between polls and recognises a restart by the `epoch`.
 
 use crate::state::NodeState;
+use api::node::{
+    LatencyView, NodeObservations, PolicyPoints, Served, ServedView, TenantObservations,
+};
 use hdrhistogram::Histogram;
 use mrc::profiler::{OnlineProfiler, PhantomCaches};
-use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
@@ -222,99 +228,6 @@ fn bytes_of(points: &[mrc::CurvePoint], block_size: u64) -> Vec<(u64, f64)> {
     v
 }
 
-/// One policy's curve: `[size_bytes, miss_ratio]` pairs, sizes ascending from 0.
-#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
-pub struct PolicyPoints {
-    /// Canonical policy name.
-    pub policy: String,
-    /// `[size_bytes, miss_ratio]`.
-    pub points: Vec<(u64, f64)>,
-}
-
-/// Latency of every request of a tenant.
-#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
-pub struct LatencyView {
-    /// Requests timed.
-    pub count: u64,
-    /// Their total latency.
-    pub sum_ms: f64,
-    /// Median.
-    pub p50_ms: f64,
-    /// 99th percentile.
-    pub p99_ms: f64,
-}
-
-/// Count and total latency of one class of reads.
-#[derive(Clone, Copy, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
-pub struct Served {
-    /// Reads.
-    pub count: u64,
-    /// Their total latency.
-    pub sum_ms: f64,
-}
-
-/// Reads served from this node's memory against reads that went below it.
-#[derive(Clone, Debug, Default, Serialize, serde::Deserialize, PartialEq)]
-pub struct ServedView {
-    /// Every block in memory here.
-    pub hit: Served,
-    /// At least one block from below.
-    pub miss: Served,
-}
-
-/// One tenant in `GET /v1/observations`.
-#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
-pub struct TenantObservations {
-    /// The tenant.
-    pub tenant: String,
-    /// The cache its exports' rules route to (the first, if several); `None` if none.
-    pub cache: Option<String>,
-    /// That cache's capacity in bytes (0 without a cache).
-    pub size: u64,
-    /// Its eviction policy.
-    pub eviction: Option<String>,
-    /// Its write policy (`write-back`, `write-through`, `write-around`).
-    #[serde(default)]
-    pub write_policy: Option<String>,
-    /// Its admission policy.
-    pub admission: Option<String>,
-    /// Requests (reads and writes).
-    pub requests: u64,
-    /// Bytes read.
-    pub read_bytes: u64,
-    /// Bytes written.
-    pub write_bytes: u64,
-    /// Blocks looked up at this node.
-    pub lookups: u64,
-    /// Blocks found in memory.
-    pub hits: u64,
-    /// Latency of every request.
-    pub latency: LatencyView,
-    /// Reads served here against below.
-    pub served: ServedView,
-    /// Curves per candidate policy, LRU first; empty without data.
-    pub curves: Vec<PolicyPoints>,
-}
-
-/// The whole answer of `GET /v1/observations`.
-#[derive(Clone, Debug, Serialize, serde::Deserialize, PartialEq)]
-pub struct NodeObservations {
-    /// The node's name.
-    pub node: String,
-    /// Its level.
-    pub level: u8,
-    /// Cache block size in bytes.
-    pub block_size: u64,
-    /// Memory for all caches, bytes.
-    pub cache_size: u64,
-    /// Milliseconds since start.
-    pub uptime_ms: u64,
-    /// Chosen at start; changes on restart.
-    pub epoch: String,
-    /// Per tenant, by name.
-    pub tenants: Vec<TenantObservations>,
-}
-
 /// Everything the node observed, cumulative since it started.
 pub fn observations(s: &NodeState) -> NodeObservations {
     let bs = s.cache.block_size() as u64;
@@ -324,6 +237,7 @@ pub fn observations(s: &NodeState) -> NodeObservations {
         .map(|t| tenant(s, &t, bs))
         .collect();
     NodeObservations {
+        version: api::API_VERSION,
         node: s.name.clone(),
         level: s.level,
         block_size: bs,

@@ -2,9 +2,10 @@
 //!
 //! With `[node] controller = "http://HOST:PORT"` the node, once its listeners are up,
 //! `POST`s `{controller}/v1/nodes/register` with what a controller needs to drive it
-//! ([`Registration`]: name, level, API and NBD addresses, cache and block size, epoch,
-//! exports, and the node's own API token), then every `heartbeat_secs`
-//! `POST {controller}/v1/nodes/{name}/heartbeat` with `{"epoch", "uptime_ms"}`. Both carry
+//! (`api::controller::Registration`: name, level, API and NBD addresses, cache and block
+//! size, epoch, exports, and the node's own API token), then every `heartbeat_secs`
+//! `POST {controller}/v1/nodes/{name}/heartbeat` with `api::controller::Heartbeat`
+//! (`{"epoch", "uptime_ms"}`), both through `api::client::ControllerClient`. Both carry
 //! `Authorization: Bearer` the token read from `controller_token_file`, if one is given.
 //!
 //! A heartbeat answered 404 means the controller does not know the node (it restarted,
@@ -14,45 +15,12 @@
 //! with a timeout of the beat interval, at most 5 s) and run on the blocking pool.
 
 use crate::state::NodeState;
-use serde::Serialize;
+use api::client::{CallError, ControllerClient};
+use api::controller::{ExportRef, Heartbeat, Registration};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-/// One export in the registration.
-#[derive(Clone, Debug, Serialize)]
-pub struct ExportEntry {
-    /// NBD export name.
-    pub name: String,
-    /// Owning tenant.
-    pub tenant: String,
-    /// Size in bytes.
-    pub size: u64,
-}
-
-/// The body of `POST /v1/nodes/register`.
-#[derive(Clone, Debug, Serialize)]
-pub struct Registration {
-    /// The node's name.
-    pub name: String,
-    /// Its level.
-    pub level: u8,
-    /// `http://host:port` of its API.
-    pub api: String,
-    /// `host:port` of its NBD listener.
-    pub nbd: String,
-    /// Memory for all caches, bytes.
-    pub cache_size: u64,
-    /// Cache block size, bytes.
-    pub block_size: u64,
-    /// Chosen at start; changes on restart.
-    pub epoch: String,
-    /// Its exports.
-    pub exports: Vec<ExportEntry>,
-    /// The node's API token, for the controller's calls back.
-    pub token: String,
-}
 
 /// Where and how to reach the controller.
 #[derive(Clone, Debug)]
@@ -73,22 +41,28 @@ enum Beat {
     Failed(String),
 }
 
-fn post(link: &ControllerLink, path: &str, body: &impl Serialize) -> Beat {
-    let timeout = link.every.min(Duration::from_secs(5));
-    let agent = ureq::AgentBuilder::new().timeout(timeout).build();
-    let mut req = agent.post(&format!("{}{path}", link.url));
-    if let Some(t) = &link.token {
-        req = req.set("authorization", &format!("Bearer {t}"));
-    }
-    match req.send_json(body) {
-        Ok(_) => Beat::Ok,
-        Err(ureq::Error::Status(404, _)) => Beat::Unknown,
-        Err(ureq::Error::Status(code, r)) => {
-            let text = r.into_string().unwrap_or_default();
-            Beat::Failed(format!("{path}: HTTP {code} {}", text.trim()))
+/// One call to the controller, as a beat's outcome.
+fn outcome(path: &str, r: Result<(), CallError>) -> Beat {
+    match r {
+        Ok(()) => Beat::Ok,
+        Err(CallError::Status { status: 404, .. }) => Beat::Unknown,
+        Err(CallError::Status { status, body }) => {
+            Beat::Failed(format!("{path}: HTTP {status} {}", body.trim()))
         }
         Err(e) => Beat::Failed(format!("{path}: {e}")),
     }
+}
+
+fn client(link: &ControllerLink) -> ControllerClient {
+    ControllerClient::new(
+        &link.url,
+        link.token.as_deref(),
+        link.every.min(Duration::from_secs(5)),
+    )
+}
+
+fn register(link: &ControllerLink, reg: &Registration) -> Beat {
+    outcome("/v1/nodes/register", client(link).register(reg))
 }
 
 /// The registration of `state`, listening at `api` and `nbd`, known by `token`.
@@ -103,13 +77,13 @@ pub fn registration(
         name: state.name.clone(),
         level: state.level,
         api: format!("http://{api}"),
-        nbd: nbd.to_string(),
+        nbd: Some(nbd.to_string()),
         cache_size: state.cache.total_blocks() as u64 * bs,
         block_size: bs,
         epoch: state.epoch.clone(),
         exports: state
             .exports()
-            .map(|e| ExportEntry {
+            .map(|e| ExportRef {
                 name: e.name.clone(),
                 tenant: e.tenant.clone(),
                 size: e.size,
@@ -137,17 +111,17 @@ pub fn spawn(
             let was_registered = registered;
             let outcome = tokio::task::spawn_blocking(move || {
                 if was_registered {
-                    let hb = serde_json::json!({
-                        "epoch": st.epoch,
-                        "uptime_ms": st.started.elapsed().as_millis() as u64,
-                    });
-                    match post(&l, &path, &hb) {
+                    let hb = Heartbeat {
+                        epoch: st.epoch.clone(),
+                        uptime_ms: st.started.elapsed().as_millis() as u64,
+                    };
+                    match outcome(&path, client(&l).heartbeat(&r.name, &hb)) {
                         // Forgotten: register again at once.
-                        Beat::Unknown => (false, post(&l, "/v1/nodes/register", &*r)),
+                        Beat::Unknown => (false, register(&l, &r)),
                         b => (true, b),
                     }
                 } else {
-                    (false, post(&l, "/v1/nodes/register", &*r))
+                    (false, register(&l, &r))
                 }
             })
             .await

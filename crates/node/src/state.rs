@@ -10,6 +10,7 @@ use crate::hot_tier::HotTier;
 use crate::latency::Latency;
 use crate::observe::TenantObserver;
 use crate::NodeError;
+use api::node::{CacheInfo, RuleInfo, TenantInfo};
 use cache::{
     AccessObserver, CacheConfig, CacheId, CacheNode, CacheStats, Rule, RuleId, WritePolicy,
 };
@@ -54,84 +55,8 @@ impl AccessObserver for Profiler {
     }
 }
 
-/// A change to a cache through the API; absent fields stay.
-#[derive(Clone, Debug, Default, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct CachePatch {
-    /// New capacity (bytes, or a string with a unit).
-    #[serde(default)]
-    pub size: Option<crate::units::ByteSize>,
-    /// New eviction policy (switched online by reconstruction), checked when parsed.
-    #[serde(default)]
-    pub eviction: Option<EvictionSpec>,
-    /// New write policy.
-    #[serde(default)]
-    pub write_policy: Option<String>,
-    /// New admission policy spec.
-    #[serde(default)]
-    pub admission: Option<String>,
-    /// Exclusive levels on or off (see `demote`).
-    #[serde(default)]
-    pub exclusive: Option<bool>,
-    /// New dirty limit as a fraction of the cache, in (0, 1] (the byte limit stays).
-    #[serde(default)]
-    pub dirty_ratio: Option<f64>,
-    /// New dirty limit in bytes, at least one block; 0 removes it (the ratio stays).
-    #[serde(default)]
-    pub dirty_bytes: Option<crate::units::ByteSize>,
-}
-
-/// One cache as the API shows it.
-#[derive(Clone, Debug, Serialize)]
-pub struct CacheView {
-    /// Id.
-    pub id: CacheId,
-    /// Name.
-    pub name: String,
-    /// Bytes of capacity.
-    pub size_bytes: u64,
-    /// Counters and settings.
-    pub stats: CacheStats,
-    /// Hits per lookup.
-    pub hit_ratio: f64,
-    /// Most dirty data as a fraction of the capacity.
-    pub dirty_ratio: f64,
-    /// Most dirty bytes (0: the ratio alone).
-    pub dirty_bytes: u64,
-    /// The durable write log's path, if the cache has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub log: Option<String>,
-}
-
-/// One rule as the API shows it.
-#[derive(Clone, Debug, Serialize)]
-pub struct RuleView {
-    /// Id.
-    pub id: RuleId,
-    /// Cache id.
-    pub cache: CacheId,
-    /// What it matches.
-    #[serde(flatten)]
-    pub rule: Rule,
-}
-
-/// One tenant (export, client) as the API shows it.
-#[derive(Clone, Debug, Serialize)]
-pub struct TenantView {
-    /// Export.
-    pub export: String,
-    /// Owning tenant of the export.
-    pub tenant: String,
-    /// Client address.
-    pub client: String,
-    /// Counters from the cache.
-    #[serde(flatten)]
-    pub counters: cache::TenantSnapshot,
-    /// Hits per block lookup at this node's level.
-    pub hit_ratio: f64,
-    /// Latency summary.
-    pub latency: crate::latency::LatencySummary,
-}
+/// A change to a cache through the API (`PATCH /v1/caches/{c}`): the contract's type.
+pub use api::node::CachePatch;
 
 /// The node's state shared by the NBD server and the API.
 pub struct NodeState {
@@ -162,6 +87,35 @@ pub struct NodeState {
     pub nbd_limits: Option<Arc<nbd::Limits>>,
     /// Where relative paths of caches' write logs are taken from (`[node] data_dir`).
     pub data_dir: Option<PathBuf>,
+}
+
+/// A cache's stats as the API shows them (the one place the cache crate's snapshot
+/// becomes the contract's).
+fn stats_info(s: CacheStats) -> api::node::CacheStats {
+    api::node::CacheStats {
+        capacity: s.capacity as u64,
+        resident: s.resident as u64,
+        dirty: s.dirty as u64,
+        writing_back: s.writing_back as u64,
+        eviction: s.eviction,
+        admission: s.admission,
+        write_policy: s.write_policy,
+        hits: s.hits,
+        misses: s.misses,
+        read_bytes: s.read_bytes,
+        write_bytes: s.write_bytes,
+        evictions: s.evictions,
+        writebacks: s.writebacks,
+        writeback_errors: s.writeback_errors,
+        coherent_ops: s.coherent_ops,
+        exclusive: s.exclusive,
+        demoted: s.demoted,
+        demote_dropped: s.demote_dropped,
+        demote_skipped: s.demote_skipped,
+        demoted_in: s.demoted_in,
+        demote_refreshed: s.demote_refreshed,
+        dropped_on_read: s.dropped_on_read,
+    }
 }
 
 /// Bits of a profiled block key left for the block number (the export's index above).
@@ -442,6 +396,13 @@ impl NodeState {
 
     /// Changes a cache online (`configureCache`).
     pub fn configure_cache(&self, id: CacheId, patch: &CachePatch) -> Result<(), NodeError> {
+        let eviction = match &patch.eviction {
+            Some(e) => Some(
+                e.parse::<EvictionSpec>()
+                    .map_err(|e| NodeError::Invalid(format!("eviction: {e}")))?,
+            ),
+            None => None,
+        };
         let size = match patch.size {
             Some(s) => Some(self.blocks(s.0, "size")?),
             None => None,
@@ -488,7 +449,7 @@ impl NodeState {
             id,
             CacheConfig {
                 size,
-                eviction: patch.eviction.clone(),
+                eviction,
                 write_policy,
                 admission,
                 dirty,
@@ -571,7 +532,7 @@ impl NodeState {
     }
 
     /// Every cache with its counters (`getCacheStats` for all).
-    pub fn caches(&self) -> Vec<CacheView> {
+    pub fn caches(&self) -> Vec<CacheInfo> {
         self.cache
             .caches()
             .into_iter()
@@ -580,7 +541,7 @@ impl NodeState {
     }
 
     /// One cache with its counters.
-    pub fn cache(&self, id: CacheId) -> Result<CacheView, NodeError> {
+    pub fn cache(&self, id: CacheId) -> Result<CacheInfo, NodeError> {
         let name = self
             .cache
             .caches()
@@ -591,15 +552,15 @@ impl NodeState {
         self.cache_view(id, name)
     }
 
-    fn cache_view(&self, id: CacheId, name: String) -> Result<CacheView, NodeError> {
+    fn cache_view(&self, id: CacheId, name: String) -> Result<CacheInfo, NodeError> {
         let stats = self.cache.get_cache_stats(id)?;
         let dirty = self.cache.dirty_limits(id)?;
-        Ok(CacheView {
+        Ok(CacheInfo {
             id,
             name,
             size_bytes: stats.capacity as u64 * self.cache.block_size() as u64,
             hit_ratio: stats.hit_ratio(),
-            stats,
+            stats: stats_info(stats),
             dirty_ratio: dirty.ratio,
             dirty_bytes: dirty.bytes,
             log: self.cache.log(id)?.map(|l| l.base().display().to_string()),
@@ -607,11 +568,21 @@ impl NodeState {
     }
 
     /// The rules.
-    pub fn rules(&self) -> Vec<RuleView> {
+    pub fn rules(&self) -> Vec<RuleInfo> {
         self.cache
             .rules()
             .into_iter()
-            .map(|(id, rule, cache)| RuleView { id, cache, rule })
+            .map(|(id, rule, cache)| RuleInfo {
+                id,
+                cache,
+                client: rule.client,
+                op: rule.op.map(|o| match o {
+                    cache::Op::Read => api::node::Op::Read,
+                    cache::Op::Write => api::node::Op::Write,
+                }),
+                export: rule.export,
+                range: rule.range,
+            })
             .collect()
     }
 
@@ -630,7 +601,7 @@ impl NodeState {
             .cloned()
             .ok_or_else(|| NodeError::NotFound(format!("cache {id} has no profiler")))?;
         let points = points.clamp(2, 1000) as u64;
-        let top = (view.stats.capacity as u64 * 4).max(points);
+        let top = (view.stats.capacity * 4).max(points);
         let sizes: Vec<u64> = (1..=points).map(|i| top * i / points).collect();
         let mut p = lock(&p);
         if p.accesses() == 0 {
@@ -652,7 +623,7 @@ impl NodeState {
     }
 
     /// Every tenant that sent a request.
-    pub fn tenants(&self) -> Vec<TenantView> {
+    pub fn tenants(&self) -> Vec<TenantInfo> {
         let lat: Vec<_> = lock(&self.latency)
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -664,7 +635,7 @@ impl NodeState {
                     .tenant_stats(&export, &client)
                     .unwrap_or_default();
                 let lookups = counters.hits + counters.misses;
-                TenantView {
+                TenantInfo {
                     tenant: self
                         .exports
                         .get(&export)
@@ -675,7 +646,14 @@ impl NodeState {
                     } else {
                         counters.hits as f64 / lookups as f64
                     },
-                    counters,
+                    reads: counters.reads,
+                    writes: counters.writes,
+                    read_bytes: counters.read_bytes,
+                    write_bytes: counters.write_bytes,
+                    hits: counters.hits,
+                    misses: counters.misses,
+                    evictions: counters.evictions,
+                    writebacks: counters.writebacks,
                     latency: l.summary(),
                     export,
                     client,

@@ -290,7 +290,7 @@ fn programs_nodes_refuses_bad_input_and_resumes() {
         .state
         .rules()
         .iter()
-        .filter(|r| r.rule.export == "web")
+        .filter(|r| r.export == "web")
         .count();
     assert_eq!(web_rule, 1);
     svc.delete_tenant("web").unwrap();
@@ -314,10 +314,7 @@ fn programs_nodes_refuses_bad_input_and_resumes() {
     for (name, _, n) in &nodes {
         let names: Vec<String> = n.state.caches().into_iter().map(|c| c.name).collect();
         assert_eq!(names, vec!["db".to_string()], "{name}");
-        assert!(
-            n.state.rules().iter().all(|r| r.rule.export != "web"),
-            "{name}"
-        );
+        assert!(n.state.rules().iter().all(|r| r.export != "web"), "{name}");
     }
     // Reconciling again changes nothing more.
     let r = svc.tick().unwrap();
