@@ -478,6 +478,12 @@ pub const RECOVERY_FILE: &str = "recovery.bin";
 
 /// At shutdown: write every dirty block back, or keep those that cannot be written in
 /// `file` and fail, naming it (so the process exits non-zero and nothing is dropped).
+///
+/// The recovery file a start replayed is settled by each successful flush; what is left
+/// of it (exports that did not flush) is kept with the newest bytes the cache has for
+/// those blocks, together with every dirty block. When nothing is left, any recovery file
+/// is removed, so a stale one can never be replayed over newer data (see
+/// [`cache::recovery`]).
 fn write_back_or_keep(state: &NodeState, file: &Path) -> std::io::Result<()> {
     let mut failed = None;
     for e in state.exports() {
@@ -486,59 +492,145 @@ fn write_back_or_keep(state: &NodeState, file: &Path) -> std::io::Result<()> {
             failed.get_or_insert(err);
         }
     }
+    let blocks = blocks_to_keep(state, &state.cache.pending_recovery());
     let Some(err) = failed else {
-        return Ok(());
+        if blocks.is_empty() {
+            cache::recovery::remove(file)?;
+            state.cache.clear_recovery();
+            return Ok(());
+        }
+        // Flushed, yet something is dirty again: keep it all the same.
+        return keep(
+            state,
+            file,
+            &blocks,
+            "dirty after the last flush".to_string(),
+        );
     };
-    let blocks = state.cache.dirty_data();
     if blocks.is_empty() {
         // Nothing is held dirty: every acknowledged write already left this node, and a
         // backend that cannot flush now (an upstream that went away) is not data we drop.
+        cache::recovery::remove(file)?;
+        state.cache.clear_recovery();
         tracing::warn!(%err, "flush at shutdown failed, but no dirty block is held");
         return Ok(());
     }
-    cache::recovery::write(file, &blocks).map_err(|e| {
+    keep(state, file, &blocks, err.to_string())
+}
+
+/// The blocks a recovery file written now must hold: the `pending` blocks of the file a
+/// start replayed, with the newest bytes the cache has for them (their old bytes if it
+/// cannot tell), then every dirty block; a block listed twice keeps its last bytes.
+fn blocks_to_keep(state: &NodeState, pending: &[cache::DirtyBlock]) -> Vec<cache::DirtyBlock> {
+    let mut out: Vec<cache::DirtyBlock> = Vec::new();
+    let mut at: std::collections::HashMap<(String, u64), usize> = Default::default();
+    let mut put = |b: cache::DirtyBlock| match at.get(&(b.export.clone(), b.offset)) {
+        Some(&i) => out[i] = b,
+        None => {
+            at.insert((b.export.clone(), b.offset), out.len());
+            out.push(b);
+        }
+    };
+    for b in pending {
+        let mut data = vec![0; b.data.len()];
+        if let Err(e) = state.cache.read(&b.export, "recovery", b.offset, &mut data) {
+            tracing::warn!(export = %b.export, offset = b.offset, %e,
+                "cannot read a block of the recovery file back; keeping the file's bytes");
+            data = b.data.clone();
+        }
+        put(cache::DirtyBlock {
+            export: b.export.clone(),
+            offset: b.offset,
+            data,
+        });
+    }
+    for b in state.cache.dirty_data() {
+        put(b);
+    }
+    out
+}
+
+/// Saves `blocks` in `file` and returns the error that names them and the file.
+fn keep(
+    state: &NodeState,
+    file: &Path,
+    blocks: &[cache::DirtyBlock],
+    why: String,
+) -> std::io::Result<()> {
+    cache::recovery::write(file, blocks).map_err(|e| {
         std::io::Error::other(format!(
-            "{} dirty block(s) could not be written back ({err}) nor kept in {}: {e}",
+            "{} dirty block(s) could not be written back ({why}) nor kept in {}: {e}",
             blocks.len(),
             file.display()
         ))
     })?;
+    state.cache.clear_recovery();
     tracing::error!(blocks = blocks.len(), file = %file.display(), "dirty blocks kept for the next start");
     Err(std::io::Error::other(format!(
-        "{} dirty block(s) could not be written back ({err}); kept in {}, replayed at the next start",
+        "{} dirty block(s) could not be written back ({why}); kept in {}, replayed at the next start",
         blocks.len(),
         file.display()
     )))
 }
 
-/// At start: write the blocks a previous stop kept in `file` through the caches and
-/// flush; the file is removed once they are on the backends (if not, they stay dirty in
-/// the caches and the file stays).
+/// At start, before any client is served: write the blocks a previous stop kept in
+/// `file` through the caches. Blocks that went to a cache with a durable write log are
+/// in that log now and leave the file; the rest stay pending with the cache node, which
+/// drops each export's blocks from the file once a flush of the export succeeds (tried
+/// here first, for every export the file names). See [`cache::recovery`] for why this
+/// consumes the file exactly once.
 fn replay_recovery(state: &NodeState, file: &Path) -> Result<(), NodeError> {
     if !file.exists() {
         return Ok(());
     }
-    let blocks = cache::recovery::read(file).map_err(|e| NodeError::Config {
+    let at = |msg: String| NodeError::Config {
         file: file.display().to_string(),
-        msg: e.to_string(),
-    })?;
-    let mut exports = std::collections::BTreeSet::new();
-    for b in &blocks {
+        msg,
+    };
+    let blocks = cache::recovery::read(file).map_err(|e| at(e.to_string()))?;
+    let total = blocks.len();
+    let mut kept = Vec::new();
+    for b in blocks {
         state
             .cache
             .write(&b.export, "recovery", b.offset, &b.data, false)
-            .map_err(|e| NodeError::Config {
-                file: file.display().to_string(),
-                msg: format!("replaying a block of `{}` at {}: {e}", b.export, b.offset),
+            .map_err(|e| {
+                at(format!(
+                    "replaying a block of `{}` at {}: {e}",
+                    b.export, b.offset
+                ))
             })?;
-        exports.insert(b.export.clone());
+        let logged = state
+            .cache
+            .logged(&b.export, "recovery", b.offset, b.data.len() as u64)
+            .unwrap_or(false);
+        if !logged {
+            kept.push(b);
+        }
     }
-    let flushed = exports.iter().all(|e| state.cache.flush(e).is_ok());
-    if flushed {
-        std::fs::remove_file(file)?;
-        tracing::info!(blocks = blocks.len(), file = %file.display(), "replayed the recovery file");
+    if kept.is_empty() {
+        cache::recovery::remove(file).map_err(|e| at(e.to_string()))?;
+        tracing::info!(blocks = total, file = %file.display(), "replayed the recovery file into the write logs");
+        return Ok(());
+    }
+    if kept.len() < total {
+        cache::recovery::write(file, &kept).map_err(|e| at(e.to_string()))?;
+    }
+    let exports: std::collections::BTreeSet<String> =
+        kept.iter().map(|b| b.export.clone()).collect();
+    state
+        .cache
+        .adopt_recovery(cache::recovery::Pending::new(file.to_path_buf(), kept));
+    for e in &exports {
+        if let Err(err) = state.cache.flush(e) {
+            tracing::warn!(export = %e, %err, "the backend refuses the replayed blocks; they stay dirty in the cache");
+        }
+    }
+    let left = state.cache.pending_recovery().len();
+    if left == 0 {
+        tracing::info!(blocks = total, file = %file.display(), "replayed the recovery file");
     } else {
-        tracing::warn!(blocks = blocks.len(), file = %file.display(), "replayed the recovery file into the caches; the backends still refuse them, so the file stays");
+        tracing::warn!(blocks = total, left, file = %file.display(), "replayed the recovery file into the caches; the file keeps the blocks the backends still refuse until a flush succeeds");
     }
     Ok(())
 }

@@ -1,0 +1,263 @@
+//! Issue 35, "hostile conditions", end to end: a node whose backend is nbdkit's file plugin
+//! behind its `error` filter (writes fail while a trigger file exists) or its `delay`
+//! filter (every write takes seconds), driven by qemu-io.
+//!
+//! * `a_stale_recovery_file_never_reverts_flushed_data`: the exact reproduction of the
+//!   issue. Before, the recovery file a start replayed while the backend still failed
+//!   stayed on disk after a later FLUSH and a clean stop, and the next start replayed
+//!   its old bytes over the flushed ones.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use node::config::NodeConfig;
+
+const BS: u64 = 4096;
+/// The block the reproduction writes.
+const X: u64 = 16 * BS;
+
+/// An nbdkit serving `IMG` with the file plugin behind the given filters, on a port of
+/// its own; stopped when dropped.
+struct Nbdkit {
+    child: Child,
+    port: u16,
+}
+
+impl Nbdkit {
+    fn start(img: &Path, filters: &[&str], params: &[String]) -> Nbdkit {
+        let dir = img.parent().unwrap();
+        let pidfile = dir.join(format!("nbdkit-{}.pid", std::process::id()));
+        for _ in 0..20 {
+            let _ = std::fs::remove_file(&pidfile);
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut cmd = Command::new("nbdkit");
+            cmd.args(["-f", "--exit-with-parent", "-i", "127.0.0.1", "-p"])
+                .arg(port.to_string())
+                .arg("-P")
+                .arg(&pidfile);
+            for f in filters {
+                cmd.arg(format!("--filter={f}"));
+            }
+            cmd.arg("file").arg(img).args(params);
+            let mut child = cmd
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("nbdkit must be installed (Debian nbdkit; .ci/run installs it)");
+            let t0 = Instant::now();
+            loop {
+                if pidfile.exists() {
+                    return Nbdkit { child, port };
+                }
+                if child.try_wait().unwrap().is_some() {
+                    break; // the port was taken meanwhile: another one
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "nbdkit did not start"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        panic!("nbdkit could not listen");
+    }
+
+    fn upstream(&self) -> String {
+        format!("127.0.0.1:{}/img", self.port)
+    }
+}
+
+impl Drop for Nbdkit {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A node in front of `upstream` with one write-back cache (memory only) over export
+/// `vol`; `extra` goes into `[node]`.
+fn config(dir: &Path, upstream: &str, extra: &str) -> NodeConfig {
+    let text = format!(
+        r#"
+[node]
+nbd = "127.0.0.1:0"
+api = "127.0.0.1:0"
+cache_size = "1MiB"
+{extra}
+
+[[export]]
+name = "vol"
+upstream = ["{upstream}"]
+
+[[cache]]
+name = "c"
+size = "512KiB"
+write_policy = "write-back"
+
+[[rule]]
+export = "vol"
+cache = "c"
+"#
+    );
+    let mut cfg = NodeConfig::parse(&text).unwrap();
+    cfg.node.data_dir = Some(dir.to_path_buf());
+    cfg
+}
+
+fn qemu_io(uri: &str, cmds: &[&str]) -> String {
+    // Write-back: qemu-io's default (write-through) flushes after every write.
+    let mut args = vec!["-f", "raw", "-t", "writeback", uri];
+    for c in cmds {
+        args.push("-c");
+        args.push(c);
+    }
+    let out = Command::new("qemu-io")
+        .args(&args)
+        .output()
+        .expect("qemu-io must be installed (Debian qemu-utils; .ci/run installs it)");
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn image_block(img: &Path, offset: u64) -> Vec<u8> {
+    let all = std::fs::read(img).unwrap();
+    all[offset as usize..(offset + BS) as usize].to_vec()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn sparse_image(dir: &Path, size: u64) -> PathBuf {
+    let img = dir.join("backend.img");
+    std::fs::File::create(&img).unwrap().set_len(size).unwrap();
+    img
+}
+
+#[test]
+fn a_stale_recovery_file_never_reverts_flushed_data() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let img = sparse_image(tmp.path(), 8 << 20);
+    let trigger = tmp.path().join("fail-writes");
+    std::fs::write(&trigger, b"").unwrap();
+    let kit = Nbdkit::start(
+        &img,
+        &["error"],
+        &[
+            "error-pwrite=EIO".into(),
+            "error-pwrite-rate=1".into(),
+            format!("error-pwrite-file={}", trigger.display()),
+        ],
+    );
+    let dir = tmp.path().join("node");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let cfg = config(&dir, &kit.upstream(), "");
+
+    // v3 is acknowledged (write-back) but cannot reach the backend: the stop fails and
+    // keeps it in the recovery file.
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("write -P 0x33 {X} 4k")]);
+    assert!(out.contains("wrote 4096/4096"), "{out}");
+    let err = rt.block_on(n.shutdown()).unwrap_err().to_string();
+    assert!(
+        err.contains("1 dirty block(s)") && err.contains("recovery.bin"),
+        "{err}"
+    );
+    assert_eq!(cache::recovery::read(&recovery).unwrap().len(), 1);
+
+    // The backend still fails: the start replays the file into the cache and keeps it.
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    assert!(
+        recovery.exists(),
+        "the file goes only once its blocks are durable"
+    );
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("read -P 0x33 {X} 4k")]);
+    assert!(
+        out.contains("read 4096/4096") && !out.contains("failed"),
+        "{out}"
+    );
+
+    // Healed; v4 is written and flushed: the flush consumed the file before it answered.
+    std::fs::remove_file(&trigger).unwrap();
+    let out = qemu_io(&uri, &[&format!("write -P 0x44 {X} 4k"), "flush"]);
+    assert!(
+        out.contains("wrote 4096/4096") && !out.contains("failed"),
+        "{out}"
+    );
+    assert!(
+        !recovery.exists(),
+        "a flushed write must not be older than a recovery file"
+    );
+    rt.block_on(n.shutdown()).unwrap();
+    assert!(!recovery.exists());
+
+    // The next start reads v4, on the node and on the image.
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("read -P 0x44 {X} 4k")]);
+    assert!(
+        out.contains("read 4096/4096") && !out.contains("failed"),
+        "{out}"
+    );
+    rt.block_on(n.shutdown()).unwrap();
+    assert_eq!(
+        image_block(&img, X),
+        vec![0x44; BS as usize],
+        "on the image"
+    );
+}
+
+#[test]
+fn a_graceful_stop_with_dirty_blocks_rewrites_the_recovery_file_with_the_newest_bytes() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let img = sparse_image(tmp.path(), 8 << 20);
+    let trigger = tmp.path().join("fail-writes");
+    std::fs::write(&trigger, b"").unwrap();
+    let kit = Nbdkit::start(
+        &img,
+        &["error"],
+        &[
+            "error-pwrite=EIO".into(),
+            "error-pwrite-rate=1".into(),
+            format!("error-pwrite-file={}", trigger.display()),
+        ],
+    );
+    let dir = tmp.path().join("node");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let cfg = config(&dir, &kit.upstream(), "");
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    qemu_io(&uri, &[&format!("write -P 0x33 {X} 4k")]);
+    assert!(rt.block_on(n.shutdown()).is_err());
+    // Still failing: v4 overwrites the replayed v3 and the stop keeps v4, not v3.
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("write -P 0x44 {X} 4k")]);
+    assert!(out.contains("wrote 4096/4096"), "{out}");
+    assert!(rt.block_on(n.shutdown()).is_err());
+    let kept = cache::recovery::read(&recovery).unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].data, vec![0x44; BS as usize]);
+    // Healed: the start writes v4 back and removes the file.
+    std::fs::remove_file(&trigger).unwrap();
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    assert!(!recovery.exists());
+    rt.block_on(n.shutdown()).unwrap();
+    assert_eq!(image_block(&img, X), vec![0x44; BS as usize]);
+}
