@@ -803,6 +803,12 @@ impl CacheNode {
     /// Makes every acknowledged write to `export` durable: writes back the dirty blocks of
     /// the export held by any cache, then flushes the backend.
     pub fn flush(&self, export: &str) -> Result<()> {
+        self.flush_parallel(export, 1)
+    }
+
+    /// [`CacheNode::flush`] writing the dirty blocks back in `workers` parallel batches
+    /// (see [`Partition::write_back_parallel`]); a stop uses it to bound its time.
+    pub fn flush_parallel(&self, export: &str, workers: usize) -> Result<()> {
         let r = read_lock(&self.routing);
         let ex = Self::export(&r, export, 0, 0)?;
         let mut caches: Vec<CacheId> = r
@@ -814,7 +820,7 @@ impl CacheNode {
         caches.sort_unstable();
         caches.dedup();
         for c in caches {
-            Self::part_of(&r, c)?.write_back(Some(&ex.vol))?;
+            Self::part_of(&r, c)?.write_back_parallel(Some(&ex.vol), workers)?;
         }
         ex.vol.backend().flush().map_err(|e| ex.vol.io_err(e))?;
         drop(r);

@@ -23,7 +23,10 @@
 //! | [`units`] | byte sizes with units |
 //!
 //! [`start`] builds a node from a configuration and runs it until its shutdown handle is
-//! used; on the way out it writes every dirty block back.
+//! used; on the way out it writes every dirty block back, in parallel batches, within
+//! `[node] stop_timeout`; what is not on the backends by then (a slow or hung backend)
+//! is kept in the recovery file and the stop fails naming the count (see
+//! [`cache::recovery`] for how that file is consumed exactly once).
 
 pub mod api;
 pub mod auth;
@@ -425,6 +428,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         None => None,
     };
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let stop_timeout = cfg.node.stop_timeout;
     let st = state.clone();
     let token = api_token.clone();
     let reg = register::registration(&state, api_addr, nbd_addr, api_token.secret());
@@ -442,23 +446,64 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         });
         let provider: Arc<dyn nbd::ExportProvider> =
             Arc::new(export::NodeExports(st.clone(), allow));
-        let served = nbd::serve_tls(nbd_listener, provider, server, nbd_limits, tls, async {
-            let _ = stop_rx.await;
-        })
-        .await;
+        // The stop's deadline runs from the moment it is asked for; every step of the
+        // stop (draining requests, the API, the write-back) ends by it.
+        let (asked_tx, asked_rx) = oneshot::channel::<std::time::Instant>();
+        let mut serving = tokio::spawn(nbd::serve_tls(
+            nbd_listener,
+            provider,
+            server,
+            nbd_limits,
+            tls,
+            async move {
+                let _ = stop_rx.await;
+                let _ = asked_tx.send(std::time::Instant::now());
+            },
+        ));
+        let joined = |res: Result<std::io::Result<()>, tokio::task::JoinError>| {
+            res.map_err(|e| std::io::Error::other(e.to_string()))?
+        };
+        let mut asked_rx = asked_rx;
+        let (deadline, ended) = tokio::select! {
+            t = &mut asked_rx => (t.unwrap_or_else(|_| std::time::Instant::now()) + stop_timeout, None),
+            res = &mut serving => (std::time::Instant::now() + stop_timeout, Some(joined(res))),
+        };
+        let until = tokio::time::Instant::from_std(deadline);
+        let served = match ended {
+            Some(res) => res,
+            None => match tokio::time::timeout_at(until, &mut serving).await {
+                Ok(res) => joined(res),
+                Err(_) => {
+                    tracing::error!(
+                        "NBD requests still in flight at the stop deadline (node.stop_timeout); \
+                         stopping without their answers"
+                    );
+                    serving.abort();
+                    Ok(())
+                }
+            },
+        };
         let _ = api_stop_tx.send(());
-        let _ = api.await;
+        let mut api = api;
+        if tokio::time::timeout_at(until, &mut api).await.is_err() {
+            api.abort();
+        }
         let _ = reg_stop_tx.send(());
-        if let Some(b) = beating {
-            let _ = b.await;
+        if let Some(mut b) = beating {
+            if tokio::time::timeout_at(until, &mut b).await.is_err() {
+                b.abort();
+            }
         }
         // Write every dirty block back before the process may exit; what cannot be
-        // written is kept in the recovery file and the node stops with an error.
+        // written by the deadline is kept in the recovery file and the node stops with
+        // an error.
         let flush_state = st.clone();
         let recovery = recovery_file.clone();
-        tokio::task::spawn_blocking(move || write_back_or_keep(&flush_state, &recovery))
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))??;
+        tokio::task::spawn_blocking(move || {
+            write_back_or_keep(&flush_state, &recovery, deadline, stop_timeout)
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
         served
     });
     tracing::info!(%nbd_addr, %api_addr, "node serving");
@@ -476,23 +521,89 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
 /// (see [`cache::recovery`]); the next start replays them.
 pub const RECOVERY_FILE: &str = "recovery.bin";
 
-/// At shutdown: write every dirty block back, or keep those that cannot be written in
-/// `file` and fail, naming it (so the process exits non-zero and nothing is dropped).
+/// Dirty blocks written back at once at a stop (parallel batches, see
+/// [`cache::Partition::write_back_parallel`]).
+pub const STOP_WRITERS: usize = 16;
+
+/// At shutdown: write every dirty block back by `deadline` (in parallel batches, one
+/// export after another), or keep what is not on the backends by then in `file` and
+/// fail, naming the count and the file (so the process exits non-zero and nothing is
+/// dropped). A backend that hangs ends the same way: the write-back thread is left
+/// behind and the file is written from memory.
 ///
 /// The recovery file a start replayed is settled by each successful flush; what is left
 /// of it (exports that did not flush) is kept with the newest bytes the cache has for
-/// those blocks, together with every dirty block. When nothing is left, any recovery file
-/// is removed, so a stale one can never be replayed over newer data (see
+/// those blocks, together with every dirty block and the blocks written back during this
+/// stop to a backend that did not flush. When nothing is left, any recovery file is
+/// removed, so a stale one can never be replayed over newer data (see
 /// [`cache::recovery`]).
-fn write_back_or_keep(state: &NodeState, file: &Path) -> std::io::Result<()> {
+fn write_back_or_keep(
+    state: &Arc<NodeState>,
+    file: &Path,
+    deadline: std::time::Instant,
+    timeout: std::time::Duration,
+) -> std::io::Result<()> {
+    // Which blocks are dirty now: once written back they are durable only when their
+    // export's flush succeeds.
+    let at_stop: Vec<(String, u64, usize)> = state
+        .cache
+        .dirty_data()
+        .into_iter()
+        .map(|b| (b.export, b.offset, b.data.len()))
+        .collect();
+    let names: Vec<String> = state.exports().map(|e| e.name.clone()).collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let st = state.clone();
+    let todo = names.clone();
+    std::thread::Builder::new()
+        .name("stop-write-back".into())
+        .spawn(move || {
+            for e in todo {
+                let res = st.cache.flush_parallel(&e, STOP_WRITERS);
+                if tx.send((e, res)).is_err() {
+                    return;
+                }
+            }
+        })?;
+    let mut flushed = std::collections::BTreeSet::new();
     let mut failed = None;
-    for e in state.exports() {
-        if let Err(err) = state.cache.flush(&e.name) {
-            tracing::error!(export = %e.name, %err, "write-back at shutdown failed");
-            failed.get_or_insert(err);
+    let mut timed_out = false;
+    for _ in &names {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((e, Ok(()))) => {
+                flushed.insert(e);
+            }
+            Ok((e, Err(err))) => {
+                tracing::error!(export = %e, %err, "write-back at shutdown failed");
+                failed.get_or_insert(err.to_string());
+            }
+            Err(_) => {
+                timed_out = true;
+                break;
+            }
         }
     }
-    let blocks = blocks_to_keep(state, &state.cache.pending_recovery());
+    let unsure: Vec<(String, u64, usize)> = at_stop
+        .into_iter()
+        .filter(|(e, _, _)| !flushed.contains(e))
+        .collect();
+    let blocks = blocks_to_keep(state, &state.cache.pending_recovery(), &unsure, !timed_out);
+    if timed_out {
+        let why = format!(
+            "not on the backends within node.stop_timeout = \"{}\"; {} of {} export(s) flushed",
+            humantime::format_duration(timeout),
+            flushed.len(),
+            names.len()
+        );
+        if blocks.is_empty() {
+            tracing::warn!("{why}, but no dirty block is held");
+            cache::recovery::remove(file)?;
+            state.cache.clear_recovery();
+            return Ok(());
+        }
+        return keep(state, file, &blocks, why);
+    }
     let Some(err) = failed else {
         if blocks.is_empty() {
             cache::recovery::remove(file)?;
@@ -515,13 +626,21 @@ fn write_back_or_keep(state: &NodeState, file: &Path) -> std::io::Result<()> {
         tracing::warn!(%err, "flush at shutdown failed, but no dirty block is held");
         return Ok(());
     }
-    keep(state, file, &blocks, err.to_string())
+    keep(state, file, &blocks, err)
 }
 
-/// The blocks a recovery file written now must hold: the `pending` blocks of the file a
-/// start replayed, with the newest bytes the cache has for them (their old bytes if it
-/// cannot tell), then every dirty block; a block listed twice keeps its last bytes.
-fn blocks_to_keep(state: &NodeState, pending: &[cache::DirtyBlock]) -> Vec<cache::DirtyBlock> {
+/// The blocks a recovery file written now must hold, each with the newest bytes the
+/// cache has: the `pending` blocks of the file a start replayed (their old bytes if the
+/// cache cannot tell), the `unsure` blocks (dirty when the stop began, of exports that
+/// did not flush; skipped if the cache cannot tell), then every dirty block. With
+/// `full_read` the cache may read the backend; without it only memory is used (the
+/// backend may hang). A block listed twice keeps its last bytes.
+fn blocks_to_keep(
+    state: &NodeState,
+    pending: &[cache::DirtyBlock],
+    unsure: &[(String, u64, usize)],
+    full_read: bool,
+) -> Vec<cache::DirtyBlock> {
     let mut out: Vec<cache::DirtyBlock> = Vec::new();
     let mut at: std::collections::HashMap<(String, u64), usize> = Default::default();
     let mut put = |b: cache::DirtyBlock| match at.get(&(b.export.clone(), b.offset)) {
@@ -531,18 +650,45 @@ fn blocks_to_keep(state: &NodeState, pending: &[cache::DirtyBlock]) -> Vec<cache
             out.push(b);
         }
     };
+    let now = |export: &str, offset: u64, len: usize| -> Option<Vec<u8>> {
+        let mut buf = vec![0; len];
+        let got = if full_read {
+            state
+                .cache
+                .read(export, "recovery", offset, &mut buf)
+                .is_ok()
+        } else {
+            matches!(
+                state
+                    .cache
+                    .read_if_resident(export, "recovery", offset, &mut buf),
+                Ok(true)
+            )
+        };
+        got.then_some(buf)
+    };
     for b in pending {
-        let mut data = vec![0; b.data.len()];
-        if let Err(e) = state.cache.read(&b.export, "recovery", b.offset, &mut data) {
-            tracing::warn!(export = %b.export, offset = b.offset, %e,
+        let data = now(&b.export, b.offset, b.data.len()).unwrap_or_else(|| {
+            tracing::warn!(export = %b.export, offset = b.offset,
                 "cannot read a block of the recovery file back; keeping the file's bytes");
-            data = b.data.clone();
-        }
+            b.data.clone()
+        });
         put(cache::DirtyBlock {
             export: b.export.clone(),
             offset: b.offset,
             data,
         });
+    }
+    for (export, offset, len) in unsure {
+        match now(export, *offset, *len) {
+            Some(data) => put(cache::DirtyBlock {
+                export: export.clone(),
+                offset: *offset,
+                data,
+            }),
+            None => tracing::warn!(%export, offset,
+                "a block written back during the stop to a backend that did not flush is no longer in memory"),
+        }
     }
     for b in state.cache.dirty_data() {
         put(b);

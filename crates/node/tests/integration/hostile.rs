@@ -6,6 +6,8 @@
 //!   issue. Before, the recovery file a start replayed while the backend still failed
 //!   stayed on disk after a later FLUSH and a clean stop, and the next start replayed
 //!   its old bytes over the flushed ones.
+//! * `a_stop_over_a_slow_backend_ends_by_its_deadline_and_keeps_the_rest`: `[node]
+//!   stop_timeout`, parallel write-back at a stop, a hung backend.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -260,4 +262,103 @@ fn a_graceful_stop_with_dirty_blocks_rewrites_the_recovery_file_with_the_newest_
     assert!(!recovery.exists());
     rt.block_on(n.shutdown()).unwrap();
     assert_eq!(image_block(&img, X), vec![0x44; BS as usize]);
+}
+
+/// The content of block `b` in the stop tests.
+fn pattern(b: u64) -> Vec<u8> {
+    vec![0x40u8.wrapping_add(b as u8); BS as usize]
+}
+
+/// Item 2: a backend that takes 5 s per write (nbdkit's delay filter). Before, 16 dirty
+/// blocks took 80 s to write back one after another at a stop (and a hung backend never
+/// let the stop end). Now they are written back at once; and with a stop limited to 2 s
+/// the stop ends by its deadline, even with a client's FLUSH stuck in flight, keeps the
+/// 16 blocks in the recovery file and fails naming the count; a start over the healed
+/// backend writes them back.
+#[test]
+fn a_stop_over_a_slow_backend_ends_by_its_deadline_and_keeps_the_rest() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let img = sparse_image(tmp.path(), 8 << 20);
+    let slow = Nbdkit::start(&img, &["delay"], &["delay-write=5".into()]);
+    let dir = tmp.path().join("node");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let write16 = |addr: std::net::SocketAddr, base: u64| {
+        let client = rt.block_on(nbd::NbdClient::connect(addr, "vol")).unwrap();
+        for b in 0..16 {
+            rt.block_on(client.write((base + b) * BS, pattern(base + b), false))
+                .unwrap();
+        }
+        client
+    };
+
+    // Time enough: the 16 blocks are written back at once (one write's time, not 80 s).
+    let n = rt
+        .block_on(node::start(&config(
+            &dir,
+            &slow.upstream(),
+            "stop_timeout = \"30s\"",
+        )))
+        .unwrap();
+    drop(write16(n.nbd_addr, 100));
+    let t0 = Instant::now();
+    rt.block_on(n.shutdown()).unwrap();
+    let took = t0.elapsed();
+    println!("16 dirty blocks written back at a stop over a 5 s-per-write backend: {took:?}");
+    assert!(took < Duration::from_secs(20), "the stop took {took:?}");
+    assert!(!recovery.exists());
+
+    // Not enough: the stop ends by its deadline.
+    let n = rt
+        .block_on(node::start(&config(
+            &dir,
+            &slow.upstream(),
+            "stop_timeout = \"2s\"",
+        )))
+        .unwrap();
+    let client = write16(n.nbd_addr, 0);
+    // A FLUSH that would take 80 s is in flight when the stop is asked for.
+    let flushing = rt.spawn(async move { client.flush().await });
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let err = rt.block_on(n.shutdown()).unwrap_err().to_string();
+    let took = t0.elapsed();
+    println!("stop over a 5 s-per-write backend with stop_timeout 2 s: {took:?}: {err}");
+    assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+    assert!(
+        err.contains("16 dirty block(s)") && err.contains("stop_timeout"),
+        "{err}"
+    );
+    let kept = cache::recovery::read(&recovery).unwrap();
+    assert_eq!(kept.len(), 16);
+    for k in &kept {
+        assert_eq!(k.data, pattern(k.offset / BS), "block at {}", k.offset);
+    }
+    drop(slow);
+    let _ = rt.block_on(flushing);
+
+    // The backend is healed: the start writes the blocks back and removes the file.
+    let kit = Nbdkit::start(&img, &[], &[]);
+    let n = rt
+        .block_on(node::start(&config(&dir, &kit.upstream(), "")))
+        .unwrap();
+    assert!(!recovery.exists());
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let reads: Vec<String> = (0..16)
+        .map(|b| format!("read -P {} {} 4k", pattern(b)[0], b * BS))
+        .collect();
+    let reads: Vec<&str> = reads.iter().map(String::as_str).collect();
+    let out = qemu_io(&uri, &reads);
+    assert!(
+        out.matches("read 4096/4096").count() == 16 && !out.contains("failed"),
+        "{out}"
+    );
+    rt.block_on(n.shutdown()).unwrap();
+    for b in (0..16).chain(100..116) {
+        assert_eq!(
+            image_block(&img, b * BS),
+            pattern(b),
+            "block {b} on the image"
+        );
+    }
 }
