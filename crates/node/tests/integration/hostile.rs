@@ -8,6 +8,9 @@
 //!   its old bytes over the flushed ones.
 //! * `a_stop_over_a_slow_backend_ends_by_its_deadline_and_keeps_the_rest`: `[node]
 //!   stop_timeout`, parallel write-back at a stop, a hung backend.
+//! * `dirty_blocks_of_a_deleted_image_are_kept_not_written_into_the_void`,
+//!   `a_shrunk_image_is_not_regrown_and_a_truncated_one_is_refused`: images deleted or
+//!   shrunk under a running node, truncated while it was stopped.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -122,10 +125,16 @@ fn qemu_io(uri: &str, cmds: &[&str]) -> String {
         .args(&args)
         .output()
         .expect("qemu-io must be installed (Debian qemu-utils; .ci/run installs it)");
+    // A failed command (a FLUSH) prints nothing; its exit status tells.
     format!(
-        "{}{}",
+        "{}{}{}",
         String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        String::from_utf8_lossy(&out.stderr),
+        if out.status.success() {
+            ""
+        } else {
+            "\nqemu-io failed"
+        }
     )
 }
 
@@ -361,4 +370,143 @@ fn a_stop_over_a_slow_backend_ends_by_its_deadline_and_keeps_the_rest() {
             "block {b} on the image"
         );
     }
+}
+
+/// A node over the image `vol.img` (created with 8 MiB) in `dir` with one write-back cache.
+fn file_config(dir: &Path, recreate: bool) -> NodeConfig {
+    let text = format!(
+        r#"
+[node]
+nbd = "127.0.0.1:0"
+api = "127.0.0.1:0"
+cache_size = "1MiB"
+
+[[export]]
+name = "vol"
+file = "vol.img"
+size = "8MiB"
+recreate_missing = {recreate}
+
+[[cache]]
+name = "c"
+size = "512KiB"
+write_policy = "write-back"
+
+[[rule]]
+export = "vol"
+cache = "c"
+"#
+    );
+    let mut cfg = NodeConfig::parse(&text).unwrap();
+    cfg.node.data_dir = Some(dir.to_path_buf());
+    cfg
+}
+
+/// Item 3: the image is deleted under a running node right after a flush. Before, the
+/// next FLUSH wrote the dirty blocks into the unlinked file (inside the identity check's
+/// window), answered EIO, and the stop exited 0 with no recovery file: the data existed
+/// nowhere. Now the writes fail, the blocks stay dirty, the stop keeps them and fails, and
+/// a start on a recreated image gets them back.
+#[test]
+fn dirty_blocks_of_a_deleted_image_are_kept_not_written_into_the_void() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let img = dir.join("vol.img");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let n = rt.block_on(node::start(&file_config(dir, false))).unwrap();
+    let client = rt
+        .block_on(nbd::NbdClient::connect(n.nbd_addr, "vol"))
+        .unwrap();
+    rt.block_on(client.write(0, pattern(0), false)).unwrap();
+    rt.block_on(client.flush()).unwrap();
+    for b in 1..17 {
+        rt.block_on(client.write(b * BS, pattern(b), false))
+            .unwrap();
+    }
+    std::fs::remove_file(&img).unwrap();
+    assert!(rt.block_on(client.flush()).is_err(), "FLUSH must fail");
+    drop(client);
+    let err = rt.block_on(n.shutdown()).unwrap_err().to_string();
+    assert!(err.contains("16 dirty block(s)"), "{err}");
+    let kept = cache::recovery::read(&recovery).unwrap();
+    assert_eq!(kept.len(), 16);
+
+    // The image is missing: no start without `recreate_missing`; with it, the recovery
+    // file is replayed into the new image.
+    let e = rt
+        .block_on(node::start(&file_config(dir, false)))
+        .err()
+        .expect("started over a missing image")
+        .to_string();
+    assert!(e.contains("vol.img is missing"), "{e}");
+    assert!(recovery.exists());
+    let n = rt.block_on(node::start(&file_config(dir, true))).unwrap();
+    assert!(!recovery.exists());
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let reads: Vec<String> = (1..17)
+        .map(|b| format!("read -P {} {} 4k", pattern(b)[0], b * BS))
+        .collect();
+    let reads: Vec<&str> = reads.iter().map(String::as_str).collect();
+    let out = qemu_io(&uri, &reads);
+    assert!(
+        out.matches("read 4096/4096").count() == 16 && !out.contains("failed"),
+        "{out}"
+    );
+    rt.block_on(n.shutdown()).unwrap();
+    assert_eq!(image_block(&img, 5 * BS), pattern(5));
+}
+
+/// Item 3: an image shrunk while the node runs is not grown back with zeros by a write
+/// past its new end (the write stays dirty and is kept at the stop); an image truncated
+/// while the node is stopped makes the start fail, naming the image and both sizes.
+#[test]
+fn a_shrunk_image_is_not_regrown_and_a_truncated_one_is_refused() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let img = dir.join("vol.img");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let shrink = |len: u64| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&img)
+            .unwrap()
+            .set_len(len)
+            .unwrap()
+    };
+
+    // Shrunk under the running node: the write past the end fails to reach it.
+    let n = rt.block_on(node::start(&file_config(dir, false))).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    shrink(1 << 20);
+    let out = qemu_io(&uri, &["write -P 0x77 4M 4k", "flush"]);
+    assert!(out.contains("wrote 4096/4096"), "{out}");
+    assert!(out.contains("qemu-io failed"), "the FLUSH must fail: {out}");
+    assert_eq!(std::fs::metadata(&img).unwrap().len(), 1 << 20, "regrown");
+    let err = rt.block_on(n.shutdown()).unwrap_err().to_string();
+    assert!(
+        err.contains("1 dirty block(s)") && err.contains("shrunk"),
+        "{err}"
+    );
+    assert_eq!(std::fs::metadata(&img).unwrap().len(), 1 << 20, "regrown");
+    assert_eq!(cache::recovery::read(&recovery).unwrap().len(), 1);
+
+    // Truncated while stopped: the start refuses, naming the image and both sizes.
+    let e = rt
+        .block_on(node::start(&file_config(dir, false)))
+        .err()
+        .expect("started over a truncated image")
+        .to_string();
+    println!("start over a truncated image: {e}");
+    assert!(
+        e.contains("vol.img is 1048576 bytes") && e.contains("8388608 bytes"),
+        "{e}"
+    );
+    // Grown back, it starts and the kept block lands.
+    shrink(8 << 20);
+    let n = rt.block_on(node::start(&file_config(dir, false))).unwrap();
+    assert!(!recovery.exists());
+    rt.block_on(n.shutdown()).unwrap();
+    assert_eq!(image_block(&img, 4 << 20), vec![0x77; BS as usize]);
 }
