@@ -842,9 +842,23 @@ impl CacheNode {
             .unwrap_or_default()
     }
 
-    /// Forgets the adopted recovery file (the caller has removed or rewritten it).
-    pub fn clear_recovery(&self) {
-        *lock(&self.recovery) = None;
+    /// Writes the recovery file at `path` with `blocks` (removes it when there are none)
+    /// and forgets the adopted one, under the lock that settling takes, so a flush still
+    /// running (one left behind by a stop's deadline) cannot rewrite the file meanwhile
+    /// or afterwards.
+    pub fn keep_recovery(
+        &self,
+        path: &std::path::Path,
+        blocks: &[crate::DirtyBlock],
+    ) -> std::io::Result<()> {
+        let mut g = lock(&self.recovery);
+        if blocks.is_empty() {
+            crate::recovery::remove(path)?;
+        } else {
+            crate::recovery::write(path, blocks)?;
+        }
+        *g = None;
+        Ok(())
     }
 
     /// Whether the adopted recovery file still holds blocks of `export`.

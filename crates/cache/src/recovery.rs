@@ -39,7 +39,11 @@
 //!    (settling the file as above). If nothing stays dirty and every export flushed, the
 //!    file is removed. Otherwise the file is rewritten with the newest bytes of every
 //!    block still at risk: the dirty blocks, and the old file's blocks of exports that
-//!    did not flush, as the cache reads them now (so a newer write always wins).
+//!    did not flush, as the cache reads them now (so a newer write always wins). A stop
+//!    that reaches its deadline (`[node] stop_timeout`) leaves its write-back running
+//!    and writes the file from memory; [`CacheNode::keep_recovery`] writes it under the
+//!    lock settling takes and forgets the adopted file, so a flush finishing later
+//!    cannot rewrite it. Whatever such a late flush writes back is what the file holds.
 //!
 //! Writes acknowledged without FLUSH or FUA into a cache *without* a write log live in
 //! memory only; a crash may lose them and bring back the file's older bytes, which is what
@@ -47,6 +51,7 @@
 //!
 //! [`CacheNode::dirty_data`]: crate::CacheNode::dirty_data
 //! [`CacheNode::adopt_recovery`]: crate::CacheNode::adopt_recovery
+//! [`CacheNode::keep_recovery`]: crate::CacheNode::keep_recovery
 //! [`CacheNode::flush`]: crate::CacheNode::flush
 
 use std::io::{self, Write};

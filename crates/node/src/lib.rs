@@ -649,16 +649,14 @@ fn write_back_or_keep(
         );
         if blocks.is_empty() {
             tracing::warn!("{why}, but no dirty block is held");
-            cache::recovery::remove(file)?;
-            state.cache.clear_recovery();
+            state.cache.keep_recovery(file, &[])?;
             return Ok(());
         }
         return keep(state, file, &blocks, why);
     }
     let Some(err) = failed else {
         if blocks.is_empty() {
-            cache::recovery::remove(file)?;
-            state.cache.clear_recovery();
+            state.cache.keep_recovery(file, &[])?;
             return Ok(());
         }
         // Flushed, yet something is dirty again: keep it all the same.
@@ -672,8 +670,7 @@ fn write_back_or_keep(
     if blocks.is_empty() {
         // Nothing is held dirty: every acknowledged write already left this node, and a
         // backend that cannot flush now (an upstream that went away) is not data we drop.
-        cache::recovery::remove(file)?;
-        state.cache.clear_recovery();
+        state.cache.keep_recovery(file, &[])?;
         tracing::warn!(%err, "flush at shutdown failed, but no dirty block is held");
         return Ok(());
     }
@@ -754,14 +751,13 @@ fn keep(
     blocks: &[cache::DirtyBlock],
     why: String,
 ) -> std::io::Result<()> {
-    cache::recovery::write(file, blocks).map_err(|e| {
+    state.cache.keep_recovery(file, blocks).map_err(|e| {
         std::io::Error::other(format!(
             "{} dirty block(s) could not be written back ({why}) nor kept in {}: {e}",
             blocks.len(),
             file.display()
         ))
     })?;
-    state.cache.clear_recovery();
     tracing::error!(blocks = blocks.len(), file = %file.display(), "dirty blocks kept for the next start");
     Err(std::io::Error::other(format!(
         "{} dirty block(s) could not be written back ({why}); kept in {}, replayed at the next start",
