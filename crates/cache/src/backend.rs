@@ -23,7 +23,13 @@
 //! file it opened. If the path is deleted or replaced under a running node (another file
 //! now has the name), every flush and every write (checked at most every
 //! [`IDENTITY_CHECK`]) fails with an error naming the file, instead of writing into an
-//! unlinked inode that nobody will ever read again.
+//! unlinked inode that nobody will ever read again. Besides, every write and trim asks
+//! the open file (`fstat`) afterwards whether it still has a name: a write that landed in
+//! a deleted (or replaced) image fails, so the cache keeps the block dirty and a stop
+//! keeps it in the recovery file, even inside the [`IDENTITY_CHECK`] window. And every
+//! write and trim asks the file's current length first: a request past the end of an
+//! image that was shrunk under the node fails, naming the image and both sizes, instead
+//! of growing the file back with zeros up to it.
 
 use std::fs::File;
 use std::io;
@@ -142,6 +148,46 @@ impl FileBackend {
         }
     }
 
+    /// Before a write or trim reaching `end`: fails if the file was shrunk below `end`
+    /// (writing would grow it back with zeros) or has no name any more.
+    fn check_before(&self, end: u64) -> io::Result<()> {
+        let m = self.file.metadata()?;
+        if m.nlink() == 0 {
+            return Err(self.unlinked());
+        }
+        // (A block device's length is not its size; only files are checked.)
+        if m.file_type().is_file() && m.len() < end {
+            return Err(io::Error::other(format!(
+                "image {} was shrunk to {} bytes while in use (it had {} bytes when opened); \
+                 refusing to write at byte {} and grow it back with zeros",
+                self.path.display(),
+                m.len(),
+                self.size,
+                end
+            )));
+        }
+        Ok(())
+    }
+
+    /// After a write or trim: fails if the file has no name any more (the bytes went to a
+    /// file nobody can read).
+    fn check_after(&self) -> io::Result<()> {
+        if self.file.metadata()?.nlink() == 0 {
+            return Err(self.unlinked());
+        }
+        Ok(())
+    }
+
+    fn unlinked(&self) -> io::Error {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            format!(
+                "image {} was deleted (or replaced) while in use; refusing to write to a file nobody can read",
+                self.path.display()
+            ),
+        )
+    }
+
     /// [`FileBackend::check_identity`] unless it passed within [`IDENTITY_CHECK`].
     fn check_identity_lazily(&self) -> io::Result<()> {
         let last = *self.checked.lock().unwrap_or_else(|e| e.into_inner());
@@ -216,7 +262,9 @@ impl Backend for FileBackend {
     fn write_at(&self, offset: u64, data: &[u8]) -> io::Result<()> {
         check_range(offset, data.len(), self.size)?;
         self.check_identity_lazily()?;
-        self.file.write_all_at(data, offset)
+        self.check_before(offset + data.len() as u64)?;
+        self.file.write_all_at(data, offset)?;
+        self.check_after()
     }
     fn flush(&self) -> io::Result<()> {
         self.check_identity()?;
@@ -229,6 +277,27 @@ impl Backend for FileBackend {
         if len == 0 {
             return Ok(());
         }
+        self.check_before(offset + len)?;
+        self.trim_unchecked(offset, len, n)?;
+        self.check_after()
+    }
+    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
+        check_range(
+            offset,
+            usize::try_from(len).unwrap_or(usize::MAX),
+            self.size,
+        )?;
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        self.seek_runs(offset, len)
+    }
+}
+
+impl FileBackend {
+    /// Punches `[offset, offset + len)` (`n` = `len`), or writes zeros where the file
+    /// system cannot punch.
+    fn trim_unchecked(&self, offset: u64, len: u64, n: usize) -> io::Result<()> {
         use nix::fcntl::{fallocate, FallocateFlags};
         let (Ok(o), Ok(l)) = (i64::try_from(offset), i64::try_from(len)) else {
             return Err(io::ErrorKind::InvalidInput.into());
@@ -242,17 +311,6 @@ impl Backend for FileBackend {
             }
             Err(e) => Err(e.into()),
         }
-    }
-    fn allocation(&self, offset: u64, len: u64) -> io::Result<Vec<(u64, bool)>> {
-        check_range(
-            offset,
-            usize::try_from(len).unwrap_or(usize::MAX),
-            self.size,
-        )?;
-        if len == 0 {
-            return Ok(Vec::new());
-        }
-        self.seek_runs(offset, len)
     }
 }
 
@@ -413,6 +471,41 @@ mod tests {
         std::fs::write(&p, vec![0u8; 1 << 20]).unwrap();
         let e = b.flush().unwrap_err().to_string();
         assert!(e.contains("replaced by another file"), "{e}");
+    }
+
+    /// Issue 35: a write right after the deletion (inside the identity-check window)
+    /// fails too, and a write past the end of a shrunk image does not grow it back.
+    #[test]
+    fn writes_to_a_deleted_or_shrunk_image_fail_at_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("img");
+        let b = FileBackend::create(&p, 1 << 20).unwrap();
+        b.write_at(0, b"data").unwrap();
+        std::fs::remove_file(&p).unwrap();
+        let e = b.write_at(4096, b"more").unwrap_err().to_string();
+        assert!(e.contains("img was deleted"), "{e}");
+        assert!(b.trim(0, 4096).is_err());
+
+        let p = dir.path().join("shrunk");
+        let b = FileBackend::create(&p, 1 << 20).unwrap();
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&p)
+            .unwrap()
+            .set_len(64 << 10)
+            .unwrap();
+        b.write_at(0, b"inside").unwrap();
+        let e = b.write_at(512 << 10, b"past").unwrap_err().to_string();
+        assert!(
+            e.contains("shrunk to 65536 bytes") && e.contains("1048576 bytes when opened"),
+            "{e}"
+        );
+        assert!(b.trim(512 << 10, 4096).is_err());
+        assert_eq!(
+            std::fs::metadata(&p).unwrap().len(),
+            64 << 10,
+            "not regrown"
+        );
     }
 
     #[test]

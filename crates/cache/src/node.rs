@@ -90,6 +90,8 @@ pub struct CacheNode {
     volumes: Arc<VolumeTable>,
     routing: RwLock<Routing>,
     control: Mutex<Control>,
+    /// A recovery file replayed at start, not settled yet (see [`crate::recovery`]).
+    recovery: Mutex<Option<crate::recovery::Pending>>,
 }
 
 fn read_lock<T>(l: &RwLock<T>) -> RwLockReadGuard<'_, T> {
@@ -108,6 +110,7 @@ impl CacheNode {
             volumes: Arc::default(),
             routing: RwLock::default(),
             control: Mutex::default(),
+            recovery: Mutex::default(),
         })
     }
 
@@ -788,12 +791,24 @@ impl CacheNode {
             },
         )?;
         Self::record(ex, client, true, data.len() as u64, out);
+        drop(r);
+        if fua && self.recovery_names(export) {
+            // A FUA write is durable once acknowledged: the recovery file must not hold
+            // older bytes of it by then (see `crate::recovery`).
+            self.flush(export)?;
+        }
         Ok(())
     }
 
     /// Makes every acknowledged write to `export` durable: writes back the dirty blocks of
     /// the export held by any cache, then flushes the backend.
     pub fn flush(&self, export: &str) -> Result<()> {
+        self.flush_parallel(export, 1)
+    }
+
+    /// [`CacheNode::flush`] writing the dirty blocks back in `workers` parallel batches
+    /// (see [`Partition::write_back_parallel`]); a stop uses it to bound its time.
+    pub fn flush_parallel(&self, export: &str, workers: usize) -> Result<()> {
         let r = read_lock(&self.routing);
         let ex = Self::export(&r, export, 0, 0)?;
         let mut caches: Vec<CacheId> = r
@@ -805,9 +820,90 @@ impl CacheNode {
         caches.sort_unstable();
         caches.dedup();
         for c in caches {
-            Self::part_of(&r, c)?.write_back(Some(&ex.vol))?;
+            Self::part_of(&r, c)?.write_back_parallel(Some(&ex.vol), workers)?;
         }
-        ex.vol.backend().flush().map_err(|e| ex.vol.io_err(e))
+        ex.vol.backend().flush().map_err(|e| ex.vol.io_err(e))?;
+        drop(r);
+        self.settle_recovery(export)
+    }
+
+    /// Hands the cache node a recovery file replayed at start whose blocks are not known
+    /// to be durable yet; from now on a successful flush of an export drops that export's
+    /// blocks from the file before it returns (see [`crate::recovery`]).
+    pub fn adopt_recovery(&self, pending: crate::recovery::Pending) {
+        *lock(&self.recovery) = (!pending.blocks().is_empty()).then_some(pending);
+    }
+
+    /// The blocks of the adopted recovery file not settled yet.
+    pub fn pending_recovery(&self) -> Vec<crate::DirtyBlock> {
+        lock(&self.recovery)
+            .as_ref()
+            .map(|p| p.blocks().to_vec())
+            .unwrap_or_default()
+    }
+
+    /// Writes the recovery file at `path` with `blocks` (removes it when there are none)
+    /// and forgets the adopted one, under the lock that settling takes, so a flush still
+    /// running (one left behind by a stop's deadline) cannot rewrite the file meanwhile
+    /// or afterwards.
+    pub fn keep_recovery(
+        &self,
+        path: &std::path::Path,
+        blocks: &[crate::DirtyBlock],
+    ) -> std::io::Result<()> {
+        let mut g = lock(&self.recovery);
+        if blocks.is_empty() {
+            crate::recovery::remove(path)?;
+        } else {
+            crate::recovery::write(path, blocks)?;
+        }
+        *g = None;
+        Ok(())
+    }
+
+    /// Whether the adopted recovery file still holds blocks of `export`.
+    fn recovery_names(&self, export: &str) -> bool {
+        lock(&self.recovery)
+            .as_ref()
+            .is_some_and(|p| p.names(export))
+    }
+
+    /// After a successful flush of `export`: drops its blocks from the recovery file.
+    fn settle_recovery(&self, export: &str) -> Result<()> {
+        let mut g = lock(&self.recovery);
+        let Some(p) = g.as_mut() else {
+            return Ok(());
+        };
+        p.settle(export).map_err(|e| CacheError::Io {
+            export: export.to_string(),
+            source: std::io::Error::new(
+                e.kind(),
+                format!(
+                    "the data is on the backend, but the recovery file {} could not be updated: {e}",
+                    p.path().display()
+                ),
+            ),
+        })?;
+        if p.blocks().is_empty() {
+            *g = None;
+        }
+        Ok(())
+    }
+
+    /// Whether a write of `len` bytes at `offset` of `export` by `client` would be
+    /// recorded in a durable write log (every block goes to a cache that has one).
+    pub fn logged(&self, export: &str, client: &str, offset: u64, len: u64) -> Result<bool> {
+        let r = read_lock(&self.routing);
+        let ex = Self::export(&r, export, offset, len)?;
+        let mut all = true;
+        Self::for_each_run(&r, &ex.vol, client, Op::Write, offset, len, |_, _, t| {
+            all &= match t {
+                Target::Cached(c) | Target::Coherent(c) => Self::part_of(&r, c)?.log().is_some(),
+                Target::Direct => false,
+            };
+            Ok(())
+        })?;
+        Ok(all)
     }
 
     /// The allocation of `[offset, offset + len)` of `export` as seen through the caches:

@@ -469,3 +469,37 @@ fn block_status_of_a_sparse_file_through_a_write_back_cache() {
     assert!(node.block_status("vol", 1 << 20, 1).is_err());
     assert!(node.block_status("nope", 0, 1).is_err());
 }
+
+/// Issue 35: a recovery file adopted at start is settled by a successful flush of its
+/// export (before the flush returns), and a FUA write to an export it names flushes the
+/// export first, so a durable write is never older than the file.
+#[test]
+fn an_adopted_recovery_file_is_settled_by_flush_and_fua() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("recovery.bin");
+    let (node, mem, _) = cached_vol(8, "lru", WritePolicy::WriteBack);
+    let block = |v: u8| vec![v; BS];
+    let kept = vec![cache::DirtyBlock {
+        export: "vol".into(),
+        offset: 0,
+        data: block(3),
+    }];
+    cache::recovery::write(&file, &kept).unwrap();
+    node.write("vol", "recovery", 0, &block(3), false).unwrap();
+    assert!(!node.logged("vol", "recovery", 0, BS as u64).unwrap());
+    node.adopt_recovery(cache::recovery::Pending::new(file.clone(), kept.clone()));
+    // A plain write leaves the file alone (it is not durable yet).
+    node.write("vol", "c1", 0, &block(4), false).unwrap();
+    assert!(file.exists());
+    assert_eq!(node.pending_recovery(), kept);
+    // A FUA write settles the whole export before it returns.
+    node.write("vol", "c1", 0, &block(5), true).unwrap();
+    assert!(!file.exists());
+    assert!(node.pending_recovery().is_empty());
+    assert_eq!(&mem.snapshot()[..BS], &block(5)[..]);
+    // A flush does the same.
+    cache::recovery::write(&file, &kept).unwrap();
+    node.adopt_recovery(cache::recovery::Pending::new(file.clone(), kept));
+    node.flush("vol").unwrap();
+    assert!(!file.exists());
+}

@@ -1,6 +1,8 @@
 //! `lachesis serve node.toml [--nbd ADDR] [--api ADDR]`: runs a cache node until SIGINT or
 //! SIGTERM, then drains in-flight requests and writes every dirty block back before
-//! exiting. `--nbd` and `--api` override the file's listeners.
+//! exiting, within `[node] stop_timeout` (what is not on the backends by then is kept in
+//! the recovery file and the exit status is 1). `--nbd` and `--api` override the file's
+//! listeners.
 
 use anyhow::Context;
 use clap::Args;
@@ -33,7 +35,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         rt.worker_threads(t.max(1));
     }
     let rt = rt.build().context("starting the runtime")?;
-    rt.block_on(async {
+    let res = rt.block_on(async {
         let mut cfg = node::config::NodeConfig::load(&a.config, a.data_dir.as_deref())?;
         if let Some(n) = a.nbd {
             cfg.node.nbd = n;
@@ -63,5 +65,9 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             let _ = s.send(());
         }
         node.wait().await.context("stopping the node")
-    })
+    });
+    // Requests stuck on a hung backend past the stop's deadline must not keep the
+    // process alive: their threads are left behind, the node has already kept their data.
+    rt.shutdown_background();
+    res
 }

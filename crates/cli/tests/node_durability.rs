@@ -2,7 +2,8 @@
 //! `lachesis serve` process while `lachesis ctl` resizes the cache, switches its eviction
 //! and write policies and finally removes it; a second run writes again through a new
 //! cache and ends with a FLUSH, after which the node is killed with SIGKILL. fio then
-//! verifies, on the backing file itself, every block both runs wrote.
+//! verifies, on the backing file itself, every block both runs wrote. And a SIGTERM over a
+//! hung backend ends the process by `[node] stop_timeout`, keeping the dirty blocks.
 
 mod common;
 use std::io::{BufRead, BufReader};
@@ -226,4 +227,129 @@ cache = "wb"
         !out.status.success(),
         "verifying an unwritten region must fail"
     );
+}
+
+/// Issue 35: SIGTERM to `lachesis serve` over a hung backend (nbdkit's delay filter, 60 s
+/// per write) with dirty blocks and a client's FLUSH stuck in flight: the process exits 1
+/// by `[node] stop_timeout` (2 s) plus slack, naming the count, and the blocks are in
+/// `recovery.bin`. Before, the stop never ended.
+#[test]
+fn sigterm_over_a_hung_backend_exits_by_the_stop_timeout() {
+    let tmp = tempfile::tempdir().unwrap();
+    let img = tmp.path().join("backend.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let pidfile = tmp.path().join("nbdkit.pid");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let mut kit = Command::new("nbdkit")
+        .args(["-f", "--exit-with-parent", "-i", "127.0.0.1", "-p"])
+        .arg(port.to_string())
+        .arg("-P")
+        .arg(&pidfile)
+        .arg("--filter=delay")
+        .arg("file")
+        .arg(&img)
+        .arg("delay-write=60")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("nbdkit must be installed (.ci/run installs it)");
+    let t0 = std::time::Instant::now();
+    while !pidfile.exists() {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "nbdkit did not start"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let config = tmp.path().join("node.toml");
+    std::fs::write(
+        &config,
+        format!(
+            r#"[node]
+nbd = "127.0.0.1:0"
+api = "127.0.0.1:0"
+cache_size = "1MiB"
+stop_timeout = "2s"
+[[export]]
+name = "vol"
+upstream = ["127.0.0.1:{port}/img"]
+[[cache]]
+name = "c"
+size = "512KiB"
+[[rule]]
+export = "vol"
+cache = "c"
+"#
+        ),
+    )
+    .unwrap();
+    let data = tmp.path().join("data");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lachesis"))
+        .args(["serve", config.to_str().unwrap(), "--data-dir"])
+        .arg(&data)
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start lachesis serve");
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let line = lines
+        .by_ref()
+        .map(|l| l.unwrap())
+        .find(|l| l.starts_with("lachesis node: NBD on"))
+        .expect("the node announces its addresses");
+    let nbd = line["lachesis node: NBD on ".len()..]
+        .split(' ')
+        .next()
+        .unwrap()
+        .to_string();
+    let rest = std::thread::spawn(move || lines.map(|l| l.unwrap()).collect::<Vec<_>>());
+    // qemu-io writes 8 blocks (acknowledged: write-back), then its closing FLUSH hangs.
+    let mut qemu = Command::new("qemu-io")
+        .args(["-f", "raw", "-t", "writeback", "-c", "write -P 0x5a 0 32k"])
+        .arg(format!("nbd://{nbd}/vol"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("qemu-io must be installed (.ci/run installs it)");
+    std::thread::sleep(Duration::from_millis(1500));
+    let t0 = std::time::Instant::now();
+    let term = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(term.success());
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(15),
+            "the node did not stop"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let took = t0.elapsed();
+    let stderr = rest.join().unwrap().join("\n");
+    println!("SIGTERM over a hung backend: {status} after {took:?}");
+    assert_eq!(status.code(), Some(1), "{stderr}");
+    assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+    assert!(
+        stderr.contains("8 dirty block(s)") && stderr.contains("stop_timeout"),
+        "{stderr}"
+    );
+    assert_eq!(
+        std::fs::read(data.join("recovery.bin")).unwrap().len(),
+        8 + 8 * (2 + 3 + 8 + 4 + 4096),
+        "8 blocks of export `vol` kept"
+    );
+    let _ = qemu.kill();
+    let _ = qemu.wait();
+    let _ = kit.kill();
+    let _ = kit.wait();
 }

@@ -142,6 +142,26 @@ pub struct NodeSection {
     /// With `tls`: the server's private key, PEM (relative to `data_dir`).
     #[serde(default)]
     pub tls_key: Option<PathBuf>,
+    /// The longest a stop may take, as a duration such as `"30s"` or `"2m"` (default 30
+    /// s): draining in-flight requests and writing dirty blocks back (in parallel). What is
+    /// not on the backends by then is kept in the recovery file and the node exits
+    /// non-zero, naming the count; a hung backend ends the same way.
+    #[serde(default = "default_stop_timeout", deserialize_with = "duration")]
+    pub stop_timeout: std::time::Duration,
+}
+
+fn default_stop_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(30)
+}
+
+/// A duration written as humantime does (`"30s"`, `"1m 30s"`, `"500ms"`).
+fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    humantime::parse_duration(&s).map_err(|e| {
+        serde::de::Error::custom(format!(
+            "`{s}` is not a duration such as \"30s\" or \"2m\": {e}"
+        ))
+    })
 }
 
 fn default_tls() -> String {
@@ -486,6 +506,9 @@ impl NodeConfig {
                 return Err("node.tls_key: required when node.tls is not `off`".into());
             }
         }
+        if self.node.stop_timeout.is_zero() {
+            return Err("node.stop_timeout: must be longer than 0s".into());
+        }
         if self.node.name.as_deref() == Some("") {
             return Err("node.name: must not be empty".into());
         }
@@ -701,6 +724,27 @@ op = "read"
         assert!(NodeConfig::parse(&bad)
             .unwrap_err()
             .contains("node.tls_cert"));
+        let ok = GOOD.replace("cache_size = ", "stop_timeout = \"1m 30s\"\ncache_size = ");
+        assert_eq!(
+            NodeConfig::parse(&ok).unwrap().node.stop_timeout,
+            std::time::Duration::from_secs(90)
+        );
+        assert_eq!(
+            NodeConfig::parse(GOOD).unwrap().node.stop_timeout,
+            std::time::Duration::from_secs(30)
+        );
+        let example = NodeConfig::parse(include_str!("../../../examples/node.toml")).unwrap();
+        assert_eq!(
+            example.node.stop_timeout,
+            std::time::Duration::from_secs(30)
+        );
+        let bad = GOOD.replace("cache_size = ", "stop_timeout = \"soon\"\ncache_size = ");
+        let e = NodeConfig::parse(&bad).unwrap_err();
+        assert!(e.contains("stop_timeout") && e.contains("soon"), "{e}");
+        let bad = GOOD.replace("cache_size = ", "stop_timeout = \"0s\"\ncache_size = ");
+        assert!(NodeConfig::parse(&bad)
+            .unwrap_err()
+            .contains("node.stop_timeout"));
         let bad = GOOD.replace("size = \"32MiB\"", "size = -3");
         assert!(NodeConfig::parse(&bad).unwrap_err().contains("negative"));
     }

@@ -23,7 +23,10 @@
 //! | [`units`] | byte sizes with units |
 //!
 //! [`start`] builds a node from a configuration and runs it until its shutdown handle is
-//! used; on the way out it writes every dirty block back.
+//! used; on the way out it writes every dirty block back, in parallel batches, within
+//! `[node] stop_timeout`; what is not on the backends by then (a slow or hung backend)
+//! is kept in the recovery file and the stop fails naming the count (see
+//! [`cache::recovery`] for how that file is consumed exactly once).
 
 pub mod api;
 pub mod auth;
@@ -148,12 +151,49 @@ impl RunningNode {
     }
 }
 
-/// The data directory's list of image files this node has used (one path a line), so a
-/// missing image is never silently recreated after its first start.
+/// The data directory's list of image files this node has used, one a line as `PATH`, a
+/// tab and its size in bytes (a line of a bare path, from older versions, gets its size
+/// at the next start): a missing image is never silently recreated after its first start,
+/// and an image that shrank while the node was stopped is refused.
 pub const IMAGES_FILE: &str = "images.list";
 
+/// The entries of the images file (`path`, recorded size); none if it does not exist.
+fn read_images(images: &Path) -> Vec<(String, Option<u64>)> {
+    let Ok(text) = std::fs::read_to_string(images) else {
+        return Vec::new();
+    };
+    text.lines()
+        .filter(|l| !l.is_empty())
+        .map(|l| match l.rsplit_once('\t') {
+            Some((p, n)) if n.parse::<u64>().is_ok() => (p.to_string(), n.parse().ok()),
+            _ => (l.to_string(), None),
+        })
+        .collect()
+}
+
+/// Rewrites the images file with `entries` (temporary file, sync, rename).
+fn write_images(images: &Path, entries: &[(String, Option<u64>)]) -> std::io::Result<()> {
+    use std::io::Write;
+    let mut text = String::new();
+    for (p, n) in entries {
+        match n {
+            Some(n) => text.push_str(&format!("{p}\t{n}\n")),
+            None => text.push_str(&format!("{p}\n")),
+        }
+    }
+    let tmp = images.with_extension("list.tmp");
+    {
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        f.sync_all()?;
+    }
+    std::fs::rename(&tmp, images)
+}
+
 /// Opens `path`, creating it sparse with `size` bytes if it is missing and no earlier start
-/// used it (listed in `images`), or if `recreate` says so; records it in `images`.
+/// used it (listed in `images`), or if `recreate` says so; records it and its size in
+/// `images`. An image smaller than the size recorded at an earlier start was truncated
+/// while the node was stopped: that is an error naming the image and both sizes.
 fn open_or_create(
     path: &Path,
     size: Option<u64>,
@@ -161,10 +201,9 @@ fn open_or_create(
     recreate: bool,
 ) -> Result<cache::FileBackend, String> {
     let name = path.display().to_string();
-    let listed = std::fs::read_to_string(images)
-        .map(|t| t.lines().any(|l| l == name))
-        .unwrap_or(false);
-    if !path.exists() && listed && !recreate {
+    let mut entries = read_images(images);
+    let listed = entries.iter().position(|(p, _)| *p == name);
+    if !path.exists() && listed.is_some() && !recreate {
         return Err(format!(
             "image {name} is missing, but an earlier start of this node used it (listed in \
              {}): it was deleted or moved. Restore it, or set `recreate_missing = true` on \
@@ -172,6 +211,7 @@ fn open_or_create(
             images.display()
         ));
     }
+    let mut created = false;
     if !path.exists() {
         let size = size.ok_or_else(|| {
             format!(
@@ -186,22 +226,36 @@ fn open_or_create(
         f.set_len(size)
             .map_err(|e| format!("{}: {e}", path.display()))?;
         tracing::info!(path = %path.display(), size, "created sparse file");
+        created = true;
     }
     let b = cache::FileBackend::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let actual = cache::Backend::size(&b);
     if let Some(size) = size {
-        if cache::Backend::size(&b) != size {
-            tracing::warn!(path = %path.display(), configured = size, actual = cache::Backend::size(&b),
+        if actual != size {
+            tracing::warn!(path = %path.display(), configured = size, actual,
                 "file exists with another size; using its actual size");
         }
     }
-    if !listed {
-        use std::io::Write;
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(images)
-            .map_err(|e| format!("{}: {e}", images.display()))?;
-        writeln!(f, "{name}").map_err(|e| format!("{}: {e}", images.display()))?;
+    let recorded = listed.and_then(|i| entries[i].1);
+    if let Some(was) = recorded.filter(|&was| actual < was && !created) {
+        return Err(format!(
+            "image {name} is {actual} bytes, but it was {was} bytes when this node last used \
+             it (recorded in {}): it was truncated while the node was stopped, and the data \
+             past byte {actual} is gone. Restore it; or, to go on without that data, grow it \
+             back (`truncate -s {was} {name}`) or remove its line from {}",
+            images.display(),
+            images.display()
+        ));
+    }
+    if recorded != Some(actual) {
+        if let Some(was) = recorded {
+            tracing::warn!(path = %path.display(), was, now = actual, "image grew while the node was stopped");
+        }
+        match listed {
+            Some(i) => entries[i].1 = Some(actual),
+            None => entries.push((name.clone(), Some(actual))),
+        }
+        write_images(images, &entries).map_err(|e| format!("{}: {e}", images.display()))?;
     }
     Ok(b)
 }
@@ -425,6 +479,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         None => None,
     };
     let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let stop_timeout = cfg.node.stop_timeout;
     let st = state.clone();
     let token = api_token.clone();
     let reg = register::registration(&state, api_addr, nbd_addr, api_token.secret());
@@ -442,23 +497,64 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         });
         let provider: Arc<dyn nbd::ExportProvider> =
             Arc::new(export::NodeExports(st.clone(), allow));
-        let served = nbd::serve_tls(nbd_listener, provider, server, nbd_limits, tls, async {
-            let _ = stop_rx.await;
-        })
-        .await;
+        // The stop's deadline runs from the moment it is asked for; every step of the
+        // stop (draining requests, the API, the write-back) ends by it.
+        let (asked_tx, asked_rx) = oneshot::channel::<std::time::Instant>();
+        let mut serving = tokio::spawn(nbd::serve_tls(
+            nbd_listener,
+            provider,
+            server,
+            nbd_limits,
+            tls,
+            async move {
+                let _ = stop_rx.await;
+                let _ = asked_tx.send(std::time::Instant::now());
+            },
+        ));
+        let joined = |res: Result<std::io::Result<()>, tokio::task::JoinError>| {
+            res.map_err(|e| std::io::Error::other(e.to_string()))?
+        };
+        let mut asked_rx = asked_rx;
+        let (deadline, ended) = tokio::select! {
+            t = &mut asked_rx => (t.unwrap_or_else(|_| std::time::Instant::now()) + stop_timeout, None),
+            res = &mut serving => (std::time::Instant::now() + stop_timeout, Some(joined(res))),
+        };
+        let until = tokio::time::Instant::from_std(deadline);
+        let served = match ended {
+            Some(res) => res,
+            None => match tokio::time::timeout_at(until, &mut serving).await {
+                Ok(res) => joined(res),
+                Err(_) => {
+                    tracing::error!(
+                        "NBD requests still in flight at the stop deadline (node.stop_timeout); \
+                         stopping without their answers"
+                    );
+                    serving.abort();
+                    Ok(())
+                }
+            },
+        };
         let _ = api_stop_tx.send(());
-        let _ = api.await;
+        let mut api = api;
+        if tokio::time::timeout_at(until, &mut api).await.is_err() {
+            api.abort();
+        }
         let _ = reg_stop_tx.send(());
-        if let Some(b) = beating {
-            let _ = b.await;
+        if let Some(mut b) = beating {
+            if tokio::time::timeout_at(until, &mut b).await.is_err() {
+                b.abort();
+            }
         }
         // Write every dirty block back before the process may exit; what cannot be
-        // written is kept in the recovery file and the node stops with an error.
+        // written by the deadline is kept in the recovery file and the node stops with
+        // an error.
         let flush_state = st.clone();
         let recovery = recovery_file.clone();
-        tokio::task::spawn_blocking(move || write_back_or_keep(&flush_state, &recovery))
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))??;
+        tokio::task::spawn_blocking(move || {
+            write_back_or_keep(&flush_state, &recovery, deadline, stop_timeout)
+        })
+        .await
+        .map_err(|e| std::io::Error::other(e.to_string()))??;
         served
     });
     tracing::info!(%nbd_addr, %api_addr, "node serving");
@@ -476,69 +572,258 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
 /// (see [`cache::recovery`]); the next start replays them.
 pub const RECOVERY_FILE: &str = "recovery.bin";
 
-/// At shutdown: write every dirty block back, or keep those that cannot be written in
-/// `file` and fail, naming it (so the process exits non-zero and nothing is dropped).
-fn write_back_or_keep(state: &NodeState, file: &Path) -> std::io::Result<()> {
+/// Dirty blocks written back at once at a stop (parallel batches, see
+/// [`cache::Partition::write_back_parallel`]).
+pub const STOP_WRITERS: usize = 16;
+
+/// At shutdown: write every dirty block back by `deadline` (in parallel batches, one
+/// export after another), or keep what is not on the backends by then in `file` and
+/// fail, naming the count and the file (so the process exits non-zero and nothing is
+/// dropped). A backend that hangs ends the same way: the write-back thread is left
+/// behind and the file is written from memory.
+///
+/// The recovery file a start replayed is settled by each successful flush; what is left
+/// of it (exports that did not flush) is kept with the newest bytes the cache has for
+/// those blocks, together with every dirty block and the blocks written back during this
+/// stop to a backend that did not flush. When nothing is left, any recovery file is
+/// removed, so a stale one can never be replayed over newer data (see
+/// [`cache::recovery`]).
+fn write_back_or_keep(
+    state: &Arc<NodeState>,
+    file: &Path,
+    deadline: std::time::Instant,
+    timeout: std::time::Duration,
+) -> std::io::Result<()> {
+    // Which blocks are dirty now: once written back they are durable only when their
+    // export's flush succeeds.
+    let at_stop: Vec<(String, u64, usize)> = state
+        .cache
+        .dirty_data()
+        .into_iter()
+        .map(|b| (b.export, b.offset, b.data.len()))
+        .collect();
+    let names: Vec<String> = state.exports().map(|e| e.name.clone()).collect();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let st = state.clone();
+    let todo = names.clone();
+    std::thread::Builder::new()
+        .name("stop-write-back".into())
+        .spawn(move || {
+            for e in todo {
+                let res = st.cache.flush_parallel(&e, STOP_WRITERS);
+                if tx.send((e, res)).is_err() {
+                    return;
+                }
+            }
+        })?;
+    let mut flushed = std::collections::BTreeSet::new();
     let mut failed = None;
-    for e in state.exports() {
-        if let Err(err) = state.cache.flush(&e.name) {
-            tracing::error!(export = %e.name, %err, "write-back at shutdown failed");
-            failed.get_or_insert(err);
+    let mut timed_out = false;
+    for _ in &names {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match rx.recv_timeout(left) {
+            Ok((e, Ok(()))) => {
+                flushed.insert(e);
+            }
+            Ok((e, Err(err))) => {
+                tracing::error!(export = %e, %err, "write-back at shutdown failed");
+                failed.get_or_insert(err.to_string());
+            }
+            Err(_) => {
+                timed_out = true;
+                break;
+            }
         }
     }
+    let unsure: Vec<(String, u64, usize)> = at_stop
+        .into_iter()
+        .filter(|(e, _, _)| !flushed.contains(e))
+        .collect();
+    let blocks = blocks_to_keep(state, &state.cache.pending_recovery(), &unsure, !timed_out);
+    if timed_out {
+        let why = format!(
+            "not on the backends within node.stop_timeout = \"{}\"; {} of {} export(s) flushed",
+            humantime::format_duration(timeout),
+            flushed.len(),
+            names.len()
+        );
+        if blocks.is_empty() {
+            tracing::warn!("{why}, but no dirty block is held");
+            state.cache.keep_recovery(file, &[])?;
+            return Ok(());
+        }
+        return keep(state, file, &blocks, why);
+    }
     let Some(err) = failed else {
-        return Ok(());
+        if blocks.is_empty() {
+            state.cache.keep_recovery(file, &[])?;
+            return Ok(());
+        }
+        // Flushed, yet something is dirty again: keep it all the same.
+        return keep(
+            state,
+            file,
+            &blocks,
+            "dirty after the last flush".to_string(),
+        );
     };
-    let blocks = state.cache.dirty_data();
     if blocks.is_empty() {
         // Nothing is held dirty: every acknowledged write already left this node, and a
         // backend that cannot flush now (an upstream that went away) is not data we drop.
+        state.cache.keep_recovery(file, &[])?;
         tracing::warn!(%err, "flush at shutdown failed, but no dirty block is held");
         return Ok(());
     }
-    cache::recovery::write(file, &blocks).map_err(|e| {
+    keep(state, file, &blocks, err)
+}
+
+/// The blocks a recovery file written now must hold, each with the newest bytes the
+/// cache has: the `pending` blocks of the file a start replayed (their old bytes if the
+/// cache cannot tell), the `unsure` blocks (dirty when the stop began, of exports that
+/// did not flush; skipped if the cache cannot tell), then every dirty block. With
+/// `full_read` the cache may read the backend; without it only memory is used (the
+/// backend may hang). A block listed twice keeps its last bytes.
+fn blocks_to_keep(
+    state: &NodeState,
+    pending: &[cache::DirtyBlock],
+    unsure: &[(String, u64, usize)],
+    full_read: bool,
+) -> Vec<cache::DirtyBlock> {
+    let mut out: Vec<cache::DirtyBlock> = Vec::new();
+    let mut at: std::collections::HashMap<(String, u64), usize> = Default::default();
+    let mut put = |b: cache::DirtyBlock| match at.get(&(b.export.clone(), b.offset)) {
+        Some(&i) => out[i] = b,
+        None => {
+            at.insert((b.export.clone(), b.offset), out.len());
+            out.push(b);
+        }
+    };
+    let now = |export: &str, offset: u64, len: usize| -> Option<Vec<u8>> {
+        let mut buf = vec![0; len];
+        let got = if full_read {
+            state
+                .cache
+                .read(export, "recovery", offset, &mut buf)
+                .is_ok()
+        } else {
+            matches!(
+                state
+                    .cache
+                    .read_if_resident(export, "recovery", offset, &mut buf),
+                Ok(true)
+            )
+        };
+        got.then_some(buf)
+    };
+    for b in pending {
+        let data = now(&b.export, b.offset, b.data.len()).unwrap_or_else(|| {
+            tracing::warn!(export = %b.export, offset = b.offset,
+                "cannot read a block of the recovery file back; keeping the file's bytes");
+            b.data.clone()
+        });
+        put(cache::DirtyBlock {
+            export: b.export.clone(),
+            offset: b.offset,
+            data,
+        });
+    }
+    for (export, offset, len) in unsure {
+        match now(export, *offset, *len) {
+            Some(data) => put(cache::DirtyBlock {
+                export: export.clone(),
+                offset: *offset,
+                data,
+            }),
+            None => tracing::warn!(%export, offset,
+                "a block written back during the stop to a backend that did not flush is no longer in memory"),
+        }
+    }
+    for b in state.cache.dirty_data() {
+        put(b);
+    }
+    out
+}
+
+/// Saves `blocks` in `file` and returns the error that names them and the file.
+fn keep(
+    state: &NodeState,
+    file: &Path,
+    blocks: &[cache::DirtyBlock],
+    why: String,
+) -> std::io::Result<()> {
+    state.cache.keep_recovery(file, blocks).map_err(|e| {
         std::io::Error::other(format!(
-            "{} dirty block(s) could not be written back ({err}) nor kept in {}: {e}",
+            "{} dirty block(s) could not be written back ({why}) nor kept in {}: {e}",
             blocks.len(),
             file.display()
         ))
     })?;
     tracing::error!(blocks = blocks.len(), file = %file.display(), "dirty blocks kept for the next start");
     Err(std::io::Error::other(format!(
-        "{} dirty block(s) could not be written back ({err}); kept in {}, replayed at the next start",
+        "{} dirty block(s) could not be written back ({why}); kept in {}, replayed at the next start",
         blocks.len(),
         file.display()
     )))
 }
 
-/// At start: write the blocks a previous stop kept in `file` through the caches and
-/// flush; the file is removed once they are on the backends (if not, they stay dirty in
-/// the caches and the file stays).
+/// At start, before any client is served: write the blocks a previous stop kept in
+/// `file` through the caches. Blocks that went to a cache with a durable write log are
+/// in that log now and leave the file; the rest stay pending with the cache node, which
+/// drops each export's blocks from the file once a flush of the export succeeds (tried
+/// here first, for every export the file names). See [`cache::recovery`] for why this
+/// consumes the file exactly once.
 fn replay_recovery(state: &NodeState, file: &Path) -> Result<(), NodeError> {
     if !file.exists() {
         return Ok(());
     }
-    let blocks = cache::recovery::read(file).map_err(|e| NodeError::Config {
+    let at = |msg: String| NodeError::Config {
         file: file.display().to_string(),
-        msg: e.to_string(),
-    })?;
-    let mut exports = std::collections::BTreeSet::new();
-    for b in &blocks {
+        msg,
+    };
+    let blocks = cache::recovery::read(file).map_err(|e| at(e.to_string()))?;
+    let total = blocks.len();
+    let mut kept = Vec::new();
+    for b in blocks {
         state
             .cache
             .write(&b.export, "recovery", b.offset, &b.data, false)
-            .map_err(|e| NodeError::Config {
-                file: file.display().to_string(),
-                msg: format!("replaying a block of `{}` at {}: {e}", b.export, b.offset),
+            .map_err(|e| {
+                at(format!(
+                    "replaying a block of `{}` at {}: {e}",
+                    b.export, b.offset
+                ))
             })?;
-        exports.insert(b.export.clone());
+        let logged = state
+            .cache
+            .logged(&b.export, "recovery", b.offset, b.data.len() as u64)
+            .unwrap_or(false);
+        if !logged {
+            kept.push(b);
+        }
     }
-    let flushed = exports.iter().all(|e| state.cache.flush(e).is_ok());
-    if flushed {
-        std::fs::remove_file(file)?;
-        tracing::info!(blocks = blocks.len(), file = %file.display(), "replayed the recovery file");
+    if kept.is_empty() {
+        cache::recovery::remove(file).map_err(|e| at(e.to_string()))?;
+        tracing::info!(blocks = total, file = %file.display(), "replayed the recovery file into the write logs");
+        return Ok(());
+    }
+    if kept.len() < total {
+        cache::recovery::write(file, &kept).map_err(|e| at(e.to_string()))?;
+    }
+    let exports: std::collections::BTreeSet<String> =
+        kept.iter().map(|b| b.export.clone()).collect();
+    state
+        .cache
+        .adopt_recovery(cache::recovery::Pending::new(file.to_path_buf(), kept));
+    for e in &exports {
+        if let Err(err) = state.cache.flush(e) {
+            tracing::warn!(export = %e, %err, "the backend refuses the replayed blocks; they stay dirty in the cache");
+        }
+    }
+    let left = state.cache.pending_recovery().len();
+    if left == 0 {
+        tracing::info!(blocks = total, file = %file.display(), "replayed the recovery file");
     } else {
-        tracing::warn!(blocks = blocks.len(), file = %file.display(), "replayed the recovery file into the caches; the backends still refuse them, so the file stays");
+        tracing::warn!(blocks = total, left, file = %file.display(), "replayed the recovery file into the caches; the file keeps the blocks the backends still refuse until a flush succeeds");
     }
     Ok(())
 }

@@ -85,33 +85,92 @@ impl Partition {
         (n, first_err)
     }
 
-    /// Writes every dirty block of `vol` (or of every volume) to its backend and flushes
-    /// the backends written to. Returns the number of blocks written.
-    pub fn write_back(&self, vol: Option<&Volume>) -> Result<u64> {
-        let keys: Vec<Key> = {
-            let g = lock(&self.inner);
-            let want = |k: &Key| vol.is_none_or(|v| k >> BLOCK_BITS == u64::from(v.id()));
-            g.st.dirty
-                .iter()
-                .chain(g.st.wb.keys())
-                .copied()
-                .filter(want)
-                .collect()
-        };
+    /// The dirty keys of `vol` (or of every volume).
+    fn dirty_keys_of(&self, vol: Option<&Volume>) -> Vec<Key> {
+        let g = lock(&self.inner);
+        let want = |k: &Key| vol.is_none_or(|v| k >> BLOCK_BITS == u64::from(v.id()));
+        g.st.dirty
+            .iter()
+            .chain(g.st.wb.keys())
+            .copied()
+            .filter(want)
+            .collect()
+    }
+
+    /// Writes back the blocks of `keys`, one after another; the blocks written, the
+    /// volumes written to, and the first error (the blocks after it are not tried).
+    fn settle_keys(&self, keys: &[Key]) -> (u64, Vec<Arc<Volume>>, Option<CacheError>) {
         let mut written = 0;
         let mut vols: Vec<Arc<Volume>> = Vec::new();
-        for key in keys {
+        for &key in keys {
             let Some(v) = self.volumes.of_key(key) else {
                 continue;
             };
             let b = block_of(key);
             let _g = v.lock_block(b);
-            if self.settle(&v, b)? {
-                written += 1;
-                if !vols.iter().any(|x| x.id() == v.id()) {
-                    vols.push(v.clone());
+            match self.settle(&v, b) {
+                Ok(true) => {
+                    written += 1;
+                    if !vols.iter().any(|x| x.id() == v.id()) {
+                        vols.push(v.clone());
+                    }
+                }
+                Ok(false) => {}
+                Err(e) => return (written, vols, Some(e)),
+            }
+        }
+        (written, vols, None)
+    }
+
+    /// Writes every dirty block of `vol` (or of every volume) to its backend and flushes
+    /// the backends written to. Returns the number of blocks written.
+    pub fn write_back(&self, vol: Option<&Volume>) -> Result<u64> {
+        self.write_back_parallel(vol, 1)
+    }
+
+    /// [`Partition::write_back`] with the dirty blocks split into `workers` batches written
+    /// back at once, each on a thread of its own (so a slow backend costs one write's time
+    /// per batch position, not per block). Every batch runs to its end or its first error;
+    /// the first error is returned after all have finished, and the backends are flushed
+    /// only if none failed.
+    pub fn write_back_parallel(&self, vol: Option<&Volume>, workers: usize) -> Result<u64> {
+        let keys = self.dirty_keys_of(vol);
+        let workers = workers.clamp(1, keys.len().max(1));
+        let (written, vols, err) = if workers == 1 {
+            self.settle_keys(&keys)
+        } else {
+            let per = keys.len().div_ceil(workers);
+            let results: Vec<_> = std::thread::scope(|s| {
+                let batches: Vec<_> = keys
+                    .chunks(per)
+                    .map(|batch| s.spawn(move || self.settle_keys(batch)))
+                    .collect();
+                batches
+                    .into_iter()
+                    .map(|h| {
+                        h.join().unwrap_or_else(|_| {
+                            let e = CacheError::Invalid("a write-back thread panicked".into());
+                            (0, Vec::new(), Some(e))
+                        })
+                    })
+                    .collect()
+            });
+            let mut all: (u64, Vec<Arc<Volume>>, Option<CacheError>) = (0, Vec::new(), None);
+            for (n, vs, e) in results {
+                all.0 += n;
+                for v in vs {
+                    if !all.1.iter().any(|x| x.id() == v.id()) {
+                        all.1.push(v);
+                    }
+                }
+                if all.2.is_none() {
+                    all.2 = e;
                 }
             }
+            all
+        };
+        if let Some(e) = err {
+            return Err(e);
         }
         for v in vols {
             v.backend().flush().map_err(|e| v.io_err(e))?;

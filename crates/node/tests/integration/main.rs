@@ -16,6 +16,7 @@ mod demote;
 mod dirty_api;
 mod full_backend;
 mod hierarchy;
+mod hostile;
 mod image;
 mod live;
 mod nbd_tls;

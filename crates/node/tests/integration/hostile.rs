@@ -1,0 +1,512 @@
+//! Issue 35, "hostile conditions", end to end: a node whose backend is nbdkit's file plugin
+//! behind its `error` filter (writes fail while a trigger file exists) or its `delay`
+//! filter (every write takes seconds), driven by qemu-io.
+//!
+//! * `a_stale_recovery_file_never_reverts_flushed_data`: the exact reproduction of the
+//!   issue. Before, the recovery file a start replayed while the backend still failed
+//!   stayed on disk after a later FLUSH and a clean stop, and the next start replayed
+//!   its old bytes over the flushed ones.
+//! * `a_stop_over_a_slow_backend_ends_by_its_deadline_and_keeps_the_rest`: `[node]
+//!   stop_timeout`, parallel write-back at a stop, a hung backend.
+//! * `dirty_blocks_of_a_deleted_image_are_kept_not_written_into_the_void`,
+//!   `a_shrunk_image_is_not_regrown_and_a_truncated_one_is_refused`: images deleted or
+//!   shrunk under a running node, truncated while it was stopped.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use node::config::NodeConfig;
+
+const BS: u64 = 4096;
+/// The block the reproduction writes.
+const X: u64 = 16 * BS;
+
+/// An nbdkit serving `IMG` with the file plugin behind the given filters, on a port of
+/// its own; stopped when dropped.
+struct Nbdkit {
+    child: Child,
+    port: u16,
+}
+
+impl Nbdkit {
+    fn start(img: &Path, filters: &[&str], params: &[String]) -> Nbdkit {
+        let dir = img.parent().unwrap();
+        let pidfile = dir.join(format!("nbdkit-{}.pid", std::process::id()));
+        for _ in 0..20 {
+            let _ = std::fs::remove_file(&pidfile);
+            let port = std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap()
+                .port();
+            let mut cmd = Command::new("nbdkit");
+            cmd.args(["-f", "--exit-with-parent", "-i", "127.0.0.1", "-p"])
+                .arg(port.to_string())
+                .arg("-P")
+                .arg(&pidfile);
+            for f in filters {
+                cmd.arg(format!("--filter={f}"));
+            }
+            cmd.arg("file").arg(img).args(params);
+            let mut child = cmd
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .expect("nbdkit must be installed (Debian nbdkit; .ci/run installs it)");
+            let t0 = Instant::now();
+            loop {
+                if pidfile.exists() {
+                    return Nbdkit { child, port };
+                }
+                if child.try_wait().unwrap().is_some() {
+                    break; // the port was taken meanwhile: another one
+                }
+                assert!(
+                    t0.elapsed() < Duration::from_secs(10),
+                    "nbdkit did not start"
+                );
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        }
+        panic!("nbdkit could not listen");
+    }
+
+    fn upstream(&self) -> String {
+        format!("127.0.0.1:{}/img", self.port)
+    }
+}
+
+impl Drop for Nbdkit {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A node in front of `upstream` with one write-back cache (memory only) over export
+/// `vol`; `extra` goes into `[node]`.
+fn config(dir: &Path, upstream: &str, extra: &str) -> NodeConfig {
+    let text = format!(
+        r#"
+[node]
+nbd = "127.0.0.1:0"
+api = "127.0.0.1:0"
+cache_size = "1MiB"
+{extra}
+
+[[export]]
+name = "vol"
+upstream = ["{upstream}"]
+
+[[cache]]
+name = "c"
+size = "512KiB"
+write_policy = "write-back"
+
+[[rule]]
+export = "vol"
+cache = "c"
+"#
+    );
+    let mut cfg = NodeConfig::parse(&text).unwrap();
+    cfg.node.data_dir = Some(dir.to_path_buf());
+    cfg
+}
+
+fn qemu_io(uri: &str, cmds: &[&str]) -> String {
+    // Write-back: qemu-io's default (write-through) flushes after every write.
+    let mut args = vec!["-f", "raw", "-t", "writeback", uri];
+    for c in cmds {
+        args.push("-c");
+        args.push(c);
+    }
+    let out = Command::new("qemu-io")
+        .args(&args)
+        .output()
+        .expect("qemu-io must be installed (Debian qemu-utils; .ci/run installs it)");
+    // A failed command (a FLUSH) prints nothing; its exit status tells.
+    format!(
+        "{}{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+        if out.status.success() {
+            ""
+        } else {
+            "\nqemu-io failed"
+        }
+    )
+}
+
+fn image_block(img: &Path, offset: u64) -> Vec<u8> {
+    let all = std::fs::read(img).unwrap();
+    all[offset as usize..(offset + BS) as usize].to_vec()
+}
+
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+fn sparse_image(dir: &Path, size: u64) -> PathBuf {
+    let img = dir.join("backend.img");
+    std::fs::File::create(&img).unwrap().set_len(size).unwrap();
+    img
+}
+
+#[test]
+fn a_stale_recovery_file_never_reverts_flushed_data() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let img = sparse_image(tmp.path(), 8 << 20);
+    let trigger = tmp.path().join("fail-writes");
+    std::fs::write(&trigger, b"").unwrap();
+    let kit = Nbdkit::start(
+        &img,
+        &["error"],
+        &[
+            "error-pwrite=EIO".into(),
+            "error-pwrite-rate=1".into(),
+            format!("error-pwrite-file={}", trigger.display()),
+        ],
+    );
+    let dir = tmp.path().join("node");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let cfg = config(&dir, &kit.upstream(), "");
+
+    // v3 is acknowledged (write-back) but cannot reach the backend: the stop fails and
+    // keeps it in the recovery file.
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("write -P 0x33 {X} 4k")]);
+    assert!(out.contains("wrote 4096/4096"), "{out}");
+    let err = rt.block_on(n.shutdown()).unwrap_err().to_string();
+    assert!(
+        err.contains("1 dirty block(s)") && err.contains("recovery.bin"),
+        "{err}"
+    );
+    assert_eq!(cache::recovery::read(&recovery).unwrap().len(), 1);
+
+    // The backend still fails: the start replays the file into the cache and keeps it.
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    assert!(
+        recovery.exists(),
+        "the file goes only once its blocks are durable"
+    );
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("read -P 0x33 {X} 4k")]);
+    assert!(
+        out.contains("read 4096/4096") && !out.contains("failed"),
+        "{out}"
+    );
+
+    // Healed; v4 is written and flushed: the flush consumed the file before it answered.
+    std::fs::remove_file(&trigger).unwrap();
+    let out = qemu_io(&uri, &[&format!("write -P 0x44 {X} 4k"), "flush"]);
+    assert!(
+        out.contains("wrote 4096/4096") && !out.contains("failed"),
+        "{out}"
+    );
+    assert!(
+        !recovery.exists(),
+        "a flushed write must not be older than a recovery file"
+    );
+    rt.block_on(n.shutdown()).unwrap();
+    assert!(!recovery.exists());
+
+    // The next start reads v4, on the node and on the image.
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("read -P 0x44 {X} 4k")]);
+    assert!(
+        out.contains("read 4096/4096") && !out.contains("failed"),
+        "{out}"
+    );
+    rt.block_on(n.shutdown()).unwrap();
+    assert_eq!(
+        image_block(&img, X),
+        vec![0x44; BS as usize],
+        "on the image"
+    );
+}
+
+#[test]
+fn a_graceful_stop_with_dirty_blocks_rewrites_the_recovery_file_with_the_newest_bytes() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let img = sparse_image(tmp.path(), 8 << 20);
+    let trigger = tmp.path().join("fail-writes");
+    std::fs::write(&trigger, b"").unwrap();
+    let kit = Nbdkit::start(
+        &img,
+        &["error"],
+        &[
+            "error-pwrite=EIO".into(),
+            "error-pwrite-rate=1".into(),
+            format!("error-pwrite-file={}", trigger.display()),
+        ],
+    );
+    let dir = tmp.path().join("node");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let cfg = config(&dir, &kit.upstream(), "");
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    qemu_io(&uri, &[&format!("write -P 0x33 {X} 4k")]);
+    assert!(rt.block_on(n.shutdown()).is_err());
+    // Still failing: v4 overwrites the replayed v3 and the stop keeps v4, not v3.
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("write -P 0x44 {X} 4k")]);
+    assert!(out.contains("wrote 4096/4096"), "{out}");
+    assert!(rt.block_on(n.shutdown()).is_err());
+    let kept = cache::recovery::read(&recovery).unwrap();
+    assert_eq!(kept.len(), 1);
+    assert_eq!(kept[0].data, vec![0x44; BS as usize]);
+    // Healed: the start writes v4 back and removes the file.
+    std::fs::remove_file(&trigger).unwrap();
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    assert!(!recovery.exists());
+    rt.block_on(n.shutdown()).unwrap();
+    assert_eq!(image_block(&img, X), vec![0x44; BS as usize]);
+}
+
+/// The content of block `b` in the stop tests.
+fn pattern(b: u64) -> Vec<u8> {
+    vec![0x40u8.wrapping_add(b as u8); BS as usize]
+}
+
+/// Item 2: a backend that takes 5 s per write (nbdkit's delay filter). Before, 16 dirty
+/// blocks took 80 s to write back one after another at a stop (and a hung backend never
+/// let the stop end). Now they are written back at once; and with a stop limited to 2 s
+/// the stop ends by its deadline, even with a client's FLUSH stuck in flight, keeps the
+/// 16 blocks in the recovery file and fails naming the count; a start over the healed
+/// backend writes them back.
+#[test]
+fn a_stop_over_a_slow_backend_ends_by_its_deadline_and_keeps_the_rest() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let img = sparse_image(tmp.path(), 8 << 20);
+    let slow = Nbdkit::start(&img, &["delay"], &["delay-write=5".into()]);
+    let dir = tmp.path().join("node");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let write16 = |addr: std::net::SocketAddr, base: u64| {
+        let client = rt.block_on(nbd::NbdClient::connect(addr, "vol")).unwrap();
+        for b in 0..16 {
+            rt.block_on(client.write((base + b) * BS, pattern(base + b), false))
+                .unwrap();
+        }
+        client
+    };
+
+    // Time enough: the 16 blocks are written back at once (one write's time, not 80 s).
+    let n = rt
+        .block_on(node::start(&config(
+            &dir,
+            &slow.upstream(),
+            "stop_timeout = \"30s\"",
+        )))
+        .unwrap();
+    drop(write16(n.nbd_addr, 100));
+    let t0 = Instant::now();
+    rt.block_on(n.shutdown()).unwrap();
+    let took = t0.elapsed();
+    println!("16 dirty blocks written back at a stop over a 5 s-per-write backend: {took:?}");
+    assert!(took < Duration::from_secs(20), "the stop took {took:?}");
+    assert!(!recovery.exists());
+
+    // Not enough: the stop ends by its deadline.
+    let n = rt
+        .block_on(node::start(&config(
+            &dir,
+            &slow.upstream(),
+            "stop_timeout = \"2s\"",
+        )))
+        .unwrap();
+    let client = write16(n.nbd_addr, 0);
+    // A FLUSH that would take 80 s is in flight when the stop is asked for.
+    let flushing = rt.spawn(async move { client.flush().await });
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = Instant::now();
+    let err = rt.block_on(n.shutdown()).unwrap_err().to_string();
+    let took = t0.elapsed();
+    println!("stop over a 5 s-per-write backend with stop_timeout 2 s: {took:?}: {err}");
+    assert!(took < Duration::from_secs(5), "the stop took {took:?}");
+    assert!(
+        err.contains("16 dirty block(s)") && err.contains("stop_timeout"),
+        "{err}"
+    );
+    let kept = cache::recovery::read(&recovery).unwrap();
+    assert_eq!(kept.len(), 16);
+    for k in &kept {
+        assert_eq!(k.data, pattern(k.offset / BS), "block at {}", k.offset);
+    }
+    drop(slow);
+    let _ = rt.block_on(flushing);
+
+    // The backend is healed: the start writes the blocks back and removes the file.
+    let kit = Nbdkit::start(&img, &[], &[]);
+    let n = rt
+        .block_on(node::start(&config(&dir, &kit.upstream(), "")))
+        .unwrap();
+    assert!(!recovery.exists());
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let reads: Vec<String> = (0..16)
+        .map(|b| format!("read -P {} {} 4k", pattern(b)[0], b * BS))
+        .collect();
+    let reads: Vec<&str> = reads.iter().map(String::as_str).collect();
+    let out = qemu_io(&uri, &reads);
+    assert!(
+        out.matches("read 4096/4096").count() == 16 && !out.contains("failed"),
+        "{out}"
+    );
+    rt.block_on(n.shutdown()).unwrap();
+    for b in (0..16).chain(100..116) {
+        assert_eq!(
+            image_block(&img, b * BS),
+            pattern(b),
+            "block {b} on the image"
+        );
+    }
+}
+
+/// A node over the image `vol.img` (created with 8 MiB) in `dir` with one write-back cache.
+fn file_config(dir: &Path, recreate: bool) -> NodeConfig {
+    let text = format!(
+        r#"
+[node]
+nbd = "127.0.0.1:0"
+api = "127.0.0.1:0"
+cache_size = "1MiB"
+
+[[export]]
+name = "vol"
+file = "vol.img"
+size = "8MiB"
+recreate_missing = {recreate}
+
+[[cache]]
+name = "c"
+size = "512KiB"
+write_policy = "write-back"
+
+[[rule]]
+export = "vol"
+cache = "c"
+"#
+    );
+    let mut cfg = NodeConfig::parse(&text).unwrap();
+    cfg.node.data_dir = Some(dir.to_path_buf());
+    cfg
+}
+
+/// Item 3: the image is deleted under a running node right after a flush. Before, the
+/// next FLUSH wrote the dirty blocks into the unlinked file (inside the identity check's
+/// window), answered EIO, and the stop exited 0 with no recovery file: the data existed
+/// nowhere. Now the writes fail, the blocks stay dirty, the stop keeps them and fails, and
+/// a start on a recreated image gets them back.
+#[test]
+fn dirty_blocks_of_a_deleted_image_are_kept_not_written_into_the_void() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let img = dir.join("vol.img");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let n = rt.block_on(node::start(&file_config(dir, false))).unwrap();
+    let client = rt
+        .block_on(nbd::NbdClient::connect(n.nbd_addr, "vol"))
+        .unwrap();
+    rt.block_on(client.write(0, pattern(0), false)).unwrap();
+    rt.block_on(client.flush()).unwrap();
+    for b in 1..17 {
+        rt.block_on(client.write(b * BS, pattern(b), false))
+            .unwrap();
+    }
+    std::fs::remove_file(&img).unwrap();
+    assert!(rt.block_on(client.flush()).is_err(), "FLUSH must fail");
+    drop(client);
+    let err = rt.block_on(n.shutdown()).unwrap_err().to_string();
+    assert!(err.contains("16 dirty block(s)"), "{err}");
+    let kept = cache::recovery::read(&recovery).unwrap();
+    assert_eq!(kept.len(), 16);
+
+    // The image is missing: no start without `recreate_missing`; with it, the recovery
+    // file is replayed into the new image.
+    let e = rt
+        .block_on(node::start(&file_config(dir, false)))
+        .err()
+        .expect("started over a missing image")
+        .to_string();
+    assert!(e.contains("vol.img is missing"), "{e}");
+    assert!(recovery.exists());
+    let n = rt.block_on(node::start(&file_config(dir, true))).unwrap();
+    assert!(!recovery.exists());
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let reads: Vec<String> = (1..17)
+        .map(|b| format!("read -P {} {} 4k", pattern(b)[0], b * BS))
+        .collect();
+    let reads: Vec<&str> = reads.iter().map(String::as_str).collect();
+    let out = qemu_io(&uri, &reads);
+    assert!(
+        out.matches("read 4096/4096").count() == 16 && !out.contains("failed"),
+        "{out}"
+    );
+    rt.block_on(n.shutdown()).unwrap();
+    assert_eq!(image_block(&img, 5 * BS), pattern(5));
+}
+
+/// Item 3: an image shrunk while the node runs is not grown back with zeros by a write
+/// past its new end (the write stays dirty and is kept at the stop); an image truncated
+/// while the node is stopped makes the start fail, naming the image and both sizes.
+#[test]
+fn a_shrunk_image_is_not_regrown_and_a_truncated_one_is_refused() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let img = dir.join("vol.img");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let shrink = |len: u64| {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&img)
+            .unwrap()
+            .set_len(len)
+            .unwrap()
+    };
+
+    // Shrunk under the running node: the write past the end fails to reach it.
+    let n = rt.block_on(node::start(&file_config(dir, false))).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    shrink(1 << 20);
+    let out = qemu_io(&uri, &["write -P 0x77 4M 4k", "flush"]);
+    assert!(out.contains("wrote 4096/4096"), "{out}");
+    assert!(out.contains("qemu-io failed"), "the FLUSH must fail: {out}");
+    assert_eq!(std::fs::metadata(&img).unwrap().len(), 1 << 20, "regrown");
+    let err = rt.block_on(n.shutdown()).unwrap_err().to_string();
+    assert!(
+        err.contains("1 dirty block(s)") && err.contains("shrunk"),
+        "{err}"
+    );
+    assert_eq!(std::fs::metadata(&img).unwrap().len(), 1 << 20, "regrown");
+    assert_eq!(cache::recovery::read(&recovery).unwrap().len(), 1);
+
+    // Truncated while stopped: the start refuses, naming the image and both sizes.
+    let e = rt
+        .block_on(node::start(&file_config(dir, false)))
+        .err()
+        .expect("started over a truncated image")
+        .to_string();
+    println!("start over a truncated image: {e}");
+    assert!(
+        e.contains("vol.img is 1048576 bytes") && e.contains("8388608 bytes"),
+        "{e}"
+    );
+    // Grown back, it starts and the kept block lands.
+    shrink(8 << 20);
+    let n = rt.block_on(node::start(&file_config(dir, false))).unwrap();
+    assert!(!recovery.exists());
+    rt.block_on(n.shutdown()).unwrap();
+    assert_eq!(image_block(&img, 4 << 20), vec![0x77; BS as usize]);
+}
