@@ -457,18 +457,16 @@ impl Controller {
                     // interval, at the nominal cost of a disk operation.
                     let per_block_s = topo.service.miss_ms.max(1e-6) / 1e3;
                     let budget = h.write_back_share * obs.seconds / per_block_s;
-                    // The share of what a shrink evicts that is dirty. All of an idle
-                    // tenant's blocks are taken to be: its reclaim delays no request of
-                    // its own, and the blocks a write-back cache holds when its tenant
-                    // stops are dirty in a far larger share than its requests wrote
-                    // (every write since the last write-back). For an active one, the
-                    // share of its requests that write where observed, else none (its
-                    // shrink is what the plan needs now, and pacing it on a guess would
-                    // hold its space from tenants that gain from it).
+                    // The share of what a shrink evicts that is dirty: the share of its
+                    // requests that write, where observed. Where not, all of an idle
+                    // tenant's blocks are taken to be (its reclaim delays no request of
+                    // its own), none of an active one's (its shrink is what the plan
+                    // needs now, and pacing it on a guess would hold its space from
+                    // tenants that gain from it).
                     let dirty: Vec<f64> = (0..n)
                         .map(|i| match self.state.tenants[i].writes {
-                            _ if !active[i] => 1.0,
                             Some(w) => w.share,
+                            None if !active[i] => 1.0,
                             None => 0.0,
                         })
                         .collect();
