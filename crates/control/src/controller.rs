@@ -458,17 +458,24 @@ impl Controller {
                     let per_block_s = topo.service.miss_ms.max(1e-6) / 1e3;
                     let budget = h.write_back_share * obs.seconds / per_block_s;
                     // The share of what a shrink evicts that is dirty: the share of its
-                    // requests that write, where observed. Where not, all of an idle
+                    // resident blocks that are, where the nodes count them (a write-back
+                    // cache keeps every block written since its last write-back dirty,
+                    // far more than the share of requests that write: a reclaim paced by
+                    // that share flooded the disk with write-backs). Else the share of
+                    // its requests that write, where observed. Else all of an idle
                     // tenant's blocks are taken to be (its reclaim delays no request of
                     // its own), none of an active one's (its shrink is what the plan
                     // needs now, and pacing it on a guess would hold its space from
                     // tenants that gain from it).
                     let dirty: Vec<f64> = (0..n)
-                        .map(|i| match self.state.tenants[i].writes {
-                            Some(w) => w.share,
-                            None if !active[i] => 1.0,
-                            None => 0.0,
-                        })
+                        .map(
+                            |i| match (obs.tenants[i].dirty_share, self.state.tenants[i].writes) {
+                                (Some(d), _) if d.is_finite() => d.clamp(0.0, 1.0),
+                                (_, Some(w)) => w.share,
+                                (_, None) if !active[i] => 1.0,
+                                (_, None) => 0.0,
+                            },
+                        )
                         .collect();
                     pace_write_backs(&inp, &mut sizes, &was, &dirty, budget);
                 }

@@ -83,6 +83,10 @@ pub struct TenantObservation {
     /// sooner or later write a dirty block back).
     #[serde(default)]
     pub write_back: bool,
+    /// The share of its resident blocks (all its partitions) that are dirty, where the
+    /// nodes count them (`None`: not counted). A shrink's write-backs are paced by it.
+    #[serde(default)]
+    pub dirty_share: Option<f64>,
 }
 
 impl TenantObservation {

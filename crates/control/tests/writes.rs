@@ -52,6 +52,7 @@ fn obs(writes: u64) -> TenantObservation {
         read_latency_ms: Some(4.0),
         write_latency_ms: Some(0.1),
         write_back: false,
+        dirty_share: None,
     }
 }
 

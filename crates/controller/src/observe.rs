@@ -248,6 +248,8 @@ pub fn build(
             read_latency_ms: mix.read_ms,
             write_latency_ms: mix.write_ms,
             write_back: l1.write_policy.as_deref() == Some("write-back"),
+            // Nodes do not yet report a tenant's dirty blocks: its write share stands in.
+            dirty_share: None,
         });
         measured.push(Measured {
             tenant: p.name.to_string(),

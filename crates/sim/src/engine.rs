@@ -109,6 +109,9 @@ impl Part {
         let dirty = &mut self.dirty;
         let a = self.cache.access(key, |k, s| {
             let d = dirty.get(s as usize).copied().unwrap_or(false);
+            if d {
+                dirty[s as usize] = false;
+            }
             out.push((k, d));
         });
         if let Access::Inserted(s) = a {
@@ -128,15 +131,30 @@ impl Part {
 
     /// Removes `key`; returns whether it was there and dirty.
     fn take(&mut self, key: u64) -> Option<bool> {
-        let s = self.cache.remove(key)?;
-        Some(self.dirty.get(s as usize).copied().unwrap_or(false))
+        let s = self.cache.remove(key)? as usize;
+        let d = self.dirty.get(s).copied().unwrap_or(false);
+        if d {
+            self.dirty[s] = false;
+        }
+        Some(d)
     }
 
     fn resize(&mut self, capacity: u64, out: &mut Vec<(u64, bool)>) {
-        let dirty = &self.dirty;
+        let dirty = &mut self.dirty;
         self.cache.resize(capacity as usize, |k, s| {
-            out.push((k, dirty.get(s as usize).copied().unwrap_or(false)))
+            let d = dirty.get(s as usize).copied().unwrap_or(false);
+            if d {
+                dirty[s as usize] = false;
+            }
+            out.push((k, d))
         });
+    }
+
+    /// Resident blocks and how many of them are dirty (a freed slot's bit is cleared when
+    /// its block leaves, so only resident blocks count).
+    fn dirty_count(&self) -> (u64, u64) {
+        let dirty = self.dirty.iter().filter(|&&d| d).count() as u64;
+        (self.cache.len() as u64, dirty)
     }
 
     fn switch(&mut self, policy: &str) -> Result<(), SimError> {
@@ -740,7 +758,21 @@ impl<'a> Engine<'a> {
                 }
             }
             let split = c.read_write_ms();
+            // The share of its resident blocks (both levels) that are dirty, as a node's
+            // cache statistics count them.
+            let (mut resident, mut dirty) = (0u64, 0u64);
+            let spec = &sc.tenants[i];
+            let levels = std::iter::once(&self.hosts[spec.host].level)
+                .chain(spec.servers.iter().map(|&s| &self.servers[s].level));
+            for level in levels {
+                if let Some(p) = level.of_tenant[i] {
+                    let (r, d) = level.parts[p].dirty_count();
+                    resident += r;
+                    dirty += d;
+                }
+            }
             obs.tenants.push(TenantObservation {
+                dirty_share: (resident > 0).then(|| dirty as f64 / resident as f64),
                 requests: c.requests,
                 bytes: c.bytes,
                 l1: control::LevelCount {
