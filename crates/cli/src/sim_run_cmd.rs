@@ -284,9 +284,13 @@ fn print_spread(s: &sim::spread::Spread) {
             );
         }
     }
-    if !s.claims.is_empty() {
+    let skipped = s.claims.iter().filter(|c| c.of == 0).count();
+    if skipped > 0 {
+        println!("({skipped} claims name schemes that were not run: not evaluated)");
+    }
+    if s.claims.iter().any(|c| c.of > 0) {
         println!("claims:");
-        for c in &s.claims {
+        for c in s.claims.iter().filter(|c| c.of > 0) {
             println!(
                 "  [holds at {} of {}] {}\n        paper: {}\n        rule:  {}",
                 c.holds_at.len(),

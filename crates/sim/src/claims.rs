@@ -39,6 +39,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+/// How `ours` starts for a claim that names a scheme which was not run.
+pub const NOT_EVALUATED: &str = "not evaluated: ";
+
 /// A claim as the scenario states it.
 #[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
 #[serde(deny_unknown_fields)]
@@ -577,7 +580,7 @@ pub fn check(
                 rule: e.rule,
                 reason: format!("claim \"{}\": {}", s.name, e.reason),
             })?;
-            let (holds, ours) = r.unwrap_or_else(|why| (false, format!("not evaluated: {why}")));
+            let (holds, ours) = r.unwrap_or_else(|why| (false, format!("{NOT_EVALUATED}{why}")));
             Ok(Claim {
                 name: s.name.clone(),
                 paper: s.paper.clone(),

@@ -97,7 +97,7 @@ pub struct ClaimSpread {
     pub rule: String,
     /// Seeds at which it held.
     pub holds_at: Vec<u64>,
-    /// Seeds run.
+    /// Seeds at which it was evaluated (a claim naming a scheme that was not run is not).
     pub of: usize,
     /// The rule with our numbers, per seed, in seed order.
     pub ours: Vec<String>,
@@ -199,8 +199,11 @@ pub fn spread(runs: &[(u64, Summary)]) -> Spread {
                 }
             };
             let x = &mut claims[k];
-            x.of += 1;
             x.ours.push(c.ours.clone());
+            if c.ours.starts_with(crate::claims::NOT_EVALUATED) {
+                continue;
+            }
+            x.of += 1;
             if c.holds {
                 x.holds_at.push(*seed);
             }
