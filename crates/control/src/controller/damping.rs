@@ -1,0 +1,252 @@
+//! Hysteresis applied to a plan against the previous one ([`damp`]), and the pacing of
+//! shrinks whose dirty evictions the disks must write back ([`pace_write_backs`]).
+
+use super::previous::Previous;
+use crate::allocate::{Inputs, Sizes};
+use crate::hysteresis::limit_moves;
+use crate::plan::Reason;
+
+/// Applies hysteresis to `sizes` against the previous plan. A node is *changed* when its
+/// capacity is not the one the previous plan was made for, or its tenants are not those
+/// the previous plan placed there: its partitions take the new sizes at once, whatever the
+/// gain (a shrunk node fits its new capacity now, a grown one's new space is given out, a
+/// new tenant gets its share). The other nodes are held when the predicted gain is below
+/// the threshold and no SLO is at risk, and otherwise moved at most `max_move` per interval.
+pub(super) fn damp(
+    inp: &Inputs,
+    sizes: &mut Sizes,
+    was: &Previous,
+    h: crate::scheme::Hysteresis,
+    at_risk: bool,
+) {
+    let topo = inp.topo;
+    let n = topo.tenants.len();
+    let (mut old, mut new) = (0.0, 0.0);
+    for i in (0..n).filter(|&i| inp.active[i]) {
+        let Some((l1, l2)) = was.sizes(topo, i) else {
+            continue;
+        };
+        let (w, fair) = (topo.tenants[i].class.weight(), inp.lat_fair[i].max(1e-12));
+        old += w * inp.latency(i, l1, &l2) / fair;
+        new += w * inp.latency(i, sizes.l1[i], &sizes.l2[i]) / fair;
+    }
+    let gain = if old > 0.0 { (old - new) / old } else { 0.0 };
+    let hold = !at_risk && gain < h.min_gain;
+    let place = topo.placement();
+    for (hx, host) in topo.hosts.iter().enumerate() {
+        if was.host_changed[hx] {
+            continue;
+        }
+        let members = &place.hosts[hx];
+        let before: Vec<u64> = members
+            .iter()
+            .map(|&i| was.l1(topo, i).unwrap_or(0))
+            .collect();
+        let target: Vec<u64> = members.iter().map(|&i| sizes.l1[i]).collect();
+        if hold {
+            for (k, &i) in members.iter().enumerate() {
+                if target[k] != before[k] {
+                    sizes.l1_reason[i] = Reason::Hysteresis { gain };
+                }
+                sizes.l1[i] = before[k];
+            }
+            continue;
+        }
+        let (got, limited) = limit_moves(&before, &target, host.capacity, h.max_move);
+        for (k, &i) in members.iter().enumerate() {
+            if limited && got[k] != target[k] {
+                sizes.l1_reason[i] = Reason::MoveLimited { target: target[k] };
+            }
+            sizes.l1[i] = got[k];
+        }
+    }
+    for (s, server) in topo.servers.iter().enumerate() {
+        if was.server_changed[s] {
+            continue;
+        }
+        let members = &place.servers[s];
+        let before: Vec<u64> = members
+            .iter()
+            .map(|&(i, k)| was.l2(topo, i, k).unwrap_or(0))
+            .collect();
+        let target: Vec<u64> = members.iter().map(|&(i, k)| sizes.l2[i][k]).collect();
+        if hold {
+            for (j, &(i, k)) in members.iter().enumerate() {
+                if target[j] != before[j] {
+                    sizes.l2_reason[i] = Reason::Hysteresis { gain };
+                }
+                sizes.l2[i][k] = before[j];
+            }
+            continue;
+        }
+        let (got, limited) = limit_moves(&before, &target, server.capacity, h.max_move);
+        for (j, &(i, k)) in members.iter().enumerate() {
+            if limited && got[j] != target[j] {
+                sizes.l2_reason[i] = Reason::MoveLimited { target: target[j] };
+            }
+            sizes.l2[i][k] = got[j];
+        }
+    }
+}
+
+/// Paces shrinks that force write-backs. A shrink evicts a tenant's least recently used
+/// blocks at once, and the dirty ones among them go to the disk of the server their
+/// stripe lives on, ahead of every request that queues there after them: a few thousand
+/// at once hold a disk for most of an interval and stall every tenant striped over it.
+/// So, per server, the dirty blocks the plan's shrinks evict must fit in `budget` disk
+/// operations. Tenant `i`'s blocks leaving its cache at server `s` are the fall of its
+/// level 1's stripe there plus the fall of its level 2 there: level 1's victims go down
+/// (demoted, under exclusive levels, into a level 2 that has not grown yet when they
+/// arrive, so they push out its coldest blocks even where its level 2 is to grow). They
+/// are taken to be dirty in the share `dirty[i]` (see the caller: the share of its
+/// requests that write where that is observed, since the blocks a shrink evicts are its
+/// coldest, touched about once since they were read). Where a server's dirty evictions
+/// exceed the budget, every shrink there moves the same fraction of the way, and each
+/// tenant takes the least fraction of its servers (so none of its servers is over).
+/// The space a paced shrink does not yet free is taken from the growth of the node's
+/// other partitions, in proportion to it, so no node holds more than its capacity.
+/// Tenants on a node planned afresh (see [`damp`]) are not paced.
+#[allow(clippy::needless_range_loop)] // tenants index several parallel arrays
+pub(super) fn pace_write_backs(
+    inp: &Inputs,
+    sizes: &mut Sizes,
+    was: &Previous,
+    dirty: &[f64],
+    budget: f64,
+) {
+    let topo = inp.topo;
+    let n = topo.tenants.len();
+    let exempt = |i: usize| {
+        let t = &topo.tenants[i];
+        was.host_changed[t.host] || t.servers.iter().any(|&s| was.server_changed[s])
+    };
+    // Per tenant and server, the blocks its shrink evicts there.
+    let mut evicts: Vec<Vec<f64>> = vec![Vec::new(); n];
+    let mut demand = vec![0.0f64; topo.servers.len()];
+    for i in 0..n {
+        let d = dirty.get(i).copied().unwrap_or(0.0).clamp(0.0, 1.0);
+        if d <= 0.0 || exempt(i) {
+            continue;
+        }
+        let Some((l1, l2)) = was.sizes(topo, i) else {
+            continue;
+        };
+        let t = &topo.tenants[i];
+        let ns = t.servers.len().max(1) as f64;
+        let fall1 = (l1 as f64 - sizes.l1[i] as f64) / ns;
+        evicts[i] = (0..t.servers.len())
+            .map(|k| fall1.max(0.0) + (l2[k] as f64 - sizes.l2[i][k] as f64).max(0.0))
+            .collect();
+        for (k, &s) in t.servers.iter().enumerate() {
+            demand[s] += d * evicts[i][k];
+        }
+    }
+    let allowed: Vec<f64> = demand
+        .iter()
+        .map(|&dm| if dm > budget { budget / dm } else { 1.0 })
+        .collect();
+    let mut paced = false;
+    for i in 0..n {
+        if evicts[i].iter().all(|&e| e <= 0.0) {
+            continue;
+        }
+        let t = &topo.tenants[i];
+        let f = t
+            .servers
+            .iter()
+            .zip(&evicts[i])
+            .filter(|&(_, &e)| e > 0.0)
+            .map(|(&s, _)| allowed[s])
+            .fold(1.0f64, f64::min);
+        if f >= 1.0 {
+            continue;
+        }
+        let Some((l1, l2)) = was.sizes(topo, i) else {
+            continue;
+        };
+        let towards = |prev: u64, target: u64| prev - ((prev - target) as f64 * f).floor() as u64;
+        let idle = !inp.active[i];
+        if sizes.l1[i] < l1 {
+            let target = sizes.l1[i];
+            sizes.l1[i] = towards(l1, target);
+            if !idle {
+                sizes.l1_reason[i] = Reason::Draining { target };
+            }
+            paced = true;
+        }
+        for k in 0..t.servers.len() {
+            if sizes.l2[i][k] < l2[k] {
+                let target = sizes.l2[i][k];
+                sizes.l2[i][k] = towards(l2[k], target);
+                if !idle {
+                    sizes.l2_reason[i] = Reason::Draining { target };
+                }
+                paced = true;
+            }
+        }
+    }
+    if !paced {
+        return;
+    }
+    // Growth gives back what the paced shrinks still hold.
+    let place = topo.placement();
+    for (h, host) in topo.hosts.iter().enumerate() {
+        let members = &place.hosts[h];
+        let prev: Vec<u64> = members
+            .iter()
+            .map(|&i| was.l1(topo, i).unwrap_or(0))
+            .collect();
+        let mut cur: Vec<u64> = members.iter().map(|&i| sizes.l1[i]).collect();
+        let target = cur.clone();
+        if trim_growth(&prev, &mut cur, host.capacity) {
+            for (k, &i) in members.iter().enumerate() {
+                if cur[k] != target[k] {
+                    sizes.l1[i] = cur[k];
+                    sizes.l1_reason[i] = Reason::MoveLimited { target: target[k] };
+                }
+            }
+        }
+    }
+    for (s, server) in topo.servers.iter().enumerate() {
+        let members = &place.servers[s];
+        let prev: Vec<u64> = members
+            .iter()
+            .map(|&(i, k)| was.l2(topo, i, k).unwrap_or(0))
+            .collect();
+        let mut cur: Vec<u64> = members.iter().map(|&(i, k)| sizes.l2[i][k]).collect();
+        let target = cur.clone();
+        if trim_growth(&prev, &mut cur, server.capacity) {
+            for (j, &(i, k)) in members.iter().enumerate() {
+                if cur[j] != target[j] {
+                    sizes.l2[i][k] = cur[j];
+                    sizes.l2_reason[i] = Reason::MoveLimited { target: target[j] };
+                }
+            }
+        }
+    }
+}
+
+/// Cuts the partitions of one node that grew (`cur` above `prev`) in proportion to their
+/// growth until the node holds at most `capacity`; whether anything was cut.
+pub(super) fn trim_growth(prev: &[u64], cur: &mut [u64], capacity: u64) -> bool {
+    let over = cur.iter().sum::<u64>().saturating_sub(capacity);
+    if over == 0 {
+        return false;
+    }
+    let growth: Vec<u64> = cur
+        .iter()
+        .zip(prev)
+        .map(|(&c, &p)| c.saturating_sub(p))
+        .collect();
+    let total: u64 = growth.iter().sum();
+    // Each cut is rounded up, so together they reach `over` (or all the growth).
+    let mut left = over.min(total);
+    for (k, &g) in growth.iter().enumerate() {
+        let cut = ((g as u128 * over as u128).div_ceil(total.max(1) as u128) as u64)
+            .min(g)
+            .min(left);
+        cur[k] -= cut;
+        left -= cut;
+    }
+    true
+}

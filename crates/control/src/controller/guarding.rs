@@ -1,0 +1,152 @@
+//! The controller's side of the do-no-harm guard ([`crate::guard`]): each guarded tenant's
+//! verdict turned into its floor and the nodes that fall back to fair share.
+
+use super::previous::Previous;
+use super::state::ControlState;
+use crate::allocate::{Floor, Sizes};
+use crate::guard::{Held, Limit};
+use crate::model::LatencyModel;
+use crate::observe::Observations;
+use crate::plan::{Layout, Reason};
+use crate::scheme::Scheme;
+use crate::topology::{Slo, Topology};
+
+/// What the do-no-harm guard ([`crate::guard`]) decided this interval.
+#[derive(Default)]
+pub(super) struct Guarding {
+    /// Per tenant, its floor (its fair share) while the guard holds it there.
+    pub(super) floors: Vec<Option<Floor>>,
+    /// Per host, the guarded tenant for whom every tenant on it falls back to its fair
+    /// share there.
+    pub(super) hosts: Vec<Option<usize>>,
+    /// Per server, the same.
+    pub(super) servers: Vec<Option<usize>>,
+}
+
+impl Guarding {
+    /// Whether any node falls back.
+    pub(super) fn any_fallback(&self) -> bool {
+        self.hosts.iter().chain(&self.servers).any(Option::is_some)
+    }
+
+    /// Sets every tenant on a node that falls back to its fair share there.
+    pub(super) fn apply(&self, topo: &Topology, sizes: &mut Sizes, fair: &Sizes) {
+        let place = topo.placement();
+        let why = |j: usize| Reason::Guarded {
+            why: format!("node held at fair share for `{}`", topo.tenants[j].name),
+        };
+        for (h, members) in place.hosts.iter().enumerate() {
+            let Some(j) = self.hosts.get(h).copied().flatten() else {
+                continue;
+            };
+            for &i in members {
+                if sizes.l1[i] != fair.l1[i] {
+                    sizes.l1[i] = fair.l1[i];
+                    sizes.l1_reason[i] = why(j);
+                }
+            }
+        }
+        for (s, members) in place.servers.iter().enumerate() {
+            let Some(j) = self.servers.get(s).copied().flatten() else {
+                continue;
+            };
+            for &(i, k) in members {
+                if sizes.l2[i][k] != fair.l2[i][k] {
+                    sizes.l2[i][k] = fair.l2[i][k];
+                    sizes.l2_reason[i] = why(j);
+                }
+            }
+        }
+    }
+}
+
+/// The guard's step for every tenant: only active tenants with a degradation or latency
+/// SLO are guarded. Updates each guarded tenant's [`GuardState`](crate::guard::GuardState) from this interval's
+/// observation at the sizes and policy the previous plan gave it (and whether its
+/// neighbours held their fair shares), and returns the floors and the nodes that fall
+/// back to fair share.
+pub(super) fn guard(
+    topo: &Topology,
+    scheme: &Scheme,
+    state: &mut ControlState,
+    models: &[LatencyModel],
+    fair: &Sizes,
+    active: &[bool],
+    obs: &Observations,
+) -> Guarding {
+    let baseline = baseline_policy(scheme);
+    let n = topo.tenants.len();
+    let place = topo.placement();
+    let mut held: Vec<Option<(u64, Vec<u64>, bool)>> = vec![None; n];
+    let mut host_at_fair = vec![false; topo.hosts.len()];
+    let mut server_at_fair = vec![false; topo.servers.len()];
+    if let Some(prev) = state
+        .previous
+        .as_ref()
+        .filter(|p| p.layout == Layout::Partitioned)
+    {
+        let was = Previous::new(topo, prev, state);
+        for (i, slot) in held.iter_mut().enumerate() {
+            *slot = was.sizes(topo, i).map(|(l1, l2)| {
+                let policy = was.tenant[i].is_some_and(|tp| tp.eviction == baseline);
+                (l1, l2, policy)
+            });
+        }
+        for (h, members) in place.hosts.iter().enumerate() {
+            host_at_fair[h] = members.iter().all(|&i| was.l1(topo, i) == Some(fair.l1[i]));
+        }
+        for (s, members) in place.servers.iter().enumerate() {
+            server_at_fair[s] = members
+                .iter()
+                .all(|&(i, k)| was.l2(topo, i, k) == Some(fair.l2[i][k]));
+        }
+    }
+    let mut out = Guarding {
+        floors: vec![None; n],
+        hosts: vec![None; topo.hosts.len()],
+        servers: vec![None; topo.servers.len()],
+    };
+    for i in 0..n {
+        let t = &topo.tenants[i];
+        let limit = match t.slo {
+            Some(Slo::Degradation(x)) => Limit::Degradation(x),
+            Some(Slo::LatencyMs(ms)) => Limit::LatencyMs(ms),
+            _ => continue,
+        };
+        if !active[i] {
+            continue;
+        }
+        let neighbours_at_fair =
+            host_at_fair[t.host] && t.servers.iter().all(|&s| server_at_fair[s]);
+        let sizes = held[i].as_ref().map(|(l1, l2, policy)| Held {
+            held: (*l1, l2),
+            fair: (fair.l1[i], &fair.l2[i]),
+            fair_policy: *policy,
+            neighbours_at_fair,
+        });
+        let st = &mut state.tenants[i].guard;
+        let verdict = crate::guard::step(st, limit, &models[i], sizes, &obs.tenants[i]);
+        if verdict.falls_back() {
+            out.hosts[t.host].get_or_insert(i);
+            for &s in &t.servers {
+                out.servers[s].get_or_insert(i);
+            }
+        }
+        out.floors[i] = verdict.why().map(|why| Floor {
+            l1: fair.l1[i],
+            l2: fair.l2[i].clone(),
+            reason: Reason::Guarded { why },
+        });
+    }
+    out
+}
+
+/// The eviction policy the fair scheme runs where `scheme` chooses none: its first
+/// candidate, or LRU.
+pub(super) fn baseline_policy(scheme: &Scheme) -> String {
+    scheme
+        .policy_choice
+        .as_ref()
+        .and_then(|c| c.candidates.first().cloned())
+        .unwrap_or_else(|| "lru".into())
+}
