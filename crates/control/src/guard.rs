@@ -17,8 +17,9 @@
 //!    [`REFERENCE_SAMPLES`] samples, and the samples' spread `(max − min) / mean` is the
 //!    noise of a measurement: a difference within it is no evidence of harm. Until there
 //!    are that many samples, and while the newest still falls below the others by more
-//!    than the SLO's tolerance (caches warming), the tenant is *unreferenced*: every tenant
-//!    on its nodes is held at its fair share, so that the samples are taken.
+//!    than the SLO's tolerance (its degradation; none for a latency SLO), as it does
+//!    while caches warm, the tenant is *unreferenced*: every tenant on its nodes is held
+//!    at its fair share, so that the samples are taken.
 //! 2. **A curve that has earned trust.** The model plans with the hit-ratio curve; each
 //!    interval the hit ratio it predicted at the sizes held is compared with the measured
 //!    one. A curve that promised more hits than were measured by more than
