@@ -353,6 +353,12 @@ mod tests {
 
     const DEG: Limit = Limit::Degradation(0.05);
 
+    /// One step of the guard at `h` (over [`model`]) with `ms` measured and `hit` of the
+    /// lookups hitting.
+    fn judge(st: &mut GuardState, lim: Limit, h: Held, ms: f64, hit: f64) -> Verdict {
+        step(st, lim, &model(), Some(h), &obs(ms, hit))
+    }
+
     #[test]
     fn unreferenced_until_settled_then_unproven_until_the_curve_predicts() {
         let (m, mut st) = (model(), GuardState::default());
@@ -364,124 +370,61 @@ mod tests {
         );
         // Latency at fair share falling as the cache warms: not settled.
         for ms in [8.0, 6.0, 5.0, 4.0] {
-            let v = step(
-                &mut st,
-                DEG,
-                &m,
-                Some(held((50, &fair), (50, &fair))),
-                &obs(ms, 0.5),
-            );
+            let v = judge(&mut st, DEG, held((50, &fair), (50, &fair)), ms, 0.5);
             assert_eq!(v, Verdict::Unreferenced, "{ms}");
         }
-        let v = step(
-            &mut st,
-            DEG,
-            &m,
-            Some(held((50, &fair), (50, &fair))),
-            &obs(4.1, 0.5),
-        );
+        let v = judge(&mut st, DEG, held((50, &fair), (50, &fair)), 4.1, 0.5);
         assert_eq!(v, Verdict::Free);
         assert_eq!(st.samples, vec![6.0, 5.0, 4.0, 4.1]);
         // A curve that promises more hits than were measured loses its trust; one that
         // promises fewer keeps it (it errs on the tenant's side).
-        let v = step(
-            &mut st,
-            DEG,
-            &m,
-            Some(held((50, &fair), (50, &fair))),
-            &obs(4.0, 0.7),
-        );
+        let v = judge(&mut st, DEG, held((50, &fair), (50, &fair)), 4.0, 0.7);
         assert_eq!(v, Verdict::Free);
-        let v = step(
-            &mut st,
-            DEG,
-            &m,
-            Some(held((50, &fair), (50, &fair))),
-            &obs(4.0, 0.3),
-        );
+        let v = judge(&mut st, DEG, held((50, &fair), (50, &fair)), 4.0, 0.3);
         assert_eq!(v, Verdict::Unproven);
         assert_eq!(st.trusted, 0);
     }
 
     #[test]
     fn a_measured_harm_reverts_at_once_and_penalties_double() {
-        let m = model();
         let mut st = proven(&[2.0; REFERENCE_SAMPLES]);
         let (small, fair) = ([10u64], [50u64]);
         // 2.09 ms is within 5 % of the 2 ms reference: free.
-        let v = step(
-            &mut st,
-            DEG,
-            &m,
-            Some(held((10, &small), (50, &fair))),
-            &obs(2.09, 0.1),
-        );
+        let v = judge(&mut st, DEG, held((10, &small), (50, &fair)), 2.09, 0.1);
         assert_eq!(v, Verdict::Free);
         // 2.2 ms is not: reverted, its nodes back at fair share, four intervals of penalty.
-        let v = step(
-            &mut st,
-            DEG,
-            &m,
-            Some(held((10, &small), (50, &fair))),
-            &obs(2.2, 0.1),
-        );
+        let v = judge(&mut st, DEG, held((10, &small), (50, &fair)), 2.2, 0.1);
         assert_eq!(v, Verdict::Reverted);
         assert!(v.falls_back());
         assert_eq!((st.penalty, st.harms, st.trusted), (BASE_PENALTY, 1, 0));
         for left in (0..BASE_PENALTY).rev() {
-            let v = step(
-                &mut st,
-                DEG,
-                &m,
-                Some(held((50, &fair), (50, &fair))),
-                &obs(2.0, 0.5),
-            );
+            let v = judge(&mut st, DEG, held((50, &fair), (50, &fair)), 2.0, 0.5);
             assert_eq!(v, Verdict::Penalised { intervals: left });
         }
         // Trust was earned again during the penalty; a second harm doubles it.
-        let v = step(
-            &mut st,
-            DEG,
-            &m,
-            Some(held((10, &small), (50, &fair))),
-            &obs(3.0, 0.1),
-        );
+        let v = judge(&mut st, DEG, held((10, &small), (50, &fair)), 3.0, 0.1);
         assert_eq!(v, Verdict::Reverted);
         assert_eq!(st.penalty, 2 * BASE_PENALTY);
     }
 
     #[test]
     fn a_difference_within_the_noise_at_fair_share_is_no_evidence() {
-        let m = model();
         // Samples 10 to 13 ms: a spread of 3 / 11.5 of the mean.
         let mut st = proven(&[10.0, 11.0, 12.0, 13.0]);
         let (small, fair) = ([10u64], [50u64]);
-        let v = step(
-            &mut st,
-            DEG,
-            &m,
-            Some(held((10, &small), (50, &fair))),
-            &obs(14.0, 0.1),
-        );
+        let v = judge(&mut st, DEG, held((10, &small), (50, &fair)), 14.0, 0.1);
         assert_eq!(v, Verdict::Free);
-        let v = step(
-            &mut st,
-            DEG,
-            &m,
-            Some(held((10, &small), (50, &fair))),
-            &obs(16.0, 0.1),
-        );
+        let v = judge(&mut st, DEG, held((10, &small), (50, &fair)), 16.0, 0.1);
         assert_eq!(v, Verdict::Reverted);
     }
 
     #[test]
     fn a_neighbours_move_that_hurts_a_tenant_at_fair_share_falls_back_too() {
-        let m = model();
         let mut st = proven(&[2.0; REFERENCE_SAMPLES]);
         let fair = [50u64];
         let mut h = held((50, &fair), (50, &fair));
         h.neighbours_at_fair = false;
-        let v = step(&mut st, DEG, &m, Some(h), &obs(3.0, 0.5));
+        let v = judge(&mut st, DEG, h, 3.0, 0.5);
         assert_eq!(v, Verdict::Reverted);
         assert!(v.falls_back());
         // Its latency then is no sample of fair share's.
@@ -490,52 +433,35 @@ mod tests {
 
     #[test]
     fn another_policy_than_fairs_is_a_move_the_guard_judges() {
-        let m = model();
         let mut st = proven(&[2.0; REFERENCE_SAMPLES]);
         let fair = [50u64];
         let mut h = held((50, &fair), (50, &fair));
         h.fair_policy = false;
-        let v = step(&mut st, DEG, &m, Some(h), &obs(3.0, 0.5));
+        let v = judge(&mut st, DEG, h, 3.0, 0.5);
         assert_eq!(v, Verdict::Reverted);
         assert_eq!(st.samples, vec![2.0; REFERENCE_SAMPLES]);
     }
 
     #[test]
     fn a_latency_slo_is_harmed_only_past_both_its_number_and_fair_shares() {
-        let m = model();
         let (small, fair) = ([10u64], [50u64]);
         let below = || held((10, &small), (50, &fair));
         let lim = Limit::LatencyMs(2.0);
         let mut st = proven(&[1.0; REFERENCE_SAMPLES]);
-        assert_eq!(
-            step(&mut st, lim, &m, Some(below()), &obs(1.9, 0.1)),
-            Verdict::Free
-        );
-        assert_eq!(
-            step(&mut st, lim, &m, Some(below()), &obs(2.1, 0.1)),
-            Verdict::Reverted
-        );
+        assert_eq!(judge(&mut st, lim, below(), 1.9, 0.1), Verdict::Free);
+        assert_eq!(judge(&mut st, lim, below(), 2.1, 0.1), Verdict::Reverted);
         // Fair share gives 3 ms: a move that keeps it at 2.5 ms does it no harm.
         let mut st = proven(&[3.0; REFERENCE_SAMPLES]);
-        assert_eq!(
-            step(&mut st, lim, &m, Some(below()), &obs(2.5, 0.1)),
-            Verdict::Free
-        );
+        assert_eq!(judge(&mut st, lim, below(), 2.5, 0.1), Verdict::Free);
     }
 
     #[test]
     fn holding_more_than_fair_never_makes_the_reference_stricter() {
-        let (m, mut st) = (model(), GuardState::default());
+        let mut st = GuardState::default();
         let (big, fair) = ([150u64], [50u64]);
         // At 50 + 150 blocks the model predicts far less latency than at fair share: the
         // measurement is carried up to the fair point by the model's ratio.
-        step(
-            &mut st,
-            DEG,
-            &m,
-            Some(held((50, &big), (50, &fair))),
-            &obs(1.0, 1.0),
-        );
+        judge(&mut st, DEG, held((50, &big), (50, &fair)), 1.0, 1.0);
         let r = st.reference_ms.unwrap();
         assert!(r > 1.0, "reference {r} carried to the fair point");
     }

@@ -5,7 +5,7 @@
 //! Pure: built from the runs' [`Summary`]s; `lachesis sim run --seeds` prints and writes
 //! it (`spread.json`).
 
-use crate::run::Summary;
+use crate::run::{Summary, TenantSummary};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -116,6 +116,11 @@ pub struct Spread {
     pub claims: Vec<ClaimSpread>,
 }
 
+/// Tenant `tenant`'s summary under `scheme` in one run, if both were run.
+fn tenant_of<'a>(s: &'a Summary, scheme: &str, tenant: &str) -> Option<&'a TenantSummary> {
+    s.schemes.get(scheme)?.tenants.get(tenant)
+}
+
 /// The spread of `runs`, each a seed and that seed's summary of the same scenario.
 pub fn spread(runs: &[(u64, Summary)]) -> Spread {
     let scenario = runs
@@ -138,13 +143,8 @@ pub fn spread(runs: &[(u64, Summary)]) -> Spread {
             .into_iter()
             .collect();
         for t in tenant_names {
-            let mine = |s: &Summary| s.schemes.get(name).and_then(|x| x.tenants.get(&t)).cloned();
-            let fair = |s: &Summary| {
-                s.schemes
-                    .get("fair")
-                    .and_then(|x| x.tenants.get(&t))
-                    .cloned()
-            };
+            let mine = |s| tenant_of(s, name, &t);
+            let fair = |s| tenant_of(s, "fair", &t);
             tenants.insert(
                 t.clone(),
                 TenantSpread {
