@@ -2,8 +2,8 @@
 //! by priority class, then all spare space for fair speedup by the concave-hull optimiser.
 //!
 //! 1. Dedicated partitions are taken off the top, then the do-no-harm floors
-//!    ([`crate::guard`]: a tenant with a degradation SLO whose curve has not earned trust,
-//!    or that a smaller size was measured to hurt, keeps its fair share).
+//!    ([`crate::guard`]: a tenant with a degradation or latency SLO that the guard holds
+//!    keeps its fair share); later steps reserve only what they need beyond them.
 //! 2. For each active tenant with a latency target, its sufficient points: for every
 //!    level-1 size on a grid of its host (1/64 of the host), the smallest level-2 size per
 //!    server meeting the target; ranked by normalised cost `c1/C1 + c2/C2` (level-1
@@ -447,6 +447,12 @@ struct Admission {
     left_out: Vec<usize>,
 }
 
+/// Do-no-harm floors already reserved, per tenant: level 1, and level 2 per server.
+struct Guarded<'a> {
+    l1: &'a [u64],
+    l2: &'a [Vec<u64>],
+}
+
 /// Admits the wants in order, each at its cheapest sufficient point that fits the room the
 /// ones before it left. With `within_fair`, a tenant takes the cheapest point that does
 /// not exceed its fair share at either level when it has one. The first pass picks
@@ -457,12 +463,6 @@ struct Admission {
 /// together (less whatever dedicated partitions took beyond theirs), so when every tenant
 /// with a target has one — degradation SLOs always do — none is reported infeasible for
 /// the order the greedy pass went in.
-/// Do-no-harm floors already reserved, per tenant: level 1, and level 2 per server.
-struct Guarded<'a> {
-    l1: &'a [u64],
-    l2: &'a [Vec<u64>],
-}
-
 fn admit(
     topo: &crate::topology::Topology,
     wants: &[Want],
