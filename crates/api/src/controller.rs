@@ -96,6 +96,13 @@ pub struct Row {
     pub target_ms: Option<f64>,
     /// Measured mean latency (ms).
     pub latency_ms: Option<f64>,
+    /// Measured 99th percentile of this interval's requests (ms).
+    // Default: a controller from before the field leaves it out.
+    #[serde(default)]
+    pub p99_ms: Option<f64>,
+    /// For a tail SLO, the interval's measured latency at the SLO's quantile (ms).
+    #[serde(default)]
+    pub tail_ms: Option<f64>,
     /// Measured level-1 hit ratio.
     pub l1_hit_ratio: f64,
     /// Measured level-2 hit ratio (of level-1 misses).
@@ -113,7 +120,8 @@ pub struct Row {
     // Default: as `l1_applied`.
     #[serde(default)]
     pub l2_applied: u64,
-    /// Whether the measured latency met the target (`None`: no SLO or no requests).
+    /// Whether the SLO held this interval: the measured mean within the target, or for a
+    /// tail SLO the measured quantile within its bound (`None`: no SLO or no requests).
     pub slo_met: Option<bool>,
     /// Latency the model predicts at the planned sizes (ms).
     pub predicted_ms: f64,

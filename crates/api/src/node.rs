@@ -104,7 +104,7 @@ impl TenantObservations {
 }
 
 /// Latency of every request of a tenant.
-#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct LatencyView {
     /// Requests timed.
@@ -115,6 +115,14 @@ pub struct LatencyView {
     pub p50_ms: f64,
     /// 99th percentile (ms).
     pub p99_ms: f64,
+    /// The latency histogram's recorded buckets: `(highest microseconds of the bucket,
+    /// requests)`, ascending, cumulative since the node started (two significant digits).
+    // Default: nodes from before histograms were shipped omit it.
+    #[serde(default)]
+    pub buckets: Vec<(u64, u64)>,
+    /// The same of the reads that went below this node (misses).
+    #[serde(default)]
+    pub miss_buckets: Vec<(u64, u64)>,
 }
 
 /// Count and total latency of one class of reads (a mean-latency accumulator).

@@ -144,7 +144,8 @@ enum Verb {
     Slo {
         /// Tenant.
         tenant: String,
-        /// New SLO as JSON (`{"latency_ms": 2.0}`, `{"iops": 5000}`, `null`).
+        /// New SLO as JSON (`{"latency_ms": 2.0}`, `{"p99_ms": 5}`, `{"iops": 5000}`,
+        /// `null`).
         #[arg(long)]
         set: Option<String>,
         /// New class (`gold`, `silver`, `best-effort`).
@@ -360,11 +361,12 @@ fn or_dash(s: Option<&str>) -> String {
 /// Prints the controller's rows (an interval's rows) as a table.
 pub fn print_rows(rows: &[Row]) {
     println!(
-        "{:<10} {:<10} {:<22} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}  {:<5}",
+        "{:<10} {:<10} {:<22} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}  {:<5}",
         "volume",
         "tenant",
         "SLO",
         "lat ms",
+        "p99 ms",
         "target",
         "L1 hit",
         "L2 hit",
@@ -379,11 +381,12 @@ pub fn print_rows(rows: &[Row]) {
             None => "-",
         };
         println!(
-            "{:<10} {:<10} {:<22} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}  {:<5}",
+            "{:<10} {:<10} {:<22} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}  {:<5}",
             r.tenant,
             r.owner,
             or_dash(r.slo.as_deref()),
             fo(r.latency_ms, 3),
+            fo(r.p99_ms, 3),
             fo(r.target_ms, 3),
             fo(Some(r.l1_hit_ratio), 3),
             fo(Some(r.l2_hit_ratio), 3),

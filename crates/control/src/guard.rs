@@ -1,5 +1,5 @@
 //! Do no harm: the guarantee the `lachesis` scheme keeps for every tenant with a
-//! degradation or latency SLO, on evidence rather than on its model.
+//! degradation, mean-latency or tail-latency SLO, on evidence rather than on its model.
 //!
 //! A degradation SLO is defined against the tenant's latency at a fair share, so the fair
 //! point meets it by definition and is always a safe place to fall back to; and a latency
@@ -31,7 +31,9 @@
 //!    level, on another policy than the fair scheme's, or beside neighbours that were not
 //!    at theirs. If its measured latency then exceeds what its SLO allows against the
 //!    reference — `(1 + degradation) · reference · (1 + spread)`, or for a latency SLO
-//!    the larger of its number and `reference · (1 + spread)` — the move harmed it,
+//!    or a tail SLO the larger of its number and `reference · (1 + spread)` (samples,
+//!    reference and measurement then being the interval's quantile the SLO names, not
+//!    its mean) — the move harmed it,
 //!    whatever the model said: from the next plan on, every tenant on its nodes heads
 //!    back to its fair share, past the hysteresis threshold, for a penalty that doubles
 //!    with each harm ([`BASE_PENALTY`] intervals, at most [`MAX_PENALTY`]); its curve
@@ -173,6 +175,30 @@ pub enum Limit {
     Degradation(f64),
     /// Mean latency within this many milliseconds.
     LatencyMs(f64),
+    /// The `quantile` of an interval's latencies within `ms` milliseconds: the guard's
+    /// samples and measurements are that quantile, not the mean.
+    Tail {
+        /// 0.95, 0.99 or 0.999.
+        quantile: f64,
+        /// The bound.
+        ms: f64,
+    },
+}
+
+impl Limit {
+    /// The limit of an SLO the guard keeps; `None` for IOPS and bandwidth SLOs.
+    pub fn of(slo: &crate::topology::Slo) -> Option<Limit> {
+        use crate::topology::Slo;
+        match *slo {
+            Slo::Degradation(x) => Some(Limit::Degradation(x)),
+            Slo::LatencyMs(ms) => Some(Limit::LatencyMs(ms)),
+            Slo::Iops(_) | Slo::Mbps(_) => None,
+            Slo::P95Ms(_) | Slo::P99Ms(_) | Slo::P999Ms(_) => {
+                let (quantile, ms) = slo.tail()?;
+                Some(Limit::Tail { quantile, ms })
+            }
+        }
+    }
 }
 
 /// One interval of the guard for a tenant with the SLO `limit`: updates
@@ -185,7 +211,7 @@ pub fn step(
     sizes: Option<Held<'_>>,
     o: &TenantObservation,
 ) -> Verdict {
-    let measured = measured_ms(o);
+    let measured = measured_ms(o, limit);
     let mut harmed = false;
     if let (Some(h), Some(m)) = (&sizes, measured) {
         let n = h.held.1.len().max(1) as f64;
@@ -202,7 +228,7 @@ pub fn step(
             let beyond_noise = r * (1.0 + spread(&st.samples));
             match limit {
                 Limit::Degradation(x) => (1.0 + x) * beyond_noise,
-                Limit::LatencyMs(t) => t.max(beyond_noise),
+                Limit::LatencyMs(t) | Limit::Tail { ms: t, .. } => t.max(beyond_noise),
             }
         });
         if h.at_or_above_fair() && h.neighbours_at_fair {
@@ -247,7 +273,7 @@ pub fn step(
     }
     let tolerance = match limit {
         Limit::Degradation(x) => x,
-        Limit::LatencyMs(_) => 0.0,
+        Limit::LatencyMs(_) | Limit::Tail { .. } => 0.0,
     };
     if !settled(&st.samples, tolerance) {
         return Verdict::Unreferenced;
@@ -289,9 +315,14 @@ fn settled(samples: &[f64], x: f64) -> bool {
 
 /// The latency the guard judges: of the tenant's reads where writes are observed apart
 /// (what its sizes change), else of all its requests; `None` without requests.
-fn measured_ms(o: &TenantObservation) -> Option<f64> {
+fn measured_ms(o: &TenantObservation, limit: Limit) -> Option<f64> {
     if o.requests == 0 {
         return None;
+    }
+    if let Limit::Tail { quantile, .. } = limit {
+        let m = o.latency_quantiles.and_then(|q| q.at(quantile));
+        let m = m.or_else(|| ((quantile - 0.99).abs() < 1e-9).then_some(o.p99_latency_ms))?;
+        return (m.is_finite() && m > 0.0).then_some(m);
     }
     let m = match o.read_latency_ms {
         Some(r) if o.requests > o.writes => r,
@@ -453,6 +484,39 @@ mod tests {
         // Fair share gives 3 ms: a move that keeps it at 2.5 ms does it no harm.
         let mut st = proven(&[3.0; REFERENCE_SAMPLES]);
         assert_eq!(judge(&mut st, lim, below(), 2.5, 0.1), Verdict::Free);
+    }
+
+    #[test]
+    fn a_tail_slo_is_judged_on_its_quantile_not_the_mean() {
+        let (small, fair) = ([10u64], [50u64]);
+        let lim = Limit::of(&crate::topology::Slo::P99Ms(5.0)).unwrap();
+        assert_eq!(
+            lim,
+            Limit::Tail {
+                quantile: 0.99,
+                ms: 5.0
+            }
+        );
+        let mut st = proven(&[3.0; REFERENCE_SAMPLES]);
+        let at = |mean: f64, p99: f64| {
+            let mut o = obs(mean, 0.1);
+            o.latency_quantiles = Some(crate::observe::Quantiles {
+                p50: mean,
+                p90: mean,
+                p95: mean,
+                p99,
+                p999: p99,
+            });
+            o
+        };
+        let below = || Some(held((10, &small), (50, &fair)));
+        // A mean of 1 ms with a p99 of 8 ms misses a 5 ms p99: harm.
+        let v = step(&mut st, lim, &model(), below(), &at(1.0, 8.0));
+        assert_eq!(v, Verdict::Reverted);
+        // A mean of 6 ms with a p99 of 4.5 ms meets it.
+        let mut st = proven(&[3.0; REFERENCE_SAMPLES]);
+        let v = step(&mut st, lim, &model(), below(), &at(6.0, 4.5));
+        assert_eq!(v, Verdict::Free);
     }
 
     #[test]

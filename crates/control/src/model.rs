@@ -18,7 +18,18 @@
 //! write-back: there `W = a + P·(1 − H(c1))`, `P` being what such a write paid beyond a
 //! level-1 hit when observed, so a larger level-1 cache makes writes cheaper as far as
 //! its curve says more of them find their block resident.
+//!
+//! A tail SLO (`q` of an interval's requests within `T` ms) is met when the requests
+//! slower than `T` are at most `1 − q` of them. Hits take well under `T` (else no size
+//! meets it), so the slow ones are the misses that overrun `T`: a share `s` of the misses,
+//! bounded from the quantiles of the tenant's last measured miss latencies (all of them
+//! before any was measured). The tail SLO needs a miss ratio of at most `(1 − q) / s`,
+//! i.e. a hit ratio of at least `h*`, and [`tail_target`] turns that into the mean latency
+//! the model gives with every hit at level 1 and hit ratio `h*`: the model's mean rises
+//! as either hit ratio falls, so any sizes whose modelled mean is within that target have
+//! a hit ratio of at least `h*`, and the step sizes a tail SLO like a mean-latency one.
 
+use crate::observe::Quantiles;
 use crate::topology::{Levels, ServiceTimes, Slo, Tenant};
 use mrc::HitRatioCurve;
 use serde::{Deserialize, Serialize};
@@ -135,13 +146,29 @@ impl LatencyModel {
     }
 }
 
-/// The latency (ms) tenant `t`'s SLO allows, given its fair-share latency and what it
-/// observed (requests, bytes, mean latency over `seconds`); `None` without an SLO, or for
-/// a throughput SLO before anything was observed.
+/// The mean latency (ms) a tail SLO of `q` within `ms` comes to (see the module doc):
+/// `misses` are the tenant's last measured miss-latency quantiles (`None`: every miss is
+/// taken to overrun `ms`).
+pub fn tail_target(model: &LatencyModel, q: f64, ms: f64, misses: Option<&Quantiles>) -> f64 {
+    let slow = misses.map_or(1.0, |m| m.share_above(ms));
+    let allowed_miss = if slow > 0.0 {
+        ((1.0 - q) / slow).min(1.0)
+    } else {
+        1.0
+    };
+    let h = 1.0 - allowed_miss;
+    model.latency_at((h, h))
+}
+
+/// The latency (ms) tenant `t`'s SLO allows, given its model, its fair-share latency and
+/// what it observed (requests, bytes, mean latency over `seconds`; the quantiles of its
+/// misses); `None` without an SLO, or for a throughput SLO before anything was observed.
 pub fn latency_target(
     t: &Tenant,
+    model: &LatencyModel,
     lat_fair_ms: f64,
     observed: Option<(u64, u64, f64)>,
+    misses: Option<&Quantiles>,
     seconds: f64,
 ) -> Option<f64> {
     let slo = t.slo?;
@@ -164,6 +191,10 @@ pub fn latency_target(
             }
             let iops = mbps * 1e6 / (bytes as f64 / req as f64);
             Some(depth()? / iops * 1e3)
+        }
+        Slo::P95Ms(_) | Slo::P99Ms(_) | Slo::P999Ms(_) => {
+            let (q, ms) = slo.tail()?;
+            Some(tail_target(model, q, ms, misses))
         }
     }
 }
@@ -317,17 +348,82 @@ mod tests {
             depth: Some(4.0),
             levels: None,
         };
-        assert_eq!(latency_target(&t, 1.0, None, 1.0), Some(4.0));
+        let m = model(Levels::Exclusive);
+        assert_eq!(latency_target(&t, &m, 1.0, None, None, 1.0), Some(4.0));
         t.depth = None;
-        assert_eq!(latency_target(&t, 1.0, None, 1.0), None);
+        assert_eq!(latency_target(&t, &m, 1.0, None, None, 1.0), None);
         // 2,000 requests in 1 s at 2 ms each: 4 in flight.
-        let got = latency_target(&t, 1.0, Some((2000, 0, 2.0)), 1.0).unwrap();
+        let got = latency_target(&t, &m, 1.0, Some((2000, 0, 2.0)), None, 1.0).unwrap();
         assert!((got - 4.0).abs() < 1e-9);
         t.slo = Some(Slo::Mbps(8.192));
         // 8.192 MB/s of 8 KiB requests is 1,000 IOPS.
-        let got = latency_target(&t, 1.0, Some((2000, 2000 * 8192, 2.0)), 1.0).unwrap();
+        let got = latency_target(&t, &m, 1.0, Some((2000, 2000 * 8192, 2.0)), None, 1.0).unwrap();
         assert!((got - 4.0).abs() < 1e-9);
         t.slo = Some(Slo::Degradation(0.05));
-        assert!((latency_target(&t, 2.0, None, 1.0).unwrap() - 2.1).abs() < 1e-12);
+        let got = latency_target(&t, &m, 2.0, None, None, 1.0).unwrap();
+        assert!((got - 2.1).abs() < 1e-12);
+    }
+
+    #[test]
+    fn a_tail_slo_is_the_mean_at_the_hit_ratio_it_needs() {
+        let m = model(Levels::Exclusive);
+        // Every miss (10 ms) overruns 5 ms: p99 needs a miss ratio of at most 1 %, so a
+        // hit ratio of 0.99: 0.1·0.99 + 10·0.01 = 0.199 ms.
+        let t = tail_target(&m, 0.99, 5.0, None);
+        assert!((t - 0.199).abs() < 1e-9, "{t}");
+        // Half the misses finish within 5 ms (their median is 4 ms, their p90 8 ms): 2 %
+        // of requests may miss.
+        let misses = Quantiles {
+            p50: 4.0,
+            p90: 8.0,
+            p95: 9.0,
+            p99: 12.0,
+            p999: 20.0,
+        };
+        assert_eq!(misses.share_above(5.0), 0.5);
+        let t = tail_target(&m, 0.99, 5.0, Some(&misses));
+        assert!((t - (0.1 * 0.98 + 10.0 * 0.02)).abs() < 1e-9, "{t}");
+        // Sizes whose modelled mean is within the target have at least that hit ratio:
+        // with this curve (hit ratio c/100), level 1 at 98 blocks, or 20 + 78 over both.
+        assert!(m.latency(98.0, 0.0) <= t + 1e-12);
+        assert!(m.latency(20.0, 78.0) > t);
+        assert!(m.latency(97.0, 0.0) > t);
+        // Misses that all finish within the bound leave any size enough.
+        let quick = Quantiles {
+            p999: 4.0,
+            ..misses
+        };
+        assert!((quick.share_above(5.0) - 0.001).abs() < 1e-12);
+        assert_eq!(
+            tail_target(&m, 0.999, 5.0, Some(&quick)),
+            m.latency_at((0.0, 0.0))
+        );
+    }
+
+    proptest::proptest! {
+        /// Whatever the curve, service times and bound: any sizes whose modelled mean is
+        /// within the tail target reach the hit ratio the tail SLO needs.
+        #[test]
+        fn within_the_tail_target_means_enough_hits(
+            a in 0.01f64..1.0, b in 1.0f64..5.0, d in 5.0f64..50.0,
+            q in proptest::sample::select(vec![0.95, 0.99, 0.999]),
+            c1 in 0.0f64..120.0, c2 in 0.0f64..120.0,
+            p50 in 0.0f64..10.0, inclusive in proptest::bool::ANY,
+        ) {
+            let m = LatencyModel {
+                curve: HitRatioCurve::from_pairs([(0, 1.0), (100, 0.0)]).unwrap(),
+                service: ServiceTimes { l1_hit_ms: a, l2_hit_ms: b, miss_ms: d },
+                levels: if inclusive { Levels::Inclusive } else { Levels::Exclusive },
+                writes: None,
+            };
+            let misses = Quantiles { p50, p90: p50 * 2.0, p95: p50 * 3.0, p99: p50 * 4.0, p999: p50 * 5.0 };
+            let ms = 6.0;
+            let target = tail_target(&m, q, ms, Some(&misses));
+            if m.latency(c1, c2) <= target {
+                let h = m.hit_ratios(c1, c2).1;
+                let needed = 1.0 - ((1.0 - q) / misses.share_above(ms)).min(1.0);
+                proptest::prop_assert!(h >= needed - 1e-9, "h {h} needed {needed}");
+            }
+        }
     }
 }

@@ -87,6 +87,71 @@ pub struct TenantObservation {
     /// nodes count them (`None`: not counted). A shrink's write-backs are paced by it.
     #[serde(default)]
     pub dirty_share: Option<f64>,
+    /// Quantiles of the latency of all its requests this interval, where measured.
+    #[serde(default)]
+    pub latency_quantiles: Option<Quantiles>,
+    /// Quantiles of the latency of its reads that went to a disk this interval, where
+    /// measured: what sizing for a tail SLO needs (how many misses overrun the bound).
+    #[serde(default)]
+    pub miss_quantiles: Option<Quantiles>,
+}
+
+/// Latency quantiles of one class of requests in one interval (ms).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Quantiles {
+    /// Median.
+    pub p50: f64,
+    /// 90th percentile.
+    pub p90: f64,
+    /// 95th percentile.
+    pub p95: f64,
+    /// 99th percentile.
+    pub p99: f64,
+    /// 99.9th percentile.
+    pub p999: f64,
+}
+
+impl Quantiles {
+    /// Quantiles from a function of the quantile (a histogram's `value_at_quantile`).
+    pub fn from_fn(mut at: impl FnMut(f64) -> f64) -> Self {
+        Quantiles {
+            p50: at(0.5),
+            p90: at(0.9),
+            p95: at(0.95),
+            p99: at(0.99),
+            p999: at(0.999),
+        }
+    }
+
+    /// `(quantile, ms)` pairs, quantiles ascending.
+    pub fn points(&self) -> [(f64, f64); 5] {
+        [
+            (0.5, self.p50),
+            (0.9, self.p90),
+            (0.95, self.p95),
+            (0.99, self.p99),
+            (0.999, self.p999),
+        ]
+    }
+
+    /// The latency at quantile `q`, if it is one of the five kept.
+    pub fn at(&self, q: f64) -> Option<f64> {
+        self.points()
+            .iter()
+            .find(|p| (p.0 - q).abs() < 1e-9)
+            .map(|p| p.1)
+    }
+
+    /// An upper bound on the share of these requests slower than `ms`: `1 − q` for the
+    /// highest kept quantile `q` whose latency is within `ms`, 1 when even the median is
+    /// slower. Bounded, never estimated below what the kept points prove.
+    pub fn share_above(&self, ms: f64) -> f64 {
+        self.points()
+            .iter()
+            .rev()
+            .find(|p| p.1 <= ms)
+            .map_or(1.0, |p| 1.0 - p.0)
+    }
 }
 
 impl TenantObservation {

@@ -46,6 +46,12 @@ pub enum Slo {
     Iops(f64),
     /// At least this many megabytes (10^6 bytes) per second.
     Mbps(f64),
+    /// 95 % of the requests of every interval within this many milliseconds.
+    P95Ms(f64),
+    /// 99 % of the requests of every interval within this many milliseconds.
+    P99Ms(f64),
+    /// 99.9 % of the requests of every interval within this many milliseconds.
+    P999Ms(f64),
 }
 
 impl Slo {
@@ -56,6 +62,9 @@ impl Slo {
             Slo::LatencyMs(v) => (v, "latency_ms"),
             Slo::Iops(v) => (v, "iops"),
             Slo::Mbps(v) => (v, "mbps"),
+            Slo::P95Ms(v) => (v, "p95_ms"),
+            Slo::P99Ms(v) => (v, "p99_ms"),
+            Slo::P999Ms(v) => (v, "p999_ms"),
         };
         let ok = v.is_finite()
             && match self {
@@ -70,6 +79,19 @@ impl Slo {
     }
 }
 
+impl Slo {
+    /// A tail SLO as `(quantile, milliseconds)`: the share of an interval's requests that
+    /// must finish within the bound; `None` for the other kinds.
+    pub fn tail(&self) -> Option<(f64, f64)> {
+        match *self {
+            Slo::P95Ms(ms) => Some((0.95, ms)),
+            Slo::P99Ms(ms) => Some((0.99, ms)),
+            Slo::P999Ms(ms) => Some((0.999, ms)),
+            _ => None,
+        }
+    }
+}
+
 impl std::fmt::Display for Slo {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
@@ -77,6 +99,9 @@ impl std::fmt::Display for Slo {
             Slo::LatencyMs(l) => write!(f, "≤{l} ms"),
             Slo::Iops(i) => write!(f, "≥{i} IOPS"),
             Slo::Mbps(m) => write!(f, "≥{m} MB/s"),
+            Slo::P95Ms(l) => write!(f, "p95 ≤{l} ms"),
+            Slo::P99Ms(l) => write!(f, "p99 ≤{l} ms"),
+            Slo::P999Ms(l) => write!(f, "p99.9 ≤{l} ms"),
         }
     }
 }

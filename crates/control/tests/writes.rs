@@ -53,6 +53,8 @@ fn obs(writes: u64) -> TenantObservation {
         write_latency_ms: Some(0.1),
         write_back: false,
         dirty_share: None,
+        latency_quantiles: None,
+        miss_quantiles: None,
     }
 }
 

@@ -12,7 +12,10 @@
 //! lookups and hits per level; service times per way of service
 //! (a level-2 hit costs the level-2 node's hit time plus the network overhead the level-1
 //! node measured on top of what the level-2 node did, a miss likewise); curves from the
-//! level-1 node (it sees the volume's whole stream), sizes turned from bytes to blocks.
+//! level-1 node (it sees the volume's whole stream), sizes turned from bytes to blocks;
+//! the interval's latency quantiles from the difference of two cumulative histograms
+//! ([`quantiles`]): of all requests as the level-1 node saw them, and of the reads that
+//! went to a disk as the level-2 nodes saw them.
 
 use api::node::{NodeObservations, Served, TenantObservations};
 use control::{LevelCount, Observations, ObservedService, PolicyCurve, TenantObservation};
@@ -55,6 +58,9 @@ impl Deltas {
                     d.latency.sum_ms = (t.latency.sum_ms - b.latency.sum_ms).max(0.0);
                     d.served.hit = sub_acc(t.served.hit, b.served.hit);
                     d.served.miss = sub_acc(t.served.miss, b.served.miss);
+                    d.latency.buckets = sub_buckets(&t.latency.buckets, &b.latency.buckets);
+                    d.latency.miss_buckets =
+                        sub_buckets(&t.latency.miss_buckets, &b.latency.miss_buckets);
                     d
                 }
                 _ => t.clone(),
@@ -71,6 +77,63 @@ impl Deltas {
     }
 }
 
+/// The interval's buckets: cumulative `now` less cumulative `before` (both ascending by
+/// value), buckets left empty dropped.
+fn sub_buckets(now: &[(u64, u64)], before: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::with_capacity(now.len());
+    let mut b = before.iter().peekable();
+    for &(v, n) in now {
+        while b.peek().is_some_and(|x| x.0 < v) {
+            b.next();
+        }
+        let earlier = match b.peek() {
+            Some(&&(bv, bn)) if bv == v => bn,
+            _ => 0,
+        };
+        if n > earlier {
+            out.push((v, n - earlier));
+        }
+    }
+    out
+}
+
+/// The quantiles of the requests in `buckets` (`(highest microseconds, count)`,
+/// ascending), in milliseconds: at quantile `q`, the first bucket whose running count
+/// reaches `q` of the total. `None` without a request.
+pub fn quantiles(buckets: &[(u64, u64)]) -> Option<control::Quantiles> {
+    let total: u64 = buckets.iter().map(|b| b.1).sum();
+    if total == 0 {
+        return None;
+    }
+    Some(control::Quantiles::from_fn(|q| {
+        let rank = ((q * total as f64).ceil() as u64).clamp(1, total);
+        let mut seen = 0;
+        for &(v, n) in buckets {
+            seen += n;
+            if seen >= rank {
+                return v as f64 / 1e3;
+            }
+        }
+        buckets.last().map_or(0.0, |b| b.0 as f64 / 1e3)
+    }))
+}
+
+/// The quantiles of a volume's reads that went to a disk: those its level-2 nodes sent
+/// below them (their buckets merged), or without level-2 buckets its level-1 node's
+/// misses. The level-2 nodes' times leave out the network between the levels: a tail
+/// SLO's bound is far above it where a cache can meet it.
+fn disk_misses(l1: &TenantObservations, l2: &[&TenantObservations]) -> Option<control::Quantiles> {
+    let mut merged: Vec<(u64, u64)> = l2
+        .iter()
+        .flat_map(|c| c.latency.miss_buckets.iter().copied())
+        .collect();
+    if merged.is_empty() {
+        return quantiles(&l1.latency.miss_buckets);
+    }
+    merged.sort_unstable();
+    quantiles(&merged)
+}
+
 /// What was measured for one volume in one interval (what the demo and console show).
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Measured {
@@ -82,7 +145,12 @@ pub struct Measured {
     pub bytes: u64,
     /// Mean latency (ms), `None` without requests.
     pub latency_ms: Option<f64>,
-    /// 99th percentile as the level-1 node reports it.
+    /// Quantiles of this interval's requests at level 1 (from the node's histogram),
+    /// `None` without requests or from a node that ships no histogram.
+    #[serde(default)]
+    pub quantiles: Option<control::Quantiles>,
+    /// 99th percentile of this interval's requests (from `quantiles`; else the level-1
+    /// node's since its start).
     pub p99_ms: Option<f64>,
     /// Level-1 hit ratio (blocks).
     pub l1_hit_ratio: f64,
@@ -229,6 +297,8 @@ pub fn build(
         });
         let bytes = l1.read_bytes + l1.write_bytes;
         let mix = WriteSplit::of(l1, bytes);
+        let interval_quantiles = quantiles(&l1.latency.buckets);
+        let p99 = interval_quantiles.map_or(l1.latency.p99_ms, |q| q.p99);
         obs.tenants.push(TenantObservation {
             requests: l1.requests,
             bytes,
@@ -241,7 +311,7 @@ pub fn build(
                 hits: l2_hits,
             },
             mean_latency_ms: mean_ms.unwrap_or(0.0),
-            p99_latency_ms: l1.latency.p99_ms,
+            p99_latency_ms: p99,
             service,
             curves,
             writes: mix.writes,
@@ -250,13 +320,16 @@ pub fn build(
             write_back: l1.write_policy.as_deref() == Some("write-back"),
             // Nodes do not yet report a tenant's dirty blocks: its write share stands in.
             dirty_share: None,
+            latency_quantiles: interval_quantiles,
+            miss_quantiles: disk_misses(l1, &l2),
         });
         measured.push(Measured {
             tenant: p.name.to_string(),
             requests: l1.requests,
             bytes,
             latency_ms: mean_ms,
-            p99_ms: mean_ms.map(|_| l1.latency.p99_ms),
+            quantiles: interval_quantiles,
+            p99_ms: mean_ms.map(|_| p99),
             l1_hit_ratio: ratio(l1.hits, l1.lookups),
             l2_hit_ratio: ratio(l2_hits, l2_lookups),
             l1_size: l1.size,
@@ -349,6 +422,7 @@ mod tests {
                 sum_ms: hits as f64 * hit_ms + (requests - hits) as f64 * miss_ms,
                 p50_ms: 0.0,
                 p99_ms: miss_ms,
+                ..Default::default()
             },
             served: ServedView {
                 hit: Served {
@@ -383,6 +457,35 @@ mod tests {
         o.epoch = "b".into();
         o.tenants = vec![counters("v", 10, 5, 0.1, 1.0)];
         assert_eq!(d.update("n", &o)["v"].requests, 10);
+    }
+
+    #[test]
+    fn an_intervals_quantiles_are_those_of_its_own_requests() {
+        let mut d = Deltas::default();
+        // First interval: 1,000 requests at 100 µs.
+        let mut t = counters("v", 1000, 1000, 0.1, 0.1);
+        t.latency.buckets = vec![(100, 1000)];
+        let mut o = NodeObservations {
+            epoch: "a".into(),
+            tenants: vec![t.clone()],
+            ..Default::default()
+        };
+        let first = d.update("n", &o);
+        assert_eq!(quantiles(&first["v"].latency.buckets).unwrap().p99, 0.1);
+        // Second: 1,000 more, 20 of them (2 %) at 9 ms. Since the start the p99 is
+        // still 100 µs; this interval's is 9 ms, its p95 100 µs.
+        t.requests = 2000;
+        t.lookups = 2000;
+        t.latency.buckets = vec![(100, 1980), (9000, 20)];
+        t.latency.miss_buckets = vec![(9000, 20)];
+        o.tenants = vec![t];
+        assert_eq!(quantiles(&o.tenants[0].latency.buckets).unwrap().p99, 0.1);
+        let second = d.update("n", &o);
+        let q = quantiles(&second["v"].latency.buckets).unwrap();
+        assert_eq!((q.p95, q.p99, q.p999), (0.1, 9.0, 9.0));
+        assert_eq!(second["v"].latency.miss_buckets, vec![(9000, 20)]);
+        assert_eq!(sub_buckets(&[(5, 3), (7, 2)], &[(5, 3)]), vec![(7, 2)]);
+        assert!(quantiles(&[]).is_none());
     }
 
     #[test]

@@ -826,8 +826,12 @@ impl Service {
             // (`TenantPlan::interval_target_ms`: for a degradation SLO, scaled by what the
             // interval's workload would have cost at fair share).
             let target = tp.and_then(|t| t.interval_target_ms.or(t.target_latency_ms));
-            let met = match (target, m.latency_ms) {
-                (Some(t), Some(l)) => Some(l <= t),
+            // A tail SLO is judged on the interval's measured quantile against its bound.
+            let tail = owner.and_then(|o| o.slo.as_ref()?.tail());
+            let tail_ms = tail.and_then(|(q, _)| m.quantiles?.at(q));
+            let met = match (tail, target, m.latency_ms) {
+                (Some((_, bound)), _, Some(_)) => tail_ms.map(|v| v <= bound),
+                (None, Some(t), Some(l)) => Some(l <= t),
                 _ => None,
             };
             if let Some(tp) = tp {
@@ -849,6 +853,8 @@ impl Service {
                 slo: owner.and_then(|o| o.slo).map(|s| s.to_string()),
                 target_ms: target,
                 latency_ms: m.latency_ms,
+                p99_ms: m.p99_ms,
+                tail_ms,
                 l1_hit_ratio: m.l1_hit_ratio,
                 l2_hit_ratio: m.l2_hit_ratio,
                 l1_size: tp.map_or(0, |t| t.l1.size * bs),

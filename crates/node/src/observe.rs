@@ -11,9 +11,11 @@
 //!   every other candidate policy at [`PHANTOM_FRACTIONS`] of the tenant's profiled range,
 //!   sampled at `mrc::profiler::phantom_rates` (the smallest phantom holds about 128
 //!   keys where a rate of at most 1/16 allows);
-//! * its request latency (one HdrHistogram for percentiles, exact sums for means), split
-//!   into reads served wholly from this node's memory (`hit`) and reads that went below it
-//!   (`miss`).
+//! * its request latency (HdrHistogram, two significant digits, for percentiles; exact
+//!   sums for means), split into reads served wholly from this node's memory (`hit`) and
+//!   reads that went below it (`miss`, with a histogram of its own). The answer carries
+//!   both histograms' recorded buckets, cumulative like every counter, so a controller
+//!   takes an interval's percentiles from the difference of two answers.
 //!
 //! The profiled range of a tenant is its exports' blocks, capped at four times the node's
 //! cache (and at least 64 blocks): curves cover sizes `0..=range`.
@@ -85,6 +87,7 @@ pub struct TenantObserver {
     range_blocks: u64,
     profile: Mutex<Profile>,
     histogram: Mutex<Histogram<u64>>,
+    miss_histogram: Mutex<Histogram<u64>>,
     all: Sum,
     hit: Sum,
     miss: Sum,
@@ -126,9 +129,8 @@ impl TenantObserver {
                 lru: OnlineProfiler::new(PROFILER_SMAX, PROFILER_WINDOW),
                 phantoms,
             }),
-            histogram: Mutex::new(
-                Histogram::new_with_bounds(1, MAX_MICROS, 3).expect("valid bounds"),
-            ),
+            histogram: Mutex::new(shipped_histogram()),
+            miss_histogram: Mutex::new(shipped_histogram()),
             all: Sum::default(),
             hit: Sum::default(),
             miss: Sum::default(),
@@ -153,7 +155,10 @@ impl TenantObserver {
         self.all.add(took);
         match service {
             Service::Hit => self.hit.add(took),
-            Service::Miss => self.miss.add(took),
+            Service::Miss => {
+                lock(&self.miss_histogram).saturating_record(us);
+                self.miss.add(took)
+            }
             Service::Other => {}
         }
     }
@@ -208,6 +213,8 @@ impl TenantObserver {
                 sum_ms: all.sum_ms,
                 p50_ms: q(0.5),
                 p99_ms: q(0.99),
+                buckets: buckets(&h),
+                miss_buckets: buckets(&lock(&self.miss_histogram)),
             },
             ServedView {
                 hit: self.hit.snapshot(),
@@ -215,6 +222,19 @@ impl TenantObserver {
             },
         )
     }
+}
+
+/// A histogram of request latency in microseconds with two significant digits: a
+/// percentile within 1 %, and at most a few hundred recorded buckets to ship per tenant.
+fn shipped_histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, MAX_MICROS, 2).expect("valid bounds")
+}
+
+/// The recorded buckets of `h` as `(highest microseconds of the bucket, count)`, ascending.
+fn buckets(h: &Histogram<u64>) -> Vec<(u64, u64)> {
+    h.iter_recorded()
+        .map(|v| (v.value_iterated_to(), v.count_at_value()))
+        .collect()
 }
 
 fn bytes_of(points: &[mrc::CurvePoint], block_size: u64) -> Vec<(u64, f64)> {

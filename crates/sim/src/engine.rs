@@ -795,6 +795,8 @@ impl<'a> Engine<'a> {
                 read_latency_ms: split.map(|(r, _)| r),
                 write_latency_ms: split.map(|(_, w)| w),
                 write_back: sc.l1_write == WritePolicy::WriteBack,
+                latency_quantiles: c.quantiles(),
+                miss_quantiles: c.miss_quantiles(),
             });
             counters.push(c);
         }

@@ -184,6 +184,10 @@ pub fn deviance(slo: &Slo, c: &Counters, secs: f64, fair_ms: Option<f64>) -> Opt
         }
         Slo::Iops(v) => (c.requests as f64 / secs - v) / v,
         Slo::Mbps(m) => (c.bytes as f64 / secs / 1e6 - m) / m,
+        Slo::P95Ms(_) | Slo::P99Ms(_) | Slo::P999Ms(_) => {
+            let (q, t) = slo.tail()?;
+            (t - c.quantile_ms(q)) / t
+        }
     })
 }
 
@@ -381,6 +385,10 @@ pub fn run(
             }
             Slo::Iops(v) => c.requests as f64 / secs >= v,
             Slo::Mbps(m) => c.bytes as f64 / secs >= m * 1e6,
+            Slo::P95Ms(_) | Slo::P99Ms(_) | Slo::P999Ms(_) => {
+                let (q, t) = slo.tail()?;
+                c.quantile_ms(q) <= t
+            }
         })
     };
     let fair_run_intervals = runs[fair_k].intervals.clone();

@@ -1093,6 +1093,16 @@ slo = { degradation = 0.05 }
         assert_eq!(s.servers[0].blocks, 262144);
         assert_eq!(s.tenants[0].stripe_blocks, 16);
         assert_eq!(s.tenants[0].slo, Some(Slo::Degradation(0.05)));
+        for (text, slo) in [
+            ("{ p95_ms = 4 }", Slo::P95Ms(4.0)),
+            ("{ p99_ms = 5 }", Slo::P99Ms(5.0)),
+            ("{ p999_ms = 20.5 }", Slo::P999Ms(20.5)),
+        ] {
+            let t = parse(&OK.replace("{ degradation = 0.05 }", text)).unwrap();
+            assert_eq!(t.tenants[0].slo, Some(slo), "{text}");
+        }
+        let bad = parse(&OK.replace("{ degradation = 0.05 }", "{ p99_ms = -1 }"));
+        assert!(bad.unwrap_err().to_string().contains("p99_ms"));
         assert_eq!(s.interval, 30.0);
         assert!(matches!(s.servers[0].disk, DeviceSpec::Hdd { rpm, .. } if rpm == 7200.0));
         // An open loop (at the trace's timestamps here) gets the default queue depth.

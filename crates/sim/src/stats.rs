@@ -47,6 +47,8 @@ pub struct Counters {
     pub write_latency_sum: f64,
     /// Latencies.
     hist: Latencies,
+    /// Latencies of the reads served by a disk (what a tail SLO's sizing needs).
+    miss_hist: Latencies,
     /// Blocks read from a hot tier.
     pub tier_hits: u64,
     /// Chunks placed in a hot tier (migrations).
@@ -69,6 +71,7 @@ impl Default for Counters {
             writes: 0,
             write_latency_sum: 0.0,
             hist: Latencies::new(),
+            miss_hist: Latencies::new(),
             tier_hits: 0,
             migrations: 0,
             disk_blocks: 0,
@@ -89,10 +92,11 @@ impl Counters {
             k.0 += 1;
             k.1 += latency;
         }
-        let _ = self
-            .hist
-            .live()
-            .record(((latency * 1e6).round() as u64).max(1));
+        let us = ((latency * 1e6).round() as u64).max(1);
+        let _ = self.hist.live().record(us);
+        if !write && served == Served::Disk {
+            let _ = self.miss_hist.live().record(us);
+        }
     }
 
     /// Mean latency in ms (0 without requests).
@@ -141,17 +145,8 @@ impl Counters {
             self.by_kind[k].0 += o.by_kind[k].0;
             self.by_kind[k].1 += o.by_kind[k].1;
         }
-        match &o.hist.full {
-            Some(h) => {
-                let _ = self.hist.live().add(&**h);
-            }
-            None => {
-                let live = self.hist.live();
-                for &(v, n) in &o.hist.sealed {
-                    let _ = live.record_n(v, n);
-                }
-            }
-        }
+        self.hist.merge(&o.hist);
+        self.miss_hist.merge(&o.miss_hist);
         self.tier_hits += o.tier_hits;
         self.migrations += o.migrations;
         self.disk_blocks += o.disk_blocks;
@@ -169,18 +164,22 @@ impl Counters {
 
     /// 99th percentile latency in ms.
     pub fn p99_ms(&self) -> f64 {
-        let quantile = |h: &Histogram<u64>| {
-            if h.is_empty() {
-                0.0
-            } else {
-                h.value_at_quantile(0.99) as f64 / 1e3
-            }
-        };
-        match &self.hist.full {
-            Some(h) => quantile(h),
-            None if self.hist.sealed.is_empty() => 0.0,
-            None => quantile(&rebuilt(&self.hist.sealed)),
-        }
+        self.quantile_ms(0.99)
+    }
+
+    /// The latency (ms) at quantile `q` of every request (0 without requests).
+    pub fn quantile_ms(&self, q: f64) -> f64 {
+        self.hist.quantiles_ms(&[q])[0]
+    }
+
+    /// The quantiles the control step reads, of every request (`None` without one).
+    pub fn quantiles(&self) -> Option<control::Quantiles> {
+        self.hist.quantiles()
+    }
+
+    /// The quantiles of the reads a disk served (`None` without one).
+    pub fn miss_quantiles(&self) -> Option<control::Quantiles> {
+        self.miss_hist.quantiles()
     }
 
     /// Keeps the latencies in a compact form from here on: a closed interval's counters
@@ -189,12 +188,8 @@ impl Counters {
     /// hundred MB for two schemes of four tenants. Merging and percentiles give exactly
     /// what they gave before sealing; recording again restores the full histogram.
     pub fn seal(&mut self) {
-        if let Some(h) = self.hist.full.take() {
-            self.hist.sealed = h
-                .iter_recorded()
-                .map(|v| (v.value_iterated_to(), v.count_at_value()))
-                .collect();
-        }
+        self.hist.seal();
+        self.miss_hist.seal();
     }
 }
 
@@ -221,6 +216,68 @@ impl Latencies {
         let sealed = &mut self.sealed;
         self.full
             .get_or_insert_with(|| Box::new(rebuilt(&std::mem::take(sealed))))
+    }
+
+    /// Adds another interval's latencies.
+    fn merge(&mut self, o: &Latencies) {
+        match &o.full {
+            Some(h) => {
+                let _ = self.live().add(&**h);
+            }
+            None => {
+                let live = self.live();
+                for &(v, n) in &o.sealed {
+                    let _ = live.record_n(v, n);
+                }
+            }
+        }
+    }
+
+    /// Keeps only the recorded buckets.
+    fn seal(&mut self) {
+        if let Some(h) = self.full.take() {
+            self.sealed = h
+                .iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect();
+        }
+    }
+
+    /// The latencies (ms) at quantiles `qs` (zeros when empty).
+    fn quantiles_ms<const N: usize>(&self, qs: &[f64; N]) -> [f64; N] {
+        let of = |h: &Histogram<u64>| {
+            qs.map(|q| {
+                if h.is_empty() {
+                    0.0
+                } else {
+                    h.value_at_quantile(q) as f64 / 1e3
+                }
+            })
+        };
+        match &self.full {
+            Some(h) => of(h),
+            None if self.sealed.is_empty() => [0.0; N],
+            None => of(&rebuilt(&self.sealed)),
+        }
+    }
+
+    /// The control step's quantiles, `None` when empty.
+    fn quantiles(&self) -> Option<control::Quantiles> {
+        let empty = match &self.full {
+            Some(h) => h.is_empty(),
+            None => self.sealed.is_empty(),
+        };
+        if empty {
+            return None;
+        }
+        let [p50, p90, p95, p99, p999] = self.quantiles_ms(&[0.5, 0.9, 0.95, 0.99, 0.999]);
+        Some(control::Quantiles {
+            p50,
+            p90,
+            p95,
+            p99,
+            p999,
+        })
     }
 }
 

@@ -9,7 +9,7 @@ use crate::model::LatencyModel;
 use crate::observe::Observations;
 use crate::plan::{Layout, Reason};
 use crate::scheme::Scheme;
-use crate::topology::{Slo, Topology};
+use crate::topology::Topology;
 
 /// What the do-no-harm guard ([`crate::guard`]) decided this interval.
 #[derive(Default)]
@@ -108,10 +108,8 @@ pub(super) fn guard(
     };
     for i in 0..n {
         let t = &topo.tenants[i];
-        let limit = match t.slo {
-            Some(Slo::Degradation(x)) => Limit::Degradation(x),
-            Some(Slo::LatencyMs(ms)) => Limit::LatencyMs(ms),
-            _ => continue,
+        let Some(limit) = t.slo.as_ref().and_then(Limit::of) else {
+            continue;
         };
         if !active[i] {
             continue;

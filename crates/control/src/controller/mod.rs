@@ -125,8 +125,10 @@ impl Controller {
                 let o = &obs.tenants[i];
                 latency_target(
                     &topo.tenants[i],
+                    &models[i],
                     lat_fair[i],
                     (o.requests > 0).then_some((o.requests, o.bytes, o.mean_latency_ms)),
+                    self.state.tenants[i].miss_quantiles.as_ref(),
                     obs.seconds,
                 )
             })
@@ -428,6 +430,9 @@ impl Controller {
             // Keep the levels ordered, so more space never predicts more latency.
             s.l2_hit_ms = s.l2_hit_ms.max(s.l1_hit_ms);
             s.miss_ms = s.miss_ms.max(s.l2_hit_ms);
+            if let Some(q) = o.miss_quantiles.filter(|q| q.p999 > 0.0) {
+                st.miss_quantiles = Some(q);
+            }
             st.idle = if o.requests == 0 {
                 st.idle.saturating_add(1)
             } else {

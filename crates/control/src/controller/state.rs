@@ -48,6 +48,10 @@ pub struct TenantState {
     /// The do-no-harm guard's memory of it ([`crate::guard`]).
     #[serde(default)]
     pub guard: GuardState,
+    /// The quantiles of its misses' latency in the last interval that measured any: how
+    /// many misses overrun a tail SLO's bound ([`crate::model::tail_target`]).
+    #[serde(default)]
+    pub miss_quantiles: Option<crate::observe::Quantiles>,
 }
 
 /// Intervals a footprint may stand still before its tenant no longer counts as warming.
@@ -233,6 +237,7 @@ impl ControlState {
                 footprint: 0,
                 footprint_still: 0,
                 guard: GuardState::default(),
+                miss_quantiles: None,
             })
             .collect();
         let keep = |nodes: &[crate::topology::Node], boost: &[Option<ThresholdState>]| {
