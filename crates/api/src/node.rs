@@ -524,6 +524,8 @@ mod tests {
                     sum_ms: 812.5,
                     p50_ms: 0.4,
                     p99_ms: 6.1,
+                    buckets: vec![(400, 600), (6100, 400)],
+                    miss_buckets: vec![(6100, 400)],
                 },
                 served: ServedView {
                     hit: Served {
