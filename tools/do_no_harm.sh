@@ -39,5 +39,8 @@ run() {
   echo
   echo "## Moirai's setup with the CloudPhysics trace as the gold tenant (scenarios/real/moirai-cloud.toml)"
   run scenarios/real/moirai-cloud.toml --scheme fair,uncontrolled,moirai-slo,lachesis --seeds 1..5
+  echo
+  echo "## A p99 SLO beside the CloudPhysics trace (scenarios/real/tail-cloud.toml)"
+  run scenarios/real/tail-cloud.toml --seeds 1..5
 } > "$out"
 echo "wrote $out"

@@ -96,10 +96,18 @@ pub struct TenantObservations {
     pub curves: Vec<PolicyPoints>,
 }
 
+/// The name of the one cache every volume's rule routes to when a controller runs a
+/// node as a single shared cache (the `uncontrolled` scheme).
+pub const SHARED_CACHE: &str = "shared";
+
 impl TenantObservations {
-    /// The key a controller knows it by: its cache's name, else the tenant's.
+    /// The key a controller knows it by: its cache's name, else (no cache, or the one
+    /// [`SHARED_CACHE`] all tenants route to) the tenant's.
     pub fn key(&self) -> &str {
-        self.cache.as_deref().unwrap_or(&self.tenant)
+        match self.cache.as_deref() {
+            Some(c) if c != SHARED_CACHE => c,
+            _ => &self.tenant,
+        }
     }
 }
 

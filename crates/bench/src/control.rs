@@ -220,10 +220,11 @@ pub fn run(demo: Option<Duration>, trace: Option<std::path::PathBuf>) -> crate::
         opts.interval.as_secs_f64()
     );
     println!(
-        "  feasible SLOs met: lachesis {:.1} % of {} tenant-intervals (goal ≥ 95 %) · fair share {:.1} % of {}",
-        100.0 * s.slo_met_share,
+        "  SLOs met: lachesis {:.1} % of {} judged tenant-intervals ({} the plan called infeasible; goal ≥ 95 %) · fair share {:.1} % of {}",
+        100.0 * s.slo_met_share.unwrap_or(0.0),
         s.slo_checks,
-        100.0 * sf.slo_met_share,
+        s.infeasible_checks,
+        100.0 * sf.slo_met_share.unwrap_or(0.0),
         sf.slo_checks
     );
     for (t, v) in &s.per_tenant {

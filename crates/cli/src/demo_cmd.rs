@@ -1,25 +1,28 @@
 //! `lachesis demo`: the controller, six cache nodes and four tenants on loopback in one
-//! process (see the `controller` crate's `demo` module for what runs). It runs the
-//! workload under static fair share on fresh nodes first (the comparison), then under the
-//! chosen scheme (default `lachesis`), printing every interval's table (or, with `--json`,
-//! one object per tenant per interval), and ends with a summary line: the share of
-//! intervals (after the first three) in which each feasible SLO held — a degradation SLO
-//! judged on the interval's requests against the same requests under fair share — and
-//! aggregate throughput against fair share.
+//! process (see the `controller` crate's `demo` module for what runs). It runs the same
+//! workload three times on fresh nodes: under a static fair split (the reference that
+//! degradation SLOs are judged against), under one shared cache per node
+//! (`uncontrolled`), and under the chosen scheme (default `lachesis`). It prints every
+//! interval's table of the scheme's arm (or, with `--json`, one object per tenant per
+//! interval), and ends with the three arms side by side (`controller::demo::DemoSummary`):
+//! per tenant the share of judged intervals after the warm-up in which its SLO held, its
+//! clients' mean and p99 latency, the intervals the plan called infeasible; per arm the
+//! throughput. With `--json` that is the last line, `{"summary": ...}`.
 
 use anyhow::{bail, Context};
 use clap::Args;
-use controller::demo::{run_arm, DemoOptions, Summary};
+use controller::demo::{run_arm, DemoOptions, DemoSummary, WARMUP_INTERVALS};
 use controller::IntervalReport;
 use serde_json::json;
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
 
 /// Arguments of `lachesis demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// How long the workload runs under the scheme (and again under fair share).
-    #[arg(long, default_value = "24s")]
+    /// How long the workload runs in each arm (fair share, a shared cache, the scheme).
+    #[arg(long, default_value = "48s")]
     duration: String,
     /// Enforcement interval.
     #[arg(long, default_value = "2s")]
@@ -27,19 +30,17 @@ pub struct DemoArgs {
     /// One JSON object per tenant per interval, then `{"summary": ...}`.
     #[arg(long)]
     json: bool,
-    /// The control scheme under test.
+    /// The control scheme under test (compared with `fair` and `uncontrolled`).
     #[arg(long, default_value = "lachesis")]
     scheme: String,
-    /// Skip the static fair-share arm (no `throughput_vs_fair`).
-    #[arg(long)]
-    no_fair: bool,
     /// Exclusive levels: the controller plans both levels as one LRU stack and creates the
     /// caches exclusive; level-1 nodes demote the clean blocks they evict to level 2.
     #[arg(long)]
     exclusive: bool,
-    /// Print the fair-share arm's intervals too (tables, or JSON lines with `"arm": "fair"`).
+    /// Print the baseline arms' intervals too (tables, or JSON lines with `"arm": "fair"`
+    /// or `"uncontrolled"`; the scheme's lines carry `"arm": "main"`).
     #[arg(long)]
-    show_fair: bool,
+    show_baselines: bool,
     /// The CloudPhysics trace (default: `shared/traces/cloudPhysicsIO.csv` above the
     /// working directory).
     #[arg(long)]
@@ -80,7 +81,8 @@ fn row_json(r: &IntervalReport) -> Vec<serde_json::Value> {
         .iter()
         .map(|row| {
             json!({"interval": r.interval, "tenant": row.tenant, "slo": row.slo,
-                "latency_ms": row.latency_ms, "l1_hit_ratio": row.l1_hit_ratio,
+                "latency_ms": row.latency_ms, "p99_ms": row.p99_ms,
+                "l1_hit_ratio": row.l1_hit_ratio,
                 "l2_hit_ratio": row.l2_hit_ratio, "l1_size": row.l1_size,
                 "l2_size": row.l2_size, "slo_met": row.slo_met,
                 "target_ms": row.target_ms, "l1_applied": row.l1_applied,
@@ -111,8 +113,18 @@ fn print_table(r: &IntervalReport) {
         }
     );
     println!(
-        "{:<7} {:<22} {:>8} {:>8} {:>7} {:>7} {:>8} {:>8} {:>6}  {:<4}",
-        "tenant", "SLO", "lat ms", "target", "L1 hit", "L2 hit", "L1 MiB", "L2 MiB", "IOPS", "met"
+        "{:<7} {:<22} {:>8} {:>8} {:>8} {:>7} {:>7} {:>8} {:>8} {:>6}  {:<4}",
+        "tenant",
+        "SLO",
+        "lat ms",
+        "p99 ms",
+        "target",
+        "L1 hit",
+        "L2 hit",
+        "L1 MiB",
+        "L2 MiB",
+        "IOPS",
+        "met"
     );
     for row in &r.rows {
         let met = match row.slo_met {
@@ -122,10 +134,11 @@ fn print_table(r: &IntervalReport) {
         };
         let ms = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.3}"));
         println!(
-            "{:<7} {:<22} {:>8} {:>8} {:>7.3} {:>7.3} {:>8.1} {:>8.1} {:>6.0}  {:<4}",
+            "{:<7} {:<22} {:>8} {:>8} {:>8} {:>7.3} {:>7.3} {:>8.1} {:>8.1} {:>6.0}  {:<4}",
             row.tenant,
             row.slo.as_deref().unwrap_or("-"),
             ms(row.latency_ms),
+            ms(row.p99_ms),
             ms(row.target_ms),
             row.l1_hit_ratio,
             row.l2_hit_ratio,
@@ -146,6 +159,9 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         bail!("--duration must be at least one --interval, and --interval above 0");
     }
     control::Scheme::named(&a.scheme).map_err(|e| anyhow::anyhow!("--scheme: {e}"))?;
+    if a.scheme == "fair" || a.scheme == "uncontrolled" {
+        bail!("--scheme: `{}` is one of the demo's baseline arms; name the scheme to compare with them", a.scheme);
+    }
     let trace = match a.trace {
         Some(t) => Some(t),
         None => std::env::current_dir()
@@ -172,44 +188,59 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         .context("starting the runtime")?;
     let json_out = a.json;
     let scheme = a.scheme.clone();
-    // The fair-share arm first, so the scheme's arm can judge each interval's degradation
-    // SLOs against what the same requests took under fair share.
-    let fair = if a.no_fair {
-        None
-    } else {
-        if !json_out {
-            println!(
-                "lachesis demo: first the workload under static fair share (fresh nodes, {} s, and {} s more \
-                 as the reference for degradation SLOs), for the comparison…",
-                duration.as_secs_f64(),
-                duration.as_secs_f64()
-            );
-        }
-        let mut fo = opts.clone();
-        fo.listen = "127.0.0.1:0".into();
-        // Twice as long, the second half only logging: the scheme may get further through
-        // the same requests than fair share does.
-        fo.extend = duration;
-        let show = a.show_fair;
-        Some(rt.block_on(run_arm(
-            &fo,
-            "fair",
-            &dir.path().join("fair"),
-            |_| {},
-            |r| match (show, json_out) {
-                (false, _) => {}
-                (true, true) => {
-                    for mut v in row_json(r) {
-                        v["arm"] = json!("fair");
-                        println!("{v}");
-                    }
+    let secs = duration.as_secs_f64();
+    let show = |arm: &'static str, shown: bool| {
+        move |r: &IntervalReport| match (shown, json_out) {
+            (false, _) => {}
+            (true, true) => {
+                for mut v in row_json(r) {
+                    v["arm"] = json!(arm);
+                    println!("{v}");
                 }
-                (true, false) => print_table(r),
-            },
-            Duration::ZERO,
-            None,
-        ))?)
+            }
+            (true, false) => print_table(r),
+        }
     };
+    // 1. Static fair share, twice as long (the second half only logging: another arm
+    // may get further through the same requests), the reference that degradation SLOs
+    // are judged against.
+    if !json_out {
+        println!(
+            "lachesis demo: the same workload three times on fresh nodes, {secs} s each, every {} s \
+             (the first {WARMUP_INTERVALS} intervals of each arm not counted):\n  1. static fair share \
+             (the reference for degradation SLOs), 2. one shared cache per node (uncontrolled), 3. {scheme}",
+            interval.as_secs_f64()
+        );
+    }
+    let fo = DemoOptions {
+        listen: "127.0.0.1:0".into(),
+        extend: duration,
+        ..opts.clone()
+    };
+    let fair = rt.block_on(run_arm(
+        &fo,
+        "fair",
+        &dir.path().join("fair"),
+        |_| {},
+        show("fair", a.show_baselines),
+        Duration::ZERO,
+        None,
+    ))?;
+    // 2. One shared cache per node.
+    let so = DemoOptions {
+        listen: "127.0.0.1:0".into(),
+        ..opts.clone()
+    };
+    let shared = rt.block_on(run_arm(
+        &so,
+        "uncontrolled",
+        &dir.path().join("uncontrolled"),
+        |_| {},
+        show("uncontrolled", a.show_baselines),
+        Duration::ZERO,
+        Some(&fair),
+    ))?;
+    // 3. The scheme under test.
     let main_arm = rt.block_on(run_arm(
         &opts,
         &scheme,
@@ -219,63 +250,104 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
                 eprintln!("console: {url}");
             } else {
                 println!(
-                    "\nlachesis demo: controller ({scheme}) + 2 level-1 and 4 level-2 nodes + 4 tenants on loopback, \
-                     {} s every {} s\nconsole: {url}",
-                    duration.as_secs_f64(),
-                    interval.as_secs_f64()
+                    "\n{scheme}: controller + 2 level-1 and 4 level-2 nodes + 4 tenants on loopback\nconsole: {url}"
                 );
             }
         },
-        |r| {
-            if json_out {
-                for v in row_json(r) {
-                    println!("{v}");
-                }
-            } else {
-                print_table(r);
-            }
-        },
+        show("main", true),
         linger,
-        fair.as_ref(),
+        Some(&fair),
     ))?;
-    let s = Summary::of(&main_arm, fair.as_ref());
+    let slos = demo_slos(&opts);
+    let s = DemoSummary::of(
+        &[
+            ("fair", &fair),
+            ("uncontrolled", &shared),
+            (scheme.as_str(), &main_arm),
+        ],
+        &scheme,
+        &slos,
+    );
     if json_out {
-        println!(
-            "{}",
-            json!({"summary": {"slo_met_share": s.slo_met_share,
-                "throughput_vs_fair": s.throughput_vs_fair, "intervals": s.intervals,
-                "slo_checks": s.slo_checks, "throughput": s.throughput,
-                "fair_throughput": s.fair_throughput, "per_tenant": s.per_tenant,
-                "latency_vs_fair": s.latency_vs_fair}})
-        );
+        println!("{}", json!({ "summary": s }));
     } else {
-        println!(
-            "\nsummary: slo_met_share {:.3} ({} tenant-intervals with a feasible SLO after the first three; per tenant {}) · \
-             throughput {:.0} req/s under {} vs {} under fair share: throughput_vs_fair {}",
-            s.slo_met_share,
-            s.slo_checks,
-            s.per_tenant
-                .iter()
-                .map(|(k, v)| format!("{k} {v:.2}"))
-                .collect::<Vec<_>>()
-                .join(", "),
-            s.throughput,
-            a.scheme,
-            s.fair_throughput
-                .map_or("-".into(), |f| format!("{f:.0} req/s")),
-            s.throughput_vs_fair
-                .map_or("-".into(), |r| format!("{r:.3}"))
-        );
-        if !s.latency_vs_fair.is_empty() {
-            println!(
-                "mean latency over the run against fair share's: {}",
-                s.latency_vs_fair
-                    .iter()
-                    .map(|(k, v)| format!("{k} {v:.2}×"))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            );
-        }
+        print_summary(&s, &scheme);
     }
     Ok(())
+}
+
+/// Each demo tenant's SLO as text.
+fn demo_slos(opts: &DemoOptions) -> BTreeMap<String, Option<String>> {
+    controller::demo::tenant_slos(opts)
+        .into_iter()
+        .map(|(t, s)| (t, s.map(|s| s.to_string())))
+        .collect()
+}
+
+/// The three arms side by side, and what each got wrong.
+fn print_summary(s: &DemoSummary, scheme: &str) {
+    let arms = ["uncontrolled", "fair", scheme];
+    let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0} %", 100.0 * x));
+    let ms = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.2}"));
+    println!("\nsummary (after the warm-up; SLO share = intervals the SLO held of those judged):");
+    println!(
+        "{:<8} {:<22} {:>24} {:>24} {:>24}",
+        "tenant", "SLO", "shared cache", "static fair split", scheme
+    );
+    println!(
+        "{:<8} {:<22} {:>24} {:>24} {:>24}",
+        "", "", "met · mean/p99 ms", "met · mean/p99 ms", "met · mean/p99 ms"
+    );
+    let names: Vec<&String> = s
+        .arms
+        .get(scheme)
+        .map_or(Vec::new(), |a| a.tenants.keys().collect());
+    for t in names {
+        let cell = |arm: &str| {
+            s.arms
+                .get(arm)
+                .and_then(|a| a.tenants.get(t))
+                .map_or("-".to_string(), |r| {
+                    let inf = if r.infeasible_intervals > 0 {
+                        format!(" ({} infeasible)", r.infeasible_intervals)
+                    } else {
+                        String::new()
+                    };
+                    format!(
+                        "{}{inf} · {}/{}",
+                        pct(r.slo_met_share),
+                        ms(r.mean_ms),
+                        ms(r.p99_ms)
+                    )
+                })
+        };
+        let slo = s.arms[scheme].tenants[t].slo.clone().unwrap_or("-".into());
+        println!(
+            "{:<8} {:<22} {:>24} {:>24} {:>24}",
+            t,
+            slo,
+            cell(arms[0]),
+            cell(arms[1]),
+            cell(arms[2])
+        );
+    }
+    let tput = |arm: &str| s.arms.get(arm).map_or(0.0, |a| a.throughput);
+    println!(
+        "{:<8} {:<22} {:>24} {:>24} {:>24}",
+        "all",
+        "throughput (req/s)",
+        format!("{:.0}", tput(arms[0])),
+        format!("{:.0}", tput(arms[1])),
+        format!("{:.0}", tput(arms[2]))
+    );
+    println!(
+        "\n{scheme}: SLOs met in {} of judged tenant-intervals; throughput {} × fair share's, {} × the shared cache's",
+        pct(s.slo_met_share),
+        s.throughput_vs_fair.map_or("-".into(), |r| format!("{r:.2}")),
+        if tput(arms[0]) > 0.0 {
+            format!("{:.2}", tput(arms[2]) / tput(arms[0]))
+        } else {
+            "-".into()
+        }
+    );
 }

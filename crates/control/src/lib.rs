@@ -12,7 +12,7 @@
 //! 1. observed service times, idleness and MLMS samples update the state;
 //! 2. each tenant's latency model ([`model`]) from its curve (of the policy it runs) and
 //!    service times; its latency target from its SLO ([`model::latency_target`]);
-//! 3. the do-no-harm guard ([`guard`], ours only): each tenant with a degradation or
+//! 3. the do-no-harm guard ([`guard`], ours only): each tenant with a degradation, mean or tail
 //!    latency SLO is held at its fair share (sizes and policy) until its latency there is
 //!    measured and its curve has earned trust, and every tenant on its nodes goes back to
 //!    fair share when a move is measured to hurt it;

@@ -7,7 +7,7 @@
 //! | GET | `/v1/status` | scheme, store, interval, whether this replica leads and who does (`replica`: `{me, leading, leader, leader_api}`, `null` for a sole controller), the last interval's table |
 //! | GET, POST | `/v1/tenants` | list (with status) / create a tenant (`TenantSpec`) |
 //! | GET, PUT, DELETE | `/v1/tenants/{t}` | one / replace / remove |
-//! | PUT | `/v1/tenants/{t}/slo` | `{"slo": {"latency_ms": 2.0} or null, "class": "gold"}` |
+//! | PUT | `/v1/tenants/{t}/slo` | `{"slo": {"latency_ms": 2.0} or {"p99_ms": 5} or null, "class": "gold"}` |
 //! | GET | `/v1/nodes` | the registry and each node's health |
 //! | POST | `/v1/nodes/register` | a node's registration (see `registry`) |
 //! | POST | `/v1/nodes/{n}/heartbeat` | `{"epoch","uptime_ms"}`; 404 = register again |
@@ -213,6 +213,11 @@ mod tests {
             serde_json::from_value(serde_json::to_value(&sent).unwrap()).unwrap();
         assert_eq!(got.slo, Some(control::Slo::LatencyMs(2.0)));
         assert_eq!(got.class.as_deref(), Some("gold"));
+        // A tail SLO, as `ctl slo T --set '{"p99_ms": 5}'` sends it.
+        let got: SetSlo<control::Slo> =
+            serde_json::from_value(serde_json::json!({"slo": {"p99_ms": 5}, "class": null}))
+                .unwrap();
+        assert_eq!(got.slo, Some(control::Slo::P99Ms(5.0)));
         // `--set null` without a class.
         let got: SetSlo<control::Slo> =
             serde_json::from_value(serde_json::json!({"slo": null, "class": null})).unwrap();

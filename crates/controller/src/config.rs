@@ -133,8 +133,8 @@ pub struct NodeSpec {
 pub struct TenantSpec {
     /// Its name (unique).
     pub name: String,
-    /// Its objective: `{ latency_ms = 2.0 }`, `{ iops = 5000 }`, `{ mbps = 40 }` or
-    /// `{ degradation = 0.05 }`.
+    /// Its objective: `{ latency_ms = 2.0 }`, `{ p99_ms = 5 }` (or `p95_ms`, `p999_ms`),
+    /// `{ iops = 5000 }`, `{ mbps = 40 }` or `{ degradation = 0.05 }`.
     #[serde(default)]
     pub slo: Option<Slo>,
     /// `gold`, `silver` or `best-effort` (default).
@@ -225,7 +225,16 @@ impl ControllerConfig {
                 c.interval_secs
             ));
         }
-        control::Scheme::named(&c.scheme).map_err(|e| format!("controller.scheme: {e}"))?;
+        let scheme =
+            control::Scheme::named(&c.scheme).map_err(|e| format!("controller.scheme: {e}"))?;
+        if scheme.allocation == control::Allocation::Alone {
+            return Err(format!(
+                "controller.scheme = \"{}\" is a simulator baseline (each tenant alone on \
+                 every node it uses, as if it had the hardware to itself), which real nodes \
+                 shared by several tenants cannot run; use \"fair\" or \"uncontrolled\"",
+                c.scheme
+            ));
+        }
         if c.block_size.0 == 0 || !c.block_size.0.is_power_of_two() {
             return Err(format!(
                 "controller.block_size = {} must be a power of two",
@@ -392,6 +401,9 @@ servers = ["l2"]
         let bad = GOOD.replace("scheme = \"lachesis\"", "scheme = \"nope\"");
         let e = ControllerConfig::parse(&bad).unwrap_err();
         assert!(e.contains("controller.scheme"), "{e}");
+        let bad = GOOD.replace("scheme = \"lachesis\"", "scheme = \"independent\"");
+        let e = ControllerConfig::parse(&bad).unwrap_err();
+        assert!(e.contains("simulator baseline"), "{e}");
         let bad = GOOD.replace("servers = [\"l2\"]", "servers = []");
         let e = ControllerConfig::parse(&bad).unwrap_err();
         assert!(e.contains("tenant \"db\".volume \"db\".servers"), "{e}");

@@ -15,8 +15,8 @@
 use crate::registry::NodeEntry;
 use crate::service::Volume;
 use api::client::{CallError, NodeClient};
-use api::node::{CacheInfo, CachePatch, CreateCache, CreateRule};
-use control::{Plan, Topology};
+use api::node::{CacheInfo, CachePatch, CreateCache, CreateRule, SHARED_CACHE};
+use control::{Layout, Plan, Topology};
 use serde::{Deserialize, Serialize};
 use units::ByteSize;
 
@@ -31,8 +31,9 @@ pub struct WantCache {
     pub eviction: String,
     /// Admission policy.
     pub admission: String,
-    /// Whether the node exports the volume (then a rule sends it to the cache).
-    pub exported: bool,
+    /// The exports whose rule sends their requests to it: the volume's own if the node
+    /// exports it, or every exported volume's for the shared cache.
+    pub routes: Vec<String>,
     /// Exclusive levels (`upper` on a level-1 node, `lower` on a level-2 node).
     pub exclusive: bool,
 }
@@ -59,9 +60,12 @@ pub struct Action {
     pub result: String,
 }
 
-/// The caches the plan wants on node `e`.
+/// The caches the plan wants on node `e`: one per volume placed on it, or under a shared
+/// layout ([`Layout::Shared`], the `uncontrolled` scheme) one cache, [`SHARED_CACHE`], of
+/// the node's whole memory, that every volume the node exports is routed to.
 pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs: u64) -> Desired {
     let mut caches: Vec<WantCache> = Vec::new();
+    let exports = |v: &Volume| e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.cache);
     for (i, tp) in plan.tenants.iter().enumerate() {
         let v = &vols[i];
         let blocks = if e.level == 1 && topo.hosts[tp.l1.node].name == e.name {
@@ -74,22 +78,38 @@ pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs:
         } else {
             None
         };
-        if let Some(b) = blocks {
-            // A volume on several hosts is several tenants: on a server, its one cache
-            // holds all their level-2 partitions.
-            if let Some(c) = caches.iter_mut().find(|c| c.name == v.cache) {
-                c.size += b * bs;
-                continue;
+        let Some(b) = blocks else {
+            continue;
+        };
+        let route = exports(v).then(|| v.cache.clone());
+        if plan.layout == Layout::Shared {
+            match caches.first_mut() {
+                Some(c) => c.routes.extend(route),
+                None => caches.push(WantCache {
+                    name: SHARED_CACHE.to_string(),
+                    size: e.cache_size / bs * bs,
+                    eviction: tp.eviction.clone(),
+                    admission: tp.admission.clone(),
+                    routes: route.into_iter().collect(),
+                    exclusive: v.exclusive,
+                }),
             }
-            caches.push(WantCache {
-                name: v.cache.clone(),
-                size: b * bs,
-                eviction: tp.eviction.clone(),
-                admission: tp.admission.clone(),
-                exported: e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.cache),
-                exclusive: v.exclusive,
-            });
+            continue;
         }
+        // A volume on several hosts is several tenants: on a server, its one cache
+        // holds all their level-2 partitions.
+        if let Some(c) = caches.iter_mut().find(|c| c.name == v.cache) {
+            c.size += b * bs;
+            continue;
+        }
+        caches.push(WantCache {
+            name: v.cache.clone(),
+            size: b * bs,
+            eviction: tp.eviction.clone(),
+            admission: tp.admission.clone(),
+            routes: route.into_iter().collect(),
+            exclusive: v.exclusive,
+        });
     }
     // At least one block each, the sum within the node's memory.
     let cap = e.cache_size / bs * bs;
@@ -251,49 +271,51 @@ pub fn apply(
             }
         }
     }
-    // Rules: every exported volume's requests go to its cache.
+    // Rules: every routed export's requests go to its cache.
     let rules = match c.rules() {
         Ok(v) => v,
         Err(e) => return Err((actions, e)),
     };
     let caches = c.caches().unwrap_or(caches);
-    for w in want.caches.iter().filter(|w| w.exported) {
+    for w in &want.caches {
         let Some(id) = caches.iter().find(|x| x.name == w.name).map(|x| x.id) else {
             continue;
         };
-        let mine = rules
-            .iter()
-            .any(|r| r.export == w.name && r.cache == id && r.client.is_none());
-        if mine {
-            continue;
-        }
-        // A whole-export rule to another cache would overlap: replace it.
-        for r in rules
-            .iter()
-            .filter(|r| r.export == w.name && r.cache != id && r.client.is_none())
-        {
-            let res = c.remove_rule(r.id).map(|_| ());
-            actions.push(act("unrule", &w.name, format!("rule {}", r.id), &res));
-        }
-        let rule = CreateRule {
-            export: w.name.clone(),
-            cache: w.name.clone(),
-            ..Default::default()
-        };
-        let r = c.create_rule(&rule).map(|_| ());
-        let r = match r {
-            // A node that does not export the volume: nothing to route.
-            Err(CallError::Status { status: 404, .. }) => continue,
-            r => r,
-        };
-        actions.push(act(
-            "rule",
-            &w.name,
-            format!("export {0} -> cache {0}", w.name),
-            &r,
-        ));
-        if let Err(e) = r {
-            first_err.get_or_insert(e);
+        for export in &w.routes {
+            let mine = rules
+                .iter()
+                .any(|r| &r.export == export && r.cache == id && r.client.is_none());
+            if mine {
+                continue;
+            }
+            // A whole-export rule to another cache would overlap: replace it.
+            for r in rules
+                .iter()
+                .filter(|r| &r.export == export && r.cache != id && r.client.is_none())
+            {
+                let res = c.remove_rule(r.id).map(|_| ());
+                actions.push(act("unrule", export, format!("rule {}", r.id), &res));
+            }
+            let rule = CreateRule {
+                export: export.clone(),
+                cache: w.name.clone(),
+                ..Default::default()
+            };
+            let r = c.create_rule(&rule).map(|_| ());
+            let r = match r {
+                // A node that does not export the volume: nothing to route.
+                Err(CallError::Status { status: 404, .. }) => continue,
+                r => r,
+            };
+            actions.push(act(
+                "rule",
+                export,
+                format!("export {export} -> cache {}", w.name),
+                &r,
+            ));
+            if let Err(e) = r {
+                first_err.get_or_insert(e);
+            }
         }
     }
     match first_err {
@@ -305,7 +327,7 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use control::{Layout, Partition, Reason, TenantPlan};
+    use control::{Partition, Reason, TenantPlan};
 
     #[test]
     fn zero_partitions_keep_a_block_within_capacity() {
@@ -384,10 +406,22 @@ mod tests {
             name: "s".into(),
             level: 2,
             cache_size: 10 * 4096,
-            ..e
+            ..e.clone()
         };
         let d = desired(&topo, &plan, &vols, &e2, 4096);
         assert_eq!(d.caches.len(), 2);
         assert!(d.caches.iter().all(|c| c.size == 5 * 4096));
+        // Shared: one cache of the node's whole memory, both volumes routed to it.
+        let shared = Plan {
+            layout: Layout::Shared,
+            ..plan
+        };
+        for node in [&e, &e2] {
+            let d = desired(&topo, &shared, &vols, node, 4096);
+            assert_eq!(d.caches.len(), 1);
+            assert_eq!(d.caches[0].name, SHARED_CACHE);
+            assert_eq!(d.caches[0].size, 10 * 4096);
+            assert_eq!(d.caches[0].routes, vec!["a".to_string(), "b".to_string()]);
+        }
     }
 }

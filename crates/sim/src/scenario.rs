@@ -27,7 +27,7 @@
 //! host = "h1"
 //! servers = ["s1"]
 //! stripe_unit = "64KiB"
-//! slo = { degradation = 0.05 }   # or { latency_ms = 2.0 } / { iops = 5000 } / { mbps = 40 }
+//! slo = { degradation = 0.05 }   # or { latency_ms = 2.0 } / { p99_ms = 5 } (p95_ms, p999_ms) / { iops = 5000 } / { mbps = 40 }
 //! rate = 2000                 # optional: issue at this many requests/s (Poisson)
 //! depth = 8                   # optional: closed loop with this many in flight
 //! max_in_flight = 256         # optional, open loops (rate or timestamps): the client's

@@ -12,3 +12,4 @@ mod console_chromium;
 mod etcd;
 mod levels;
 mod live;
+mod shared;
