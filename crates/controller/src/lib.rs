@@ -15,6 +15,7 @@
 //! | [`observe`] | nodes' cumulative observations (`api::node`) to one interval's `control::Observations` |
 //! | [`reconcile`] | a node's actual caches and rules made to match the plan (through `api::client::NodeClient`) |
 //! | [`service`] | the loop and the state behind the API |
+//! | [`fanout`] | one blocking call per node on a bounded number of threads (polls, reconciles) |
 //! | [`api`], [`auth`], [`console`] | HTTP: JSON verbs, bearer token, operator's page |
 //! | [`demo`] | `lachesis demo`: disks, nodes, controller and tenants on loopback |
 //!
@@ -26,6 +27,7 @@ pub mod config;
 pub mod console;
 pub mod demo;
 pub mod etcd;
+pub mod fanout;
 pub mod observe;
 pub mod reconcile;
 pub mod registry;

@@ -596,16 +596,19 @@ impl Service {
                 .map(|e| (e.name.clone(), self.client_for(e)))
                 .collect()
         };
-        let polled: Vec<(String, Result<api::node::NodeObservations, String>)> = targets
-            .into_iter()
-            .map(|(name, c)| {
-                let r = match c {
-                    Some(c) => c.observations().map_err(|e| e.to_string()),
-                    None => Err("no API address or token yet (not registered)".into()),
-                };
-                (name, r)
-            })
-            .collect();
+        // Every node at once (bounded): the poll takes the slowest answer, not the sum.
+        let polled: Vec<(String, Result<api::node::NodeObservations, String>)> =
+            crate::fanout::map_bounded(
+                &targets,
+                crate::fanout::MAX_CONCURRENT_NODE_CALLS,
+                |(name, c)| {
+                    let r = match c {
+                        Some(c) => c.observations().map_err(|e| e.to_string()),
+                        None => Err("no API address or token yet (not registered)".into()),
+                    };
+                    (name.clone(), r)
+                },
+            );
         let now = unix_now();
         let mut g = self.lock();
         let seconds = g
@@ -712,22 +715,18 @@ impl Service {
             .map(|e| (e.name.clone(), e.epoch.clone()))
             .collect();
         drop(g);
-        // Every node at once: a node busy writing back what a shrink evicts holds up only
-        // its own reconcile.
-        let done: Vec<_> = std::thread::scope(|sc| {
-            let handles: Vec<_> = work
-                .iter()
-                .map(|(name, client, want, fresh)| {
-                    sc.spawn(move || {
-                        if *fresh {
-                            tracing::info!(node = %name, "programming the node from the plan");
-                        }
-                        (name.clone(), reconcile::apply(client, name, want))
-                    })
-                })
-                .collect();
-            handles.into_iter().filter_map(|h| h.join().ok()).collect()
-        });
+        // Every node at once (bounded): a node busy writing back what a shrink evicts holds
+        // up only its own reconcile.
+        let done: Vec<_> = crate::fanout::map_bounded(
+            &work,
+            crate::fanout::MAX_CONCURRENT_NODE_CALLS,
+            |(name, client, want, fresh)| {
+                if *fresh {
+                    tracing::info!(node = %name, "programming the node from the plan");
+                }
+                (name.clone(), reconcile::apply(client, name, want))
+            },
+        );
         let mut actions = Vec::new();
         let mut programmed = Vec::new();
         for (name, r) in done {
