@@ -6,7 +6,10 @@
 //! cache's rules match on and the tenant counters are kept under. The cache's data path is
 //! blocking (backends may block on disks or on upstream NBD connections), so each request
 //! runs under `block_in_place` (on a current-thread runtime, on the blocking pool); the
-//! connection keeps many in flight and replies out of order. Whether a read is in memory
+//! connection keeps many in flight and replies out of order. On nbd's threaded path (few
+//! connections, the usual case) a request that reaches here already runs on a connection
+//! thread of its own, kept between requests, where `block_in_place` just runs it: a miss
+//! costs no thread hand-off beyond the nbd leader's. Whether a read is in memory
 //! is decided once, by the connection: it offers each small read to
 //! [`Export::read_now`], which finds and copies it in one hold of its partition's lock
 //! ([`cache::CacheNode::with_resident`]) so the connection serves it inline, with no
@@ -15,9 +18,11 @@
 //! copying it first. Only what those decline reaches [`Export::read`], which goes
 //! straight to the cache's ordinary read.
 //! Latency is timed around the whole request; bandwidth shares are waited for before it
-//! starts. Every read and write also feeds its blocks to the tenant's profiler and its
-//! latency to the tenant's observer (`observe`), a read as a hit when every block was in
-//! memory (served by `read_now`, or found by the cache's read) and as a miss otherwise.
+//! starts. Every request is timed once ([`CacheExport::timed`]): into one histogram (the
+//! export's and client's, `latency`) and the tenant's hit/miss sums (`observe`), a read
+//! as a hit when every block was in memory (served by `read_now`, or found by the
+//! cache's read) and as a miss otherwise; its blocks are fed once to the tenant's
+//! profiler.
 //! Block status (`base:allocation`) comes from [`cache::CacheNode::block_status`]: the
 //! backend's holes (a file image's, from `lseek`; other backends report all data), less
 //! every block a cache holds dirty, so data not yet written back is never called a hole.
@@ -121,6 +126,12 @@ pub struct CacheExport {
 }
 
 impl CacheExport {
+    /// Times one request that took `took`: its one histogram and the tenant's sums.
+    fn timed(&self, write: bool, service: Service, took: std::time::Duration) {
+        self.latency.record(write, took);
+        self.observer.latency(service, took);
+    }
+
     /// Feeds the blocks of `[offset, offset + len)` to the tenant's profiler.
     fn profile(&self, offset: u64, len: u64) {
         if len == 0 {
@@ -169,13 +180,11 @@ impl CacheExport {
                 .map_err(|e| io::Error::other(format!("cache task failed: {e}")))?
                 .map_err(io_error)
         };
-        let took = start.elapsed();
-        self.latency.record(write, took);
         let service = match &out {
             Ok(v) => kind(v),
             Err(_) => Service::Other,
         };
-        self.observer.latency(service, took);
+        self.timed(write, service, start.elapsed());
         out
     }
 
@@ -218,9 +227,7 @@ impl CacheExport {
             .with_resident(&self.export, &self.client, offset, len, f)
         {
             Ok(Some(())) => {
-                let took = start.elapsed();
-                self.latency.record(false, took);
-                self.observer.latency(Service::Hit, took);
+                self.timed(false, Service::Hit, start.elapsed());
                 self.profile(offset, len as u64);
                 Some(Ok(()))
             }

@@ -1,12 +1,14 @@
 //! Per-tenant latency histograms (HdrHistogram, microseconds, 3 significant digits), one for
-//! reads and one for writes, recorded by the NBD adapter around each data request.
+//! reads and one for writes, recorded by the NBD adapter around each data request: the
+//! node's one latency histogram per request. A tenant's observations (`observe`) take
+//! their percentiles from these, merged over the tenant's exports and clients.
 
 use hdrhistogram::Histogram;
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Largest latency recorded exactly (larger values are clamped): one minute.
-const MAX_MICROS: u64 = 60_000_000;
+pub(crate) const MAX_MICROS: u64 = 60_000_000;
 
 /// Read and write latency of one tenant.
 pub struct Latency {
@@ -49,6 +51,28 @@ impl Latency {
         let us = (took.as_micros() as u64).clamp(1, MAX_MICROS);
         let h = if write { &self.writes } else { &self.reads };
         lock(h).saturating_record(us);
+    }
+
+    /// Reads and writes in one histogram.
+    pub fn merged(&self) -> Histogram<u64> {
+        let mut h = lock(&self.reads).clone();
+        self.merge_writes_into(&mut h);
+        h
+    }
+
+    /// Adds the reads and writes to `h` (of the same bounds).
+    pub fn merge_into(&self, h: &mut Histogram<u64>) {
+        h.add(&*lock(&self.reads)).expect("same bounds");
+        self.merge_writes_into(h);
+    }
+
+    fn merge_writes_into(&self, h: &mut Histogram<u64>) {
+        h.add(&*lock(&self.writes)).expect("same bounds");
+    }
+
+    /// An empty histogram of the recorders' bounds.
+    pub fn empty() -> Histogram<u64> {
+        Histogram::new_with_bounds(1, MAX_MICROS, 3).expect("valid bounds")
     }
 
     /// The percentiles now.

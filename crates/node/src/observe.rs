@@ -11,11 +11,13 @@
 //!   every other candidate policy at [`PHANTOM_FRACTIONS`] of the tenant's profiled range,
 //!   sampled at `mrc::profiler::phantom_rates` (the smallest phantom holds about 128
 //!   keys where a rate of at most 1/16 allows);
-//! * its request latency (HdrHistogram, two significant digits, for percentiles; exact
-//!   sums for means), split into reads served wholly from this node's memory (`hit`) and
-//!   reads that went below it (`miss`, with a histogram of its own). The answer carries
-//!   both histograms' recorded buckets, cumulative like every counter, so a controller
-//!   takes an interval's percentiles from the difference of two answers.
+//! * its request latency: exact sums for means, split into reads served wholly from this
+//!   node's memory (`hit`) and reads that went below it (`miss`); the percentiles come
+//!   from the tenant's latency histograms (`crate::latency`, one per export and client,
+//!   merged when asked), so a request is timed into one histogram only, and a miss into
+//!   one more of the tenant's misses (two significant digits). The answer carries both
+//!   histograms' recorded buckets, cumulative like every counter, so a controller takes
+//!   an interval's percentiles from the difference of two answers.
 //!
 //! The profiled range of a tenant is its exports' blocks, capped at four times the node's
 //! cache (and at least 64 blocks): curves cover sizes `0..=range`.
@@ -28,6 +30,7 @@
 //! (the last one to two windows), the phantoms' curves cover everything since start. The
 //! controller takes differences between polls and recognises a restart by the `epoch`.
 
+use crate::latency::MAX_MICROS;
 use crate::state::NodeState;
 use api::node::{
     LatencyView, NodeObservations, PolicyPoints, Served, ServedView, TenantObservations,
@@ -49,8 +52,6 @@ pub const LRU_POINTS: u64 = 32;
 /// The candidate policies profiled besides LRU by default (the `control` crate's default
 /// candidates).
 pub const DEFAULT_PHANTOM_POLICIES: [&str; 3] = ["arc", "lirs", "s3fifo"];
-/// Largest latency recorded exactly (larger values are clamped): one minute.
-const MAX_MICROS: u64 = 60_000_000;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -86,7 +87,6 @@ impl Sum {
 pub struct TenantObserver {
     range_blocks: u64,
     profile: Mutex<Profile>,
-    histogram: Mutex<Histogram<u64>>,
     miss_histogram: Mutex<Histogram<u64>>,
     all: Sum,
     hit: Sum,
@@ -129,7 +129,6 @@ impl TenantObserver {
                 lru: OnlineProfiler::new(PROFILER_SMAX, PROFILER_WINDOW),
                 phantoms,
             }),
-            histogram: Mutex::new(shipped_histogram()),
             miss_histogram: Mutex::new(shipped_histogram()),
             all: Sum::default(),
             hit: Sum::default(),
@@ -148,14 +147,14 @@ impl TenantObserver {
         }
     }
 
-    /// Records one request's latency.
+    /// Adds one request's latency to the sums, and a miss's to the misses' histogram (the
+    /// request's own histogram is `crate::latency`'s).
     pub fn latency(&self, service: Service, took: Duration) {
-        let us = (took.as_micros() as u64).clamp(1, MAX_MICROS);
-        lock(&self.histogram).saturating_record(us);
         self.all.add(took);
         match service {
             Service::Hit => self.hit.add(took),
             Service::Miss => {
+                let us = (took.as_micros() as u64).clamp(1, MAX_MICROS);
                 lock(&self.miss_histogram).saturating_record(us);
                 self.miss.add(took)
             }
@@ -196,9 +195,9 @@ impl TenantObserver {
         out
     }
 
-    /// The latency now.
-    pub fn latency_view(&self) -> (LatencyView, ServedView) {
-        let h = lock(&self.histogram);
+    /// The latency now, its percentiles from `h`, the tenant's requests' histogram
+    /// ([`NodeState::tenant_histogram`]).
+    pub fn latency_view(&self, h: &Histogram<u64>) -> (LatencyView, ServedView) {
         let all = self.all.snapshot();
         let q = |x: f64| {
             if h.is_empty() {
@@ -213,7 +212,7 @@ impl TenantObserver {
                 sum_ms: all.sum_ms,
                 p50_ms: q(0.5),
                 p99_ms: q(0.99),
-                buckets: buckets(&h),
+                buckets: buckets(h),
                 miss_buckets: buckets(&lock(&self.miss_histogram)),
             },
             ServedView {
@@ -271,7 +270,7 @@ pub fn observations(s: &NodeState) -> NodeObservations {
 fn tenant(s: &NodeState, name: &str, bs: u64) -> TenantObservations {
     let counters = s.tenant_counters(name);
     let obs = s.observer(name);
-    let (latency, served) = obs.latency_view();
+    let (latency, served) = obs.latency_view(&s.tenant_histogram(name));
     let cache = s.cache_of_tenant(name).and_then(|id| s.cache(id).ok());
     TenantObservations {
         tenant: name.to_string(),
@@ -331,14 +330,19 @@ mod tests {
     #[test]
     fn latency_split_and_percentiles() {
         let o = TenantObserver::new(100, &[]).unwrap();
+        let h = crate::latency::Latency::default();
+        let timed = |service, took| {
+            o.latency(service, took);
+            h.record(service == Service::Other, took);
+        };
         for _ in 0..90 {
-            o.latency(Service::Hit, Duration::from_micros(100));
+            timed(Service::Hit, Duration::from_micros(100));
         }
         for _ in 0..10 {
-            o.latency(Service::Miss, Duration::from_millis(5));
+            timed(Service::Miss, Duration::from_millis(5));
         }
-        o.latency(Service::Other, Duration::from_millis(1));
-        let (l, s) = o.latency_view();
+        timed(Service::Other, Duration::from_millis(1));
+        let (l, s) = o.latency_view(&h.merged());
         assert_eq!(l.count, 101);
         assert!((l.sum_ms - (9.0 + 50.0 + 1.0)).abs() < 1e-9, "{l:?}");
         assert!((l.p50_ms - 0.1).abs() < 0.001, "{l:?}");

@@ -622,6 +622,20 @@ impl NodeState {
             .clone()
     }
 
+    /// Every request of `tenant` (its exports' recorders, all clients) in one histogram.
+    pub fn tenant_histogram(&self, tenant: &str) -> hdrhistogram::Histogram<u64> {
+        let lat: Vec<Arc<Latency>> = lock(&self.latency)
+            .iter()
+            .filter(|((export, _), _)| self.exports.get(export).is_some_and(|e| e.tenant == tenant))
+            .map(|(_, l)| l.clone())
+            .collect();
+        let mut h = Latency::empty();
+        for l in lat {
+            l.merge_into(&mut h);
+        }
+        h
+    }
+
     /// Every tenant that sent a request.
     pub fn tenants(&self) -> Vec<TenantInfo> {
         let lat: Vec<_> = lock(&self.latency)

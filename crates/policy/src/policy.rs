@@ -175,11 +175,11 @@ impl<'a> Directory<'a> {
         *v = GHOST | tag;
     }
 
-    /// Drops every ghost for which `keep(key, tag)` is false (a sweep of the whole
-    /// directory, for policies that leave dropped ghosts behind and clean up in bulk).
-    pub fn retain_ghosts(&mut self, mut keep: impl FnMut(Key, u32) -> bool) {
-        self.map
-            .retain(|k, v| *v & GHOST == 0 || keep(k, *v & !GHOST));
+    /// A hint: starts loading the directory bucket of `key` (a ghost the policy will
+    /// [`Directory::forget`] soon), so that removal does not wait for memory.
+    #[inline]
+    pub fn prefetch(&self, key: Key) {
+        self.map.prefetch(crate::dirmap::Hashed::new(key));
     }
 
     /// Drops ghost `key` from the directory.

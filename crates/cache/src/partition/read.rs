@@ -1,6 +1,9 @@
 //! The read path of a partition: hits are copied (or lent, [`Lent`]) under the lock;
 //! misses register in the fill table, read the backend outside the lock while holding the
 //! blocks' stripes, and install what they read unless a write changed the block meanwhile.
+//! A missed block the request covers whole is read straight into the caller's buffer and
+//! installed from there (one copy, into its slot); only a request's partial end blocks
+//! are read into a scratch block first.
 //! A lower exclusive level (`demote`) keeps nothing a routed read serves: clean hits are
 //! dropped once copied, misses are not installed.
 
@@ -173,19 +176,40 @@ impl Partition {
         // is installed, like every backend write does, so a fill never reads the backend
         // in the middle of a write-back or write-through of the same block.
         let stripes = vol.lock_blocks(misses[0].0, misses[misses.len() - 1].0);
-        let mut scratch = vec![0u8; misses.len() * self.bs];
+        // A missed block the request covers whole is read straight into `buf` (the reply)
+        // and installed from there; only a block the request covers in part (its
+        // unaligned ends, at most two) goes through `scratch`. Consecutive whole blocks
+        // are one backend read.
+        let end = offset + len as u64;
+        let whole = |b: u64| b * bs >= offset && (b + 1) * bs <= end;
+        let partial = misses.iter().filter(|&&(b, _)| !whole(b)).count();
+        let mut scratch = vec![0u8; partial * self.bs];
+        // Where each miss's bytes are: `Ok(at)` in `buf`, `Err(at)` in `scratch`.
+        let mut at: Vec<std::result::Result<usize, usize>> = Vec::with_capacity(misses.len());
         let mut err = None;
         let mut i = 0;
         while i < misses.len() {
-            let mut j = i + 1;
-            while j < misses.len() && misses[j].0 == misses[j - 1].0 + 1 {
-                j += 1;
-            }
-            if let Err(e) = vol.read_blocks(misses[i].0, &mut scratch[i * self.bs..j * self.bs]) {
+            let b = misses[i].0;
+            let res = if whole(b) {
+                let mut j = i + 1;
+                while j < misses.len() && misses[j].0 == misses[j - 1].0 + 1 && whole(misses[j].0) {
+                    j += 1;
+                }
+                let start = (b * bs - offset) as usize;
+                at.extend((0..j - i).map(|k| Ok(start + k * self.bs)));
+                let res = vol.read_blocks(b, &mut buf[start..start + (j - i) * self.bs]);
+                i = j;
+                res
+            } else {
+                let s = at.iter().filter(|w| w.is_err()).count() * self.bs;
+                at.push(Err(s));
+                i += 1;
+                vol.read_blocks(b, &mut scratch[s..s + self.bs])
+            };
+            if let Err(e) = res {
                 err = Some(e);
                 break;
             }
-            i = j;
         }
         let mut victims = Vec::new();
         {
@@ -198,7 +222,10 @@ impl Partition {
                     continue;
                 }
                 if g.bc.lookup(key).is_none() && !g.st.wb.contains_key(&key) {
-                    let data = &scratch[idx * self.bs..(idx + 1) * self.bs];
+                    let data = match at[idx] {
+                        Ok(s) => &buf[s..s + self.bs],
+                        Err(s) => &scratch[s..s + self.bs],
+                    };
                     g.insert(key, data, false, &mut victims);
                 }
             }
@@ -208,10 +235,11 @@ impl Partition {
         if let Some(e) = err {
             return Err(e);
         }
-        for (idx, &(b, _)) in misses.iter().enumerate() {
-            let (in_off, dst) = seg(b, offset, len, bs);
-            let s = idx * self.bs + in_off;
-            buf[dst.clone()].copy_from_slice(&scratch[s..s + dst.len()]);
+        for (&(b, _), w) in misses.iter().zip(&at) {
+            if let Err(s) = *w {
+                let (in_off, dst) = seg(b, offset, len, bs);
+                buf[dst.clone()].copy_from_slice(&scratch[s + in_off..s + in_off + dst.len()]);
+            }
         }
         // Dirty blocks this fill evicted wait in the write-back table for the cleaner
         // (`dirty`): a read never pays for writing back what writers dirtied.

@@ -19,6 +19,7 @@ mod hierarchy;
 mod hostile;
 mod image;
 mod live;
+mod misses;
 mod nbd_tls;
 mod observations;
 mod page_chromium;

@@ -142,15 +142,6 @@ impl GhostRing {
         self.head = to;
     }
 
-    /// Whether sequence number `seq` may belong to a live ghost: it is in the live window
-    /// and not removed. Without [`GhostRing::holds`]'s key check, a number dropped so long
-    /// ago that the numbers wrapped around passes too (a harmless keep in a sweep).
-    #[inline]
-    pub fn may_hold(&self, seq: u32) -> bool {
-        (seq.wrapping_sub(self.tail) & SEQ_MASK) < self.span() as u32
-            && !self.is_dead(seq & self.mask())
-    }
-
     /// Whether `key` is the live ghost with sequence number `seq` (false for a number
     /// that was dropped, removed, or reused by another key since).
     #[inline]
@@ -190,6 +181,16 @@ impl GhostRing {
             *w &= !(1 << (i & 63));
             self.tail = Self::next(self.tail);
         }
+    }
+
+    /// The oldest live ghost (the next [`GhostRing::pop_back`]), if it is at the back
+    /// already (always so right after a pop or a removal, which skip tombstones).
+    #[inline]
+    pub fn back(&self) -> Option<Key> {
+        if self.tail == self.head || self.is_dead(self.tail & self.mask()) {
+            return None;
+        }
+        Some(self.keys[(self.tail & self.mask()) as usize])
     }
 
     /// Removes and returns the oldest live ghost.

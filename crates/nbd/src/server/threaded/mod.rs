@@ -40,8 +40,9 @@
 //!   cost bounded memory together. Threads: one per request in progress, at most
 //!   `max_in_flight` per connection; every thread beyond a connection's first holds a
 //!   worker of the node-wide pool (`limits`), and a thread that finishes its request
-//!   while another already waits to lead gives its worker back and exits, so a quiet
-//!   connection keeps at most two threads.
+//!   while [`SPARE_FOLLOWERS`] others already wait to lead gives its worker back and
+//!   exits, so a quiet connection keeps at most `SPARE_FOLLOWERS + 1` threads and a busy
+//!   one finds a thread waiting for each hand-off instead of starting one.
 //!
 //! **Moving to the async path.** While the node has more connections in transmission than
 //! [`ServerConfig::threaded_connections`](crate::server::ServerConfig::threaded_connections)
@@ -96,6 +97,13 @@ use leader::ReadSide;
 use replies::{ReplyBatch, ReplyOut, ReplyQueue};
 pub(crate) use socket::BlockingStream;
 use socket::READ_CHUNK;
+
+/// Threads of a connection that may wait to lead at once; a thread that finishes its
+/// request while this many wait exits. With one (as before), nearly every miss at queue
+/// depth 32 started a thread, because the threads that had just finished had exited: a
+/// thread creation per miss was most of a miss's CPU. Eight covers the requests that
+/// two cores finish between two hand-offs (`lachesis bench nbd`, miss row).
+pub(crate) const SPARE_FOLLOWERS: usize = 8;
 
 /// How a connection left the threaded path.
 pub(crate) enum Leaving {
@@ -281,9 +289,9 @@ impl Connection {
             let Some(job) = job else { break };
             self.run_job(job, &mut reply);
             let mut t = self.threads();
-            if t.idle > 0 {
-                // Another thread already waits to lead: this one's worker goes back to
-                // the pool, so a quiet connection keeps two threads at most.
+            if t.idle >= SPARE_FOLLOWERS {
+                // Enough threads already wait to lead: this one's worker goes back to
+                // the pool.
                 break;
             }
             t.idle += 1;
