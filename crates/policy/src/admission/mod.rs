@@ -7,8 +7,9 @@
 //! * [`threshold::Threshold`] (`threshold:n=N`): placed on the N-th non-resident access;
 //! * [`mrfu::Mrfu`] (`mrfu:threshold=N,period=P,decay=D`): threshold with periodic cooling
 //!   and a sequential filter;
-//! * [`adaptive::Adaptive`] (`adaptive:...`): MRFU whose threshold follows hits per
-//!   migration against JUSTIFY, with a migration rate limit.
+//! * [`adaptive::Adaptive`] (`adaptive:...`): MRFU whose threshold follows SANCACHE's
+//!   Figure 6 (hits per migration against a rising bar, JUSTIFY), with a migration rate
+//!   limit that defers placements.
 //!
 //! Specs are parsed by [`build_admission`] with [`Params`], like eviction specs: names are
 //! case-insensitive (`mfu` is an alias of `threshold`), unknown keys and out-of-range values
@@ -100,8 +101,10 @@ mod tests {
             "threshold:n=0",
             "mrfu:period=0",
             "mrfu:sequential=2",
-            "adaptive:threshold=20,max-threshold=16",
-            "adaptive:justify=0.1",
+            "adaptive:threshold=0",
+            "adaptive:justify=-1",
+            "adaptive:justify-average=2",
+            "adaptive:max-threshold=16",
             "threshold:n=two",
         ] {
             assert!(
@@ -125,7 +128,7 @@ mod tests {
             name("mrfu:threshold=3,period=100,decay=0.25"),
             "mrfu(threshold=3,period=100,decay=0.25)"
         );
-        assert_eq!(name("adaptive"), "adaptive(threshold=2,justify=0.5)");
+        assert_eq!(name("adaptive"), "adaptive(threshold=2,justify=0)");
         for n in ADMISSION_NAMES {
             assert!(build_admission(n).is_ok(), "{n}");
         }
