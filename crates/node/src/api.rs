@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | GET | `/` | the operator's page (refreshes itself) |
 //! | GET | `/metrics` | Prometheus text |
-//! | GET | `/healthz` | `{"status":"ok"}` while the node serves |
+//! | GET | `/healthz` | `{"status":"ok"}` while the node serves; 503 `{"status":"degraded","upstreams_down":[...]}` while a link to an upstream reconnects |
 //! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends |
 //! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile","exclusive","dirty_ratio","dirty_bytes","log","durable"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
@@ -150,8 +150,31 @@ pub fn router(state: Arc<NodeState>, token: Arc<ApiToken>) -> Router {
         ))
 }
 
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
+/// `ok` while every upstream link is up; `degraded` (503, naming the links that are
+/// down) while one reconnects.
+async fn healthz(State(s): St) -> impl IntoResponse {
+    let down: Vec<serde_json::Value> = s
+        .upstreams
+        .status()
+        .into_iter()
+        .filter(|(_, l)| !l.up)
+        .map(|(export, l)| {
+            json!({
+                "export": export,
+                "upstream": l.upstream,
+                "down_secs": l.down_secs,
+                "error": l.last_error,
+            })
+        })
+        .collect();
+    if down.is_empty() {
+        (StatusCode::OK, Json(json!({ "status": "ok" })))
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "degraded", "upstreams_down": down })),
+        )
+    }
 }
 
 async fn page() -> Html<&'static str> {

@@ -148,6 +148,15 @@ pub struct NodeSection {
     /// non-zero, naming the count; a hung backend ends the same way.
     #[serde(default = "default_stop_timeout", deserialize_with = "duration")]
     pub stop_timeout: std::time::Duration,
+    /// How long requests wait for a link to an upstream that went down before they fail
+    /// (default 5 s): the link reconnects with backoff meanwhile; after this long down,
+    /// requests fail at once until it is back (see the `upstream` module).
+    #[serde(default = "default_upstream_wait", deserialize_with = "duration")]
+    pub upstream_wait: std::time::Duration,
+}
+
+fn default_upstream_wait() -> std::time::Duration {
+    crate::upstream::DEFAULT_WAIT
 }
 
 fn default_stop_timeout() -> std::time::Duration {

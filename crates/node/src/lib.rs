@@ -264,6 +264,7 @@ async fn open_backend(
     cfg: &NodeConfig,
     e: &ExportConfig,
     demoter: &demote::Demoter,
+    links: &upstream::Links,
 ) -> Result<(Arc<dyn cache::Backend>, String), NodeError> {
     let field = |msg: String| NodeError::Config {
         file: "node.toml".into(),
@@ -293,19 +294,24 @@ async fn open_backend(
     };
     let mut members: Vec<Arc<dyn cache::Backend>> = Vec::new();
     for u in &e.upstream {
-        let b = upstream::UpstreamBackend::connect_tls(u, tls.as_ref().map(|t| &t.0))
-            .await
-            .map_err(|err| match &tls {
-                // Name the setting to check when the TLS handshake itself failed.
-                Some((_, ca)) if err.to_string().contains("TLS handshake failed") => field(format!(
-                    "{err} (is the upstream's certificate signed by the CA in upstream_tls_ca = {}?)",
-                    ca.display()
-                )),
-                Some(_) if err.to_string().contains("refused NBD_OPT_STARTTLS") => {
-                    field(format!("{err} (upstream_tls = \"{}\")", e.upstream_tls))
-                }
-                _ => field(err.to_string()),
-            })?;
+        let b = upstream::UpstreamBackend::connect_tls(
+            u,
+            tls.as_ref().map(|t| &t.0),
+            cfg.node.upstream_wait,
+        )
+        .await
+        .map_err(|err| match &tls {
+            // Name the setting to check when the TLS handshake itself failed.
+            Some((_, ca)) if err.to_string().contains("TLS handshake failed") => field(format!(
+                "{err} (is the upstream's certificate signed by the CA in upstream_tls_ca = {}?)",
+                ca.display()
+            )),
+            Some(_) if err.to_string().contains("refused NBD_OPT_STARTTLS") => {
+                field(format!("{err} (upstream_tls = \"{}\")", e.upstream_tls))
+            }
+            _ => field(err.to_string()),
+        })?;
+        links.add(&e.name, b.link());
         members.push(Arc::new(b));
     }
     let unit = e.stripe_unit.map(|u| u.0).unwrap_or(1 << 20);
@@ -318,7 +324,7 @@ async fn open_backend(
         {
             let token = auth::read_token(&cfg.path(&api.token_file))
                 .map_err(|err| field(format!("upstream_api[{j}].token_file: {err}")))?;
-            let (_, export) = upstream::parse_address(u).map_err(field)?;
+            let (_, export) = upstream::parse_address(u).map_err(|err| field(err.to_string()))?;
             with_targets.push((
                 m,
                 demote::Target {
@@ -356,7 +362,8 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
     state.name = cfg.node.name.clone().unwrap_or_default();
     state.data_dir = cfg.node.data_dir.clone();
     for e in &cfg.exports {
-        let (mut backend, mut desc) = open_backend(cfg, e, &state.demoter).await?;
+        let (mut backend, mut desc) =
+            open_backend(cfg, e, &state.demoter, &state.upstreams).await?;
         let mut tier = None;
         if let Some(h) = &e.hot_tier {
             let at = |msg: String| NodeError::Config {

@@ -31,15 +31,22 @@ struct Nbdkit {
 
 impl Nbdkit {
     fn start(img: &Path, filters: &[&str], params: &[String]) -> Nbdkit {
+        Self::start_at(img, filters, params, None)
+    }
+
+    /// Like `start`, on `port` if given (a restart on the same address).
+    fn start_at(img: &Path, filters: &[&str], params: &[String], at: Option<u16>) -> Nbdkit {
         let dir = img.parent().unwrap();
         let pidfile = dir.join(format!("nbdkit-{}.pid", std::process::id()));
         for _ in 0..20 {
             let _ = std::fs::remove_file(&pidfile);
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
+            let port = at.unwrap_or_else(|| {
+                std::net::TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+                    .port()
+            });
             let mut cmd = Command::new("nbdkit");
             cmd.args(["-f", "--exit-with-parent", "-i", "127.0.0.1", "-p"])
                 .arg(port.to_string())
@@ -509,4 +516,140 @@ fn a_shrunk_image_is_not_regrown_and_a_truncated_one_is_refused() {
     assert!(!recovery.exists());
     rt.block_on(n.shutdown()).unwrap();
     assert_eq!(image_block(&img, 4 << 20), vec![0x77; BS as usize]);
+}
+
+/// `GET /healthz` of a node: (status, body).
+fn health(api: std::net::SocketAddr) -> (u16, String) {
+    match ureq::get(&format!("http://{api}/healthz")).call() {
+        Ok(r) => (r.status(), r.into_string().unwrap()),
+        Err(ureq::Error::Status(s, r)) => (s, r.into_string().unwrap()),
+        Err(e) => panic!("/healthz: {e}"),
+    }
+}
+
+/// `GET /metrics` of a node, the lines starting with `prefix`.
+fn metric(api: std::net::SocketAddr, prefix: &str) -> Vec<String> {
+    let text = ureq::get(&format!("http://{api}/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Waits up to `limit` for `f`; returns how long it took, or panics naming `what`.
+fn within(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t0.elapsed()
+}
+
+/// Item 4: the level-1 node's upstream (nbdkit) is killed and started again on the same
+/// port. Before, every read miss and FLUSH answered EIO until level 1 itself restarted,
+/// with nothing in its log. Now the node notices the loss without a request (`/healthz`
+/// 503 `degraded`, `lachesis_upstream_up 0`), a miss while the upstream has been away
+/// longer than `upstream_wait` fails at once (EIO, not a hang), the link heals by itself
+/// once the upstream is back (reads, writes and FLUSH served, `/healthz` ok again,
+/// `lachesis_upstream_reconnects_total 1`), and a miss issued while the upstream is
+/// briefly away waits for it and is served.
+#[test]
+fn a_restarted_upstream_is_reconnected_and_reported_while_away() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let img = sparse_image(tmp.path(), 8 << 20);
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+        f.write_all_at(&[0x5a; BS as usize], 40 * BS).unwrap();
+        f.write_all_at(&[0x5b; BS as usize], 41 * BS).unwrap();
+    }
+    let kit = Nbdkit::start(&img, &[], &[]);
+    let port = kit.port;
+    let dir = tmp.path().join("node");
+    let cfg = config(&dir, &kit.upstream(), "upstream_wait = \"3s\"");
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("write -P 0x11 {X} 4k"), "flush"]);
+    assert!(
+        out.contains("wrote 4096/4096") && !out.contains("failed"),
+        "{out}"
+    );
+    assert_eq!(health(n.api_addr).0, 200);
+
+    // Away: noticed without a request.
+    drop(kit);
+    let noticed = within(Duration::from_secs(3), "/healthz degraded", || {
+        let (s, body) = health(n.api_addr);
+        s == 503 && body.contains("degraded") && body.contains(&port.to_string())
+    });
+    println!("upstream loss noticed in {noticed:?}");
+    let up = metric(n.api_addr, "lachesis_upstream_up{");
+    assert!(up.len() == 1 && up[0].ends_with(" 0"), "{up:?}");
+    // Away longer than upstream_wait: a miss fails at once.
+    std::thread::sleep(Duration::from_millis(3200));
+    let t0 = Instant::now();
+    let out = qemu_io(&uri, &[&format!("read -P 0x5a {} 4k", 40 * BS)]);
+    let took = t0.elapsed();
+    println!("a miss with the upstream away for 3 s: {took:?}: {out}");
+    assert!(out.contains("Input/output error"), "{out}");
+    assert!(took < Duration::from_secs(2), "the miss took {took:?}");
+
+    // Back on the same port: the link heals by itself.
+    let kit = Nbdkit::start_at(&img, &[], &[], Some(port));
+    let healed = within(Duration::from_secs(10), "/healthz ok again", || {
+        health(n.api_addr).0 == 200
+    });
+    println!("link healed {healed:?} after the upstream came back");
+    let out = qemu_io(
+        &uri,
+        &[
+            &format!("read -P 0x5a {} 4k", 40 * BS),
+            &format!("read -P 0x11 {X} 4k"),
+            &format!("write -P 0x22 {X} 4k"),
+            "flush",
+        ],
+    );
+    assert!(
+        out.matches("read 4096/4096").count() == 2
+            && out.contains("wrote 4096/4096")
+            && !out.contains("failed"),
+        "{out}"
+    );
+    let rec = metric(n.api_addr, "lachesis_upstream_reconnects_total{");
+    assert!(rec.len() == 1 && rec[0].ends_with(" 1"), "{rec:?}");
+
+    // Briefly away: a miss in between waits for the link and is served.
+    drop(kit);
+    within(Duration::from_secs(3), "/healthz degraded", || {
+        health(n.api_addr).0 == 503
+    });
+    let reader = {
+        let uri = uri.clone();
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let out = qemu_io(&uri, &[&format!("read -P 0x5b {} 4k", 41 * BS)]);
+            (out, t0.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let kit = Nbdkit::start_at(&img, &[], &[], Some(port));
+    let (out, took) = reader.join().unwrap();
+    println!("a miss while the upstream restarted: {took:?}");
+    assert!(
+        out.contains("read 4096/4096") && !out.contains("failed"),
+        "{out}"
+    );
+    rt.block_on(n.shutdown()).unwrap();
+    drop(kit);
+    assert_eq!(
+        image_block(&img, X),
+        vec![0x22; BS as usize],
+        "on the image"
+    );
 }
