@@ -153,6 +153,11 @@ pub struct NodeSection {
     /// requests fail at once until it is back (see the `upstream` module).
     #[serde(default = "default_upstream_wait", deserialize_with = "duration")]
     pub upstream_wait: std::time::Duration,
+    /// Disk space held in the data directory for the recovery file (see the `reserve`
+    /// module), so a full disk cannot make a stop drop dirty blocks; default: enough for
+    /// the whole `cache_size` dirty; `"0"`: none.
+    #[serde(default)]
+    pub recovery_reserve: Option<ByteSize>,
 }
 
 fn default_upstream_wait() -> std::time::Duration {

@@ -18,6 +18,7 @@
 //! | [`observe`] | per-tenant profilers (LRU and phantom curves) and latency, turned into the contract's observations for a controller |
 //! | [`register`] | registration with a controller and the heartbeat (through the `api` crate's client) |
 //! | [`replay`] | a trace replayed as NBD I/O at its own pace or a given rate |
+//! | [`reserve`] | disk space held for the recovery file, so a full disk cannot take it |
 //! | [`bandwidth`] | the bandwidth scheduler: per-tenant proportional shares (time quanta) |
 //! | [`hot_tier`] | SANCACHE's hot-chunk tier: a fast file in front of a slow backend |
 //! | [`units`] | byte sizes with units |
@@ -26,7 +27,9 @@
 //! used; on the way out it writes every dirty block back, in parallel batches, within
 //! `[node] stop_timeout`; what is not on the backends by then (a slow or hung backend)
 //! is kept in the recovery file and the stop fails naming the count (see
-//! [`cache::recovery`] for how that file is consumed exactly once).
+//! [`cache::recovery`] for how that file is consumed exactly once). The space that file
+//! needs is reserved at start ([`reserve`]) and given back just before it is written, so
+//! a disk that others filled meanwhile cannot make the stop drop acknowledged data.
 
 pub mod api;
 pub mod auth;
@@ -41,6 +44,7 @@ pub mod observe;
 pub mod page;
 pub mod register;
 pub mod replay;
+pub mod reserve;
 pub mod share;
 pub mod state;
 pub use units;
@@ -468,6 +472,17 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     let state = Arc::new(state);
     let recovery_file = cfg.path(Path::new(RECOVERY_FILE));
     replay_recovery(&state, &recovery_file)?;
+    let reserve = reserve::Reserve::new(
+        recovery_file.parent().unwrap_or(Path::new(".")),
+        cfg.node.recovery_reserve.map_or_else(
+            || reserve::size_for(cfg.node.cache_size.0, cfg.node.block_size.0),
+            |b| b.0,
+        ),
+    );
+    reserve.ensure().map_err(|e| NodeError::Config {
+        file: "node.toml".into(),
+        msg: e.to_string(),
+    })?;
     cache::CacheNode::spawn_cleaner(&state.cache, std::time::Duration::from_millis(100))?;
     let link = match &cfg.node.controller {
         Some(url) => Some(register::ControllerLink {
@@ -558,7 +573,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         let flush_state = st.clone();
         let recovery = recovery_file.clone();
         tokio::task::spawn_blocking(move || {
-            write_back_or_keep(&flush_state, &recovery, deadline, stop_timeout)
+            write_back_or_keep(&flush_state, &recovery, &reserve, deadline, stop_timeout)
         })
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
@@ -598,6 +613,7 @@ pub const STOP_WRITERS: usize = 16;
 fn write_back_or_keep(
     state: &Arc<NodeState>,
     file: &Path,
+    reserve: &reserve::Reserve,
     deadline: std::time::Instant,
     timeout: std::time::Duration,
 ) -> std::io::Result<()> {
@@ -659,7 +675,7 @@ fn write_back_or_keep(
             state.cache.keep_recovery(file, &[])?;
             return Ok(());
         }
-        return keep(state, file, &blocks, why);
+        return keep(state, file, reserve, &blocks, why);
     }
     let Some(err) = failed else {
         if blocks.is_empty() {
@@ -670,6 +686,7 @@ fn write_back_or_keep(
         return keep(
             state,
             file,
+            reserve,
             &blocks,
             "dirty after the last flush".to_string(),
         );
@@ -681,7 +698,7 @@ fn write_back_or_keep(
         tracing::warn!(%err, "flush at shutdown failed, but no dirty block is held");
         return Ok(());
     }
-    keep(state, file, &blocks, err)
+    keep(state, file, reserve, &blocks, err)
 }
 
 /// The blocks a recovery file written now must hold, each with the newest bytes the
@@ -751,13 +768,21 @@ fn blocks_to_keep(
     out
 }
 
-/// Saves `blocks` in `file` and returns the error that names them and the file.
+/// Saves `blocks` in `file`, in the space `reserve` held (given back first), and returns
+/// the error that names them and the file.
 fn keep(
     state: &NodeState,
     file: &Path,
+    reserve: &reserve::Reserve,
     blocks: &[cache::DirtyBlock],
     why: String,
 ) -> std::io::Result<()> {
+    if reserve.release() {
+        tracing::info!(
+            bytes = reserve.size(),
+            "recovery reserve given back for the recovery file"
+        );
+    }
     state.cache.keep_recovery(file, blocks).map_err(|e| {
         std::io::Error::other(format!(
             "{} dirty block(s) could not be written back ({why}) nor kept in {}: {e}",

@@ -653,3 +653,165 @@ fn a_restarted_upstream_is_reconnected_and_reported_while_away() {
         "on the image"
     );
 }
+
+/// A tmpfs of `size` bytes mounted on a directory of its own; unmounted when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// None (the test is skipped, saying so) where this process may not mount.
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            println!("cannot mount a tmpfs here (not root?): skipped");
+            return None;
+        }
+        Some(SmallDisk { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes a file until the disk is full; returns its path.
+    fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let p = self.path().join("filler");
+        let mut f = std::fs::File::create(&p).unwrap();
+        let chunk = vec![0xffu8; 64 << 10];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+        p
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// Item 2: the data directory shares the image's disk and others fill that disk while
+/// the node holds acknowledged dirty blocks. Before, FLUSH answered ENOSPC and the stop
+/// logged "… could not be written back … nor kept in recovery.bin: No space" and exited:
+/// the blocks were lost. Now the start reserved the recovery file's space
+/// (`recovery.reserve`), a write the cache could only take by writing back another dirty
+/// block is refused with ENOSPC (not acknowledged), the stop gives the reserve back and
+/// keeps every dirty block in `recovery.bin`, and after space is freed a start writes them
+/// all back: the 512 acknowledged blocks read back right, on the node and on the image.
+#[test]
+fn a_full_disk_never_drops_acknowledged_dirty_blocks_at_a_stop() {
+    let Some(disk) = SmallDisk::mount("8m") else {
+        return;
+    };
+    let rt = runtime();
+    let dir = disk.path().join("node");
+    let text = r#"
+[node]
+nbd = "127.0.0.1:0"
+api = "127.0.0.1:0"
+cache_size = "2MiB"
+
+[[export]]
+name = "vol"
+file = "vol.img"
+size = "16MiB"
+
+[[cache]]
+name = "c"
+size = "2MiB"
+write_policy = "write-back"
+
+[[rule]]
+export = "vol"
+cache = "c"
+"#;
+    let mut cfg = NodeConfig::parse(text).unwrap();
+    cfg.node.data_dir = Some(dir.clone());
+    let img = dir.join("vol.img");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let reserve = dir.join(node::reserve::RESERVE_FILE);
+
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let reserved = std::fs::metadata(&reserve).unwrap().len();
+    assert!(reserved > 2 << 20, "reserve of {reserved} bytes");
+    // 512 blocks acknowledged: the cache's whole capacity.
+    let client = rt
+        .block_on(nbd::NbdClient::connect(n.nbd_addr, "vol"))
+        .unwrap();
+    for b in 0..512 {
+        rt.block_on(client.write(b * BS, pattern(b), false))
+            .unwrap();
+    }
+    let filler = disk.fill();
+    // The disk is full: FLUSH fails with ENOSPC, and a write that needs a dirty block
+    // written back first is refused, not acknowledged.
+    let flush = rt.block_on(client.flush()).unwrap_err().to_string();
+    assert!(flush.contains("ENOSPC"), "FLUSH: {flush}");
+    let mut refused = 0;
+    let mut acknowledged: Vec<u64> = (0..512).collect();
+    for b in 600..1400 {
+        match rt.block_on(client.write(b * BS, pattern(b), false)) {
+            Ok(()) => acknowledged.push(b),
+            Err(e) => {
+                assert!(e.to_string().contains("ENOSPC"), "write {b}: {e}");
+                refused += 1;
+            }
+        }
+    }
+    println!("writes on a full disk: {refused} of 800 refused with ENOSPC, the rest acknowledged");
+    assert!(refused > 0, "every write was acknowledged on a full disk");
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("read -P {} {} 4k", pattern(7)[0], 7 * BS)]);
+    assert!(out.contains("read 4096/4096"), "reads go on: {out}");
+    drop(client);
+
+    // The stop keeps every dirty block in the reserved space.
+    let err = rt.block_on(n.shutdown()).unwrap_err().to_string();
+    println!("stop on a full disk: {err}");
+    assert!(
+        err.contains("dirty block(s)") && err.contains("kept in") && !err.contains("nor kept"),
+        "{err}"
+    );
+    let kept = cache::recovery::read(&recovery).unwrap();
+    println!("kept {} dirty block(s) in recovery.bin", kept.len());
+    assert!(!kept.is_empty());
+    for k in &kept {
+        assert_eq!(k.data, pattern(k.offset / BS), "block at {}", k.offset);
+    }
+
+    // Space freed: the start writes them back; every acknowledged block reads back.
+    std::fs::remove_file(&filler).unwrap();
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    assert!(!recovery.exists());
+    assert!(reserve.exists(), "the reserve is taken again");
+    let client = rt
+        .block_on(nbd::NbdClient::connect(n.nbd_addr, "vol"))
+        .unwrap();
+    let mut wrong = 0;
+    for &b in &acknowledged {
+        let got = rt.block_on(client.read(b * BS, BS as u32)).unwrap();
+        if got[..] != pattern(b)[..] {
+            wrong += 1;
+        }
+    }
+    assert_eq!(wrong, 0, "acknowledged blocks read wrong");
+    drop(client);
+    rt.block_on(n.shutdown()).unwrap();
+    let image = std::fs::read(&img).unwrap();
+    for b in 0..512u64 {
+        let at = (b * BS) as usize;
+        assert_eq!(
+            &image[at..at + BS as usize],
+            &pattern(b)[..],
+            "block {b} on the image"
+        );
+    }
+}
