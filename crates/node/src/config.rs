@@ -158,6 +158,14 @@ pub struct NodeSection {
     /// the whole `cache_size` dirty; `"0"`: none.
     #[serde(default)]
     pub recovery_reserve: Option<ByteSize>,
+    /// A connection whose WRITE payload makes no progress for this long is closed and the
+    /// budget it held for the payload freed (default `"10s"`; `"0s"`: never).
+    #[serde(default = "default_payload_timeout", deserialize_with = "duration")]
+    pub payload_timeout: std::time::Duration,
+}
+
+fn default_payload_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(10)
 }
 
 fn default_upstream_wait() -> std::time::Duration {

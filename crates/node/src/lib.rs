@@ -443,6 +443,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         max_connections: cfg.node.max_connections,
         idle_timeout: (cfg.node.idle_timeout_secs > 0.0)
             .then(|| std::time::Duration::from_secs_f64(cfg.node.idle_timeout_secs)),
+        payload_timeout: (!cfg.node.payload_timeout.is_zero()).then_some(cfg.node.payload_timeout),
         in_flight_total: usize::try_from(cfg.node.in_flight_budget.0).unwrap_or(usize::MAX),
         max_workers: cfg.node.max_workers,
         threaded_connections: cfg

@@ -107,6 +107,9 @@ pub struct ServerConfig {
     /// A negotiated connection that sends no request for this long is closed (default 5
     /// minutes; `None`: never).
     pub idle_timeout: Option<Duration>,
+    /// A connection whose write payload makes no progress for this long is closed,
+    /// freeing the budget it held for it (default 10 s; `None`: never).
+    pub payload_timeout: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -121,6 +124,7 @@ impl Default for ServerConfig {
             threaded_connections: std::thread::available_parallelism().map_or(1, |n| n.get()),
             busy_poll: Duration::from_micros(100),
             idle_timeout: Some(Duration::from_secs(300)),
+            payload_timeout: Some(Duration::from_secs(10)),
         }
     }
 }
@@ -195,9 +199,11 @@ pub async fn serve_tls(
     let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let roster = Roster::new();
     // Idle connections are looked for a few times per timeout.
-    let sweep = config
-        .idle_timeout
+    let sweep = [config.idle_timeout, config.payload_timeout]
+        .into_iter()
+        .flatten()
         .map(|t| (t / 4).clamp(Duration::from_millis(10), Duration::from_secs(10)))
+        .min()
         .unwrap_or(Duration::from_secs(3600));
     let mut sweeper = tokio::time::interval(sweep);
     sweeper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -211,6 +217,9 @@ pub async fn serve_tls(
             _ = sweeper.tick() => {
                 if let Some(t) = config.idle_timeout {
                     roster.close_idle(t);
+                }
+                if let Some(t) = config.payload_timeout {
+                    roster.close_stalled(t);
                 }
             }
             accepted = accept(&listener) => match accepted {
