@@ -524,13 +524,22 @@ async fn accept(listener: &Listener) -> io::Result<Accepted> {
 /// A connection slot for a client just accepted: a free one, else the slot of the
 /// connection quiet longest (closed for it), else the first to free up.
 async fn room(limit: &Arc<Semaphore>, roster: &Roster) -> OwnedSemaphorePermit {
+    let asked = std::time::Instant::now();
     loop {
         if let Ok(p) = limit.clone().try_acquire_owned() {
             return p;
         }
         // An evicted connection frees its slot as soon as its task sees end of stream;
-        // otherwise look again once another connection may have become quiet.
-        let wait = if roster.evict_oldest_idle(EVICT_GRACE) {
+        // otherwise look again once another connection may have become quiet. A newcomer
+        // that has waited the grace already takes the slot of the connection with the
+        // least recent request, however recent: busy clients may be made to take turns,
+        // a new client is never locked out.
+        let grace = if asked.elapsed() >= EVICT_GRACE {
+            Duration::ZERO
+        } else {
+            EVICT_GRACE
+        };
+        let wait = if roster.evict_oldest_idle(grace) {
             Duration::from_secs(1)
         } else {
             EVICT_GRACE / 2

@@ -12,10 +12,12 @@
 //!   does not wait behind connections that do nothing: the connection that has been quiet
 //!   longest (the oldest last request, or the oldest accept for one still negotiating) is
 //!   closed to admit it ([`Roster::evict_oldest_idle`]) — least-recently-active, like
-//!   an LRU of connections. Only a connection quiet for at least [`EVICT_GRACE`] is
-//!   taken, so clients that are all busy are not made to take turns; the new client then
-//!   waits (already accepted, so at most one socket waits this way) until a slot frees or
-//!   a connection becomes quiet.
+//!   an LRU of connections. At first only a connection quiet for at least [`EVICT_GRACE`]
+//!   is taken, so clients that are briefly busy are not made to take turns; once the new
+//!   client has waited that long (already accepted, so at most one socket waits this
+//!   way) the connection with the least recent request is closed however recent it is:
+//!   when every connection is busy, busy clients take turns rather than newcomers
+//!   being locked out.
 //! * **Stalled payloads.** A connection reading in a write's payload holds its share of
 //!   the byte budget for it; when no byte of that payload arrives for
 //!   [`ServerConfig::payload_timeout`](super::ServerConfig::payload_timeout) the

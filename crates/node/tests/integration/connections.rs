@@ -234,3 +234,66 @@ fn stalled_writers_do_not_lock_out_other_writers() {
     }
     t.stop();
 }
+
+/// Issue 35 item 6: every connection slot is held by a busy client (each sends a 4 KiB
+/// read every 100 ms, so none is ever quiet for the 250 ms the node first waits for).
+/// Before, a new `qemu-io` read was never served. Now, once the newcomer has waited the
+/// grace, the connection with the least recent request is closed for it: the read is
+/// served within 3 s (asserted), one busy client was closed, the others were served on.
+#[test]
+fn busy_connections_do_not_lock_out_a_new_client() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let t = node("max_connections = 32");
+    let addr = t.node().nbd_addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy: Vec<_> = (0..32)
+        .map(|_| {
+            let mut c = Idle::connect(addr);
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut served = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    if !c.read_ok() {
+                        return (served, false);
+                    }
+                    served += 1;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                (served, true)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let start = Instant::now();
+    let out = std::process::Command::new("timeout")
+        .args([
+            "20",
+            "qemu-io",
+            "-f",
+            "raw",
+            "-c",
+            "read -P 0 0 64k",
+            &t.uri("demo"),
+        ])
+        .output()
+        .unwrap();
+    let took = start.elapsed();
+    // Let every busy client send once more: the one closed for the newcomer sees it.
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let ends: Vec<(u32, bool)> = busy.into_iter().map(|h| h.join().unwrap()).collect();
+    let closed = ends.iter().filter(|(_, open)| !open).count();
+    println!(
+        "a new qemu-io read beside 32 busy connections (limit 32): {took:.2?}; busy clients closed for it: {closed}"
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(took < Duration::from_secs(3), "qemu-io took {took:?}");
+    assert!((1..=2).contains(&closed), "{closed} busy clients closed");
+    assert!(ends.iter().all(|(served, _)| *served > 0));
+    t.stop();
+}
