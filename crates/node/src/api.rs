@@ -363,11 +363,53 @@ async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, No
     Ok(Json(s.bandwidth.proportions()))
 }
 
+/// Whether `export` of this node takes demoted blocks: only on a level-2 node, and only
+/// when every cache its rules route to is an exclusive lower cache (elsewhere a demoted
+/// block would be served as data the backend never held). An unknown export is left to
+/// the insert, which names it (404).
+fn demotable(s: &NodeState, export: &str) -> Result<(), NodeError> {
+    if !s.exports().any(|e| e.name == export) {
+        return Ok(());
+    }
+    if s.level < 2 {
+        return Err(NodeError::Conflict(format!(
+            "this node is level {}: it takes no demoted blocks (only a level-2 node below an \
+             exclusive level 1 does)",
+            s.level
+        )));
+    }
+    let caches = s.caches();
+    let routed: Vec<&api::node::CacheInfo> = s
+        .rules()
+        .into_iter()
+        .filter(|r| r.export == export)
+        .filter_map(|r| caches.iter().find(|c| c.id == r.cache))
+        .collect();
+    let not_lower: Vec<&str> = routed
+        .iter()
+        .filter(|c| c.stats.exclusive != "lower")
+        .map(|c| c.name.as_str())
+        .collect();
+    if routed.is_empty() || !not_lower.is_empty() {
+        return Err(NodeError::Conflict(format!(
+            "export `{export}` takes no demoted blocks: its cache(s) {} are not exclusive \
+             (`exclusive = true` on a level-2 node)",
+            if routed.is_empty() {
+                "(none)".to_string()
+            } else {
+                not_lower.join(", ")
+            }
+        )));
+    }
+    Ok(())
+}
+
 async fn demote(
     State(s): St,
     Path(export): Path<String>,
     b: Bytes,
 ) -> Result<impl IntoResponse, NodeError> {
+    demotable(&s, &export)?;
     let out = blocking(move || {
         let records = crate::demote::decode(&b)
             .map_err(|e| NodeError::Invalid(format!("demote body: {e}")))?;
