@@ -162,6 +162,10 @@ pub struct NodeSection {
     /// budget it held for the payload freed (default `"10s"`; `"0s"`: never).
     #[serde(default = "default_payload_timeout", deserialize_with = "duration")]
     pub payload_timeout: std::time::Duration,
+    /// Serve NBD on an address other machines can reach although an export has no
+    /// `allow` list and `tls` is off (default false: such a start is refused).
+    #[serde(default)]
+    pub allow_anyone: bool,
 }
 
 fn default_payload_timeout() -> std::time::Duration {

@@ -433,6 +433,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     let nbd_addr = nbd_listener.local_addr()?;
     let api_addr = api_listener.local_addr()?;
     auth::check_exposure(cfg, api_addr)?;
+    auth::check_nbd_exposure(cfg, nbd_addr)?;
     let api_token = Arc::new(auth::ApiToken::load(cfg)?);
     let mut state = build(cfg).await?;
     if state.name.is_empty() {
