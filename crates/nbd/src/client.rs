@@ -34,7 +34,8 @@
 //! **Ending.** [`NbdClient::disconnect`] sends `NBD_CMD_DISC`; requests already sent
 //! still get their replies (the server drains), later ones fail with
 //! [`ClientError::Disconnected`]. If the connection breaks, every pending request fails
-//! with the same error.
+//! with the same error, and [`NbdClient::closed`] completes (a keeper of the client, such
+//! as a node's upstream link, learns of it without sending a request).
 
 use std::io;
 use std::path::Path;
@@ -121,6 +122,8 @@ struct Slots {
 struct Shared {
     slots: Mutex<Slots>,
     permits: Semaphore,
+    /// Sent `true` when the connection has ended.
+    ended: tokio::sync::watch::Sender<bool>,
 }
 
 impl Shared {
@@ -169,6 +172,8 @@ impl Shared {
                 let _ = p.done.send(Err(ClientError::Disconnected));
             }
         }
+        drop(s);
+        self.ended.send_replace(true);
     }
 }
 
@@ -281,6 +286,7 @@ impl NbdClient {
         let shared = Arc::new(Shared {
             slots: Mutex::new(Slots::default()),
             permits: Semaphore::new(MAX_IN_FLIGHT),
+            ended: tokio::sync::watch::channel(false).0,
         });
         let (tx, rx) = mpsc::channel(MAX_IN_FLIGHT);
         tokio::spawn(write_requests(w, rx));
@@ -293,6 +299,22 @@ impl NbdClient {
             size,
             flags,
         })
+    }
+
+    /// Completes when the connection has ended (the server closed it, the socket failed,
+    /// or after [`NbdClient::disconnect`]): a caller that keeps a client can notice a lost
+    /// server without sending a request.
+    /// The future holds no reference to the client.
+    pub fn closed(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let mut rx = self.shared.ended.subscribe();
+        async move {
+            let _ = rx.wait_for(|ended| *ended).await;
+        }
+    }
+
+    /// Whether the connection has ended.
+    pub fn is_closed(&self) -> bool {
+        *self.shared.ended.borrow()
     }
 
     /// Export size in bytes.

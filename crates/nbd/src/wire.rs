@@ -299,6 +299,9 @@ impl Errno {
             ErrorKind::PermissionDenied => Errno::Perm,
             ErrorKind::InvalidInput => Errno::Inval,
             ErrorKind::OutOfMemory => Errno::NoMem,
+            ErrorKind::StorageFull | ErrorKind::QuotaExceeded | ErrorKind::FileTooLarge => {
+                Errno::NoSpc
+            }
             ErrorKind::Unsupported => Errno::NotSup,
             _ => Errno::Io,
         }

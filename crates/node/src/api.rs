@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | GET | `/` | the operator's page (refreshes itself) |
 //! | GET | `/metrics` | Prometheus text |
-//! | GET | `/healthz` | `{"status":"ok"}` while the node serves |
+//! | GET | `/healthz` | `{"status":"ok"}` while the node serves; 503 `{"status":"degraded","upstreams_down":[...]}` while a link to an upstream reconnects |
 //! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends |
 //! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile","exclusive","dirty_ratio","dirty_bytes","log","durable"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
@@ -150,8 +150,31 @@ pub fn router(state: Arc<NodeState>, token: Arc<ApiToken>) -> Router {
         ))
 }
 
-async fn healthz() -> Json<serde_json::Value> {
-    Json(json!({ "status": "ok" }))
+/// `ok` while every upstream link is up; `degraded` (503, naming the links that are
+/// down) while one reconnects.
+async fn healthz(State(s): St) -> impl IntoResponse {
+    let down: Vec<serde_json::Value> = s
+        .upstreams
+        .status()
+        .into_iter()
+        .filter(|(_, l)| !l.up)
+        .map(|(export, l)| {
+            json!({
+                "export": export,
+                "upstream": l.upstream,
+                "down_secs": l.down_secs,
+                "error": l.last_error,
+            })
+        })
+        .collect();
+    if down.is_empty() {
+        (StatusCode::OK, Json(json!({ "status": "ok" })))
+    } else {
+        (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "degraded", "upstreams_down": down })),
+        )
+    }
 }
 
 async fn page() -> Html<&'static str> {
@@ -340,11 +363,53 @@ async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, No
     Ok(Json(s.bandwidth.proportions()))
 }
 
+/// Whether `export` of this node takes demoted blocks: only on a level-2 node, and only
+/// when every cache its rules route to is an exclusive lower cache (elsewhere a demoted
+/// block would be served as data the backend never held). An unknown export is left to
+/// the insert, which names it (404).
+fn demotable(s: &NodeState, export: &str) -> Result<(), NodeError> {
+    if !s.exports().any(|e| e.name == export) {
+        return Ok(());
+    }
+    if s.level < 2 {
+        return Err(NodeError::Conflict(format!(
+            "this node is level {}: it takes no demoted blocks (only a level-2 node below an \
+             exclusive level 1 does)",
+            s.level
+        )));
+    }
+    let caches = s.caches();
+    let routed: Vec<&api::node::CacheInfo> = s
+        .rules()
+        .into_iter()
+        .filter(|r| r.export == export)
+        .filter_map(|r| caches.iter().find(|c| c.id == r.cache))
+        .collect();
+    let not_lower: Vec<&str> = routed
+        .iter()
+        .filter(|c| c.stats.exclusive != "lower")
+        .map(|c| c.name.as_str())
+        .collect();
+    if routed.is_empty() || !not_lower.is_empty() {
+        return Err(NodeError::Conflict(format!(
+            "export `{export}` takes no demoted blocks: its cache(s) {} are not exclusive \
+             (`exclusive = true` on a level-2 node)",
+            if routed.is_empty() {
+                "(none)".to_string()
+            } else {
+                not_lower.join(", ")
+            }
+        )));
+    }
+    Ok(())
+}
+
 async fn demote(
     State(s): St,
     Path(export): Path<String>,
     b: Bytes,
 ) -> Result<impl IntoResponse, NodeError> {
+    demotable(&s, &export)?;
     let out = blocking(move || {
         let records = crate::demote::decode(&b)
             .map_err(|e| NodeError::Invalid(format!("demote body: {e}")))?;

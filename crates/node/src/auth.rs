@@ -139,6 +139,32 @@ pub fn check_exposure(cfg: &NodeConfig, bound: SocketAddr) -> Result<(), NodeErr
     )))
 }
 
+/// Refuses an NBD listener reachable from other machines (`bound` not loopback) while an
+/// export has no allow-list and TLS is off, unless `[node] allow_anyone = true` says the
+/// operator means it: otherwise anyone who can reach the port reads and writes the data.
+pub fn check_nbd_exposure(cfg: &NodeConfig, bound: SocketAddr) -> Result<(), NodeError> {
+    if bound.ip().is_loopback() || cfg.node.allow_anyone || cfg.node.tls != "off" {
+        return Ok(());
+    }
+    let open: Vec<&str> = cfg
+        .exports
+        .iter()
+        .filter(|e| e.allow.is_none())
+        .map(|e| e.name.as_str())
+        .collect();
+    if open.is_empty() {
+        return Ok(());
+    }
+    Err(config_err(format!(
+        "node.nbd = \"{}\" is reachable from other machines ({bound}) and export(s) {} have \
+         no allow-list, with node.tls off: anyone who reaches the port could read and write \
+         them. Give each export an `allow` list, set node.tls, listen on 127.0.0.1, or set \
+         node.allow_anyone = true if that is meant",
+        cfg.node.nbd,
+        open.join(", ")
+    )))
+}
+
 fn unauthorized(reason: &str) -> Response {
     (
         StatusCode::UNAUTHORIZED,

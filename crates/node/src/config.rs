@@ -148,6 +148,32 @@ pub struct NodeSection {
     /// non-zero, naming the count; a hung backend ends the same way.
     #[serde(default = "default_stop_timeout", deserialize_with = "duration")]
     pub stop_timeout: std::time::Duration,
+    /// How long requests wait for a link to an upstream that went down before they fail
+    /// (default 5 s): the link reconnects with backoff meanwhile; after this long down,
+    /// requests fail at once until it is back (see the `upstream` module).
+    #[serde(default = "default_upstream_wait", deserialize_with = "duration")]
+    pub upstream_wait: std::time::Duration,
+    /// Disk space held in the data directory for the recovery file (see the `reserve`
+    /// module), so a full disk cannot make a stop drop dirty blocks; default: enough for
+    /// the whole `cache_size` dirty; `"0"`: none.
+    #[serde(default)]
+    pub recovery_reserve: Option<ByteSize>,
+    /// A connection whose WRITE payload makes no progress for this long is closed and the
+    /// budget it held for the payload freed (default `"10s"`; `"0s"`: never).
+    #[serde(default = "default_payload_timeout", deserialize_with = "duration")]
+    pub payload_timeout: std::time::Duration,
+    /// Serve NBD on an address other machines can reach although an export has no
+    /// `allow` list and `tls` is off (default false: such a start is refused).
+    #[serde(default)]
+    pub allow_anyone: bool,
+}
+
+fn default_payload_timeout() -> std::time::Duration {
+    std::time::Duration::from_secs(10)
+}
+
+fn default_upstream_wait() -> std::time::Duration {
+    crate::upstream::DEFAULT_WAIT
 }
 
 fn default_stop_timeout() -> std::time::Duration {

@@ -18,6 +18,7 @@
 //! | [`observe`] | per-tenant profilers (LRU and phantom curves) and latency, turned into the contract's observations for a controller |
 //! | [`register`] | registration with a controller and the heartbeat (through the `api` crate's client) |
 //! | [`replay`] | a trace replayed as NBD I/O at its own pace or a given rate |
+//! | [`reserve`] | disk space held for the recovery file, so a full disk cannot take it |
 //! | [`bandwidth`] | the bandwidth scheduler: per-tenant proportional shares (time quanta) |
 //! | [`hot_tier`] | SANCACHE's hot-chunk tier: a fast file in front of a slow backend |
 //! | [`units`] | byte sizes with units |
@@ -26,7 +27,9 @@
 //! used; on the way out it writes every dirty block back, in parallel batches, within
 //! `[node] stop_timeout`; what is not on the backends by then (a slow or hung backend)
 //! is kept in the recovery file and the stop fails naming the count (see
-//! [`cache::recovery`] for how that file is consumed exactly once).
+//! [`cache::recovery`] for how that file is consumed exactly once). The space that file
+//! needs is reserved at start ([`reserve`]) and given back just before it is written, so
+//! a disk that others filled meanwhile cannot make the stop drop acknowledged data.
 
 pub mod api;
 pub mod auth;
@@ -41,6 +44,7 @@ pub mod observe;
 pub mod page;
 pub mod register;
 pub mod replay;
+pub mod reserve;
 pub mod share;
 pub mod state;
 pub use units;
@@ -264,6 +268,7 @@ async fn open_backend(
     cfg: &NodeConfig,
     e: &ExportConfig,
     demoter: &demote::Demoter,
+    links: &upstream::Links,
 ) -> Result<(Arc<dyn cache::Backend>, String), NodeError> {
     let field = |msg: String| NodeError::Config {
         file: "node.toml".into(),
@@ -293,19 +298,24 @@ async fn open_backend(
     };
     let mut members: Vec<Arc<dyn cache::Backend>> = Vec::new();
     for u in &e.upstream {
-        let b = upstream::UpstreamBackend::connect_tls(u, tls.as_ref().map(|t| &t.0))
-            .await
-            .map_err(|err| match &tls {
-                // Name the setting to check when the TLS handshake itself failed.
-                Some((_, ca)) if err.to_string().contains("TLS handshake failed") => field(format!(
-                    "{err} (is the upstream's certificate signed by the CA in upstream_tls_ca = {}?)",
-                    ca.display()
-                )),
-                Some(_) if err.to_string().contains("refused NBD_OPT_STARTTLS") => {
-                    field(format!("{err} (upstream_tls = \"{}\")", e.upstream_tls))
-                }
-                _ => field(err.to_string()),
-            })?;
+        let b = upstream::UpstreamBackend::connect_tls(
+            u,
+            tls.as_ref().map(|t| &t.0),
+            cfg.node.upstream_wait,
+        )
+        .await
+        .map_err(|err| match &tls {
+            // Name the setting to check when the TLS handshake itself failed.
+            Some((_, ca)) if err.to_string().contains("TLS handshake failed") => field(format!(
+                "{err} (is the upstream's certificate signed by the CA in upstream_tls_ca = {}?)",
+                ca.display()
+            )),
+            Some(_) if err.to_string().contains("refused NBD_OPT_STARTTLS") => {
+                field(format!("{err} (upstream_tls = \"{}\")", e.upstream_tls))
+            }
+            _ => field(err.to_string()),
+        })?;
+        links.add(&e.name, b.link());
         members.push(Arc::new(b));
     }
     let unit = e.stripe_unit.map(|u| u.0).unwrap_or(1 << 20);
@@ -318,7 +328,7 @@ async fn open_backend(
         {
             let token = auth::read_token(&cfg.path(&api.token_file))
                 .map_err(|err| field(format!("upstream_api[{j}].token_file: {err}")))?;
-            let (_, export) = upstream::parse_address(u).map_err(field)?;
+            let (_, export) = upstream::parse_address(u).map_err(|err| field(err.to_string()))?;
             with_targets.push((
                 m,
                 demote::Target {
@@ -356,7 +366,8 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
     state.name = cfg.node.name.clone().unwrap_or_default();
     state.data_dir = cfg.node.data_dir.clone();
     for e in &cfg.exports {
-        let (mut backend, mut desc) = open_backend(cfg, e, &state.demoter).await?;
+        let (mut backend, mut desc) =
+            open_backend(cfg, e, &state.demoter, &state.upstreams).await?;
         let mut tier = None;
         if let Some(h) = &e.hot_tier {
             let at = |msg: String| NodeError::Config {
@@ -422,6 +433,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     let nbd_addr = nbd_listener.local_addr()?;
     let api_addr = api_listener.local_addr()?;
     auth::check_exposure(cfg, api_addr)?;
+    auth::check_nbd_exposure(cfg, nbd_addr)?;
     let api_token = Arc::new(auth::ApiToken::load(cfg)?);
     let mut state = build(cfg).await?;
     if state.name.is_empty() {
@@ -432,6 +444,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         max_connections: cfg.node.max_connections,
         idle_timeout: (cfg.node.idle_timeout_secs > 0.0)
             .then(|| std::time::Duration::from_secs_f64(cfg.node.idle_timeout_secs)),
+        payload_timeout: (!cfg.node.payload_timeout.is_zero()).then_some(cfg.node.payload_timeout),
         in_flight_total: usize::try_from(cfg.node.in_flight_budget.0).unwrap_or(usize::MAX),
         max_workers: cfg.node.max_workers,
         threaded_connections: cfg
@@ -461,6 +474,17 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     let state = Arc::new(state);
     let recovery_file = cfg.path(Path::new(RECOVERY_FILE));
     replay_recovery(&state, &recovery_file)?;
+    let reserve = reserve::Reserve::new(
+        recovery_file.parent().unwrap_or(Path::new(".")),
+        cfg.node.recovery_reserve.map_or_else(
+            || reserve::size_for(cfg.node.cache_size.0, cfg.node.block_size.0),
+            |b| b.0,
+        ),
+    );
+    reserve.ensure().map_err(|e| NodeError::Config {
+        file: "node.toml".into(),
+        msg: e.to_string(),
+    })?;
     cache::CacheNode::spawn_cleaner(&state.cache, std::time::Duration::from_millis(100))?;
     let link = match &cfg.node.controller {
         Some(url) => Some(register::ControllerLink {
@@ -551,7 +575,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         let flush_state = st.clone();
         let recovery = recovery_file.clone();
         tokio::task::spawn_blocking(move || {
-            write_back_or_keep(&flush_state, &recovery, deadline, stop_timeout)
+            write_back_or_keep(&flush_state, &recovery, &reserve, deadline, stop_timeout)
         })
         .await
         .map_err(|e| std::io::Error::other(e.to_string()))??;
@@ -591,6 +615,7 @@ pub const STOP_WRITERS: usize = 16;
 fn write_back_or_keep(
     state: &Arc<NodeState>,
     file: &Path,
+    reserve: &reserve::Reserve,
     deadline: std::time::Instant,
     timeout: std::time::Duration,
 ) -> std::io::Result<()> {
@@ -652,7 +677,7 @@ fn write_back_or_keep(
             state.cache.keep_recovery(file, &[])?;
             return Ok(());
         }
-        return keep(state, file, &blocks, why);
+        return keep(state, file, reserve, &blocks, why);
     }
     let Some(err) = failed else {
         if blocks.is_empty() {
@@ -663,6 +688,7 @@ fn write_back_or_keep(
         return keep(
             state,
             file,
+            reserve,
             &blocks,
             "dirty after the last flush".to_string(),
         );
@@ -674,7 +700,7 @@ fn write_back_or_keep(
         tracing::warn!(%err, "flush at shutdown failed, but no dirty block is held");
         return Ok(());
     }
-    keep(state, file, &blocks, err)
+    keep(state, file, reserve, &blocks, err)
 }
 
 /// The blocks a recovery file written now must hold, each with the newest bytes the
@@ -744,13 +770,21 @@ fn blocks_to_keep(
     out
 }
 
-/// Saves `blocks` in `file` and returns the error that names them and the file.
+/// Saves `blocks` in `file`, in the space `reserve` held (given back first), and returns
+/// the error that names them and the file.
 fn keep(
     state: &NodeState,
     file: &Path,
+    reserve: &reserve::Reserve,
     blocks: &[cache::DirtyBlock],
     why: String,
 ) -> std::io::Result<()> {
+    if reserve.release() {
+        tracing::info!(
+            bytes = reserve.size(),
+            "recovery reserve given back for the recovery file"
+        );
+    }
     state.cache.keep_recovery(file, blocks).map_err(|e| {
         std::io::Error::other(format!(
             "{} dirty block(s) could not be written back ({why}) nor kept in {}: {e}",

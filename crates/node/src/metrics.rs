@@ -8,7 +8,8 @@
 //! process's resident memory, threads, open descriptors and CPU time come from
 //! `/proc/self` under Prometheus's conventional `process_*` names. The NBD server's
 //! node-wide budget of bytes in flight (in flight, limit, peak, waits) and its connections
-//! and workers are the `lachesis_nbd_*` series.
+//! and workers are the `lachesis_nbd_*` series; the links to upstream NBD exports (up,
+//! seconds down, reconnects, replayed writes) the `lachesis_upstream_*` series.
 
 use crate::state::NodeState;
 use std::fmt::Write;
@@ -97,6 +98,51 @@ fn nbd_budget(o: &mut Out, g: &nbd::LimitsGauge) {
     o.sample("lachesis_nbd_budget_waits_total", &[], g.waits);
 }
 
+/// The links to upstream NBD exports: up or not, reconnects, replayed writes.
+fn upstream_links(o: &mut Out, state: &NodeState) {
+    let links = state.upstreams.status();
+    if links.is_empty() {
+        return;
+    }
+    type Get = fn(&crate::upstream::LinkStatus) -> f64;
+    let series: [(&str, &str, &str, Get); 4] = [
+        (
+            "lachesis_upstream_up",
+            "gauge",
+            "1 while the link to the upstream NBD export is connected, 0 while it reconnects.",
+            |l| if l.up { 1.0 } else { 0.0 },
+        ),
+        (
+            "lachesis_upstream_down_seconds",
+            "gauge",
+            "Seconds the link to the upstream has been down (0 while up).",
+            |l| l.down_secs,
+        ),
+        (
+            "lachesis_upstream_reconnects_total",
+            "counter",
+            "Connections to the upstream made again after a loss.",
+            |l| l.reconnects as f64,
+        ),
+        (
+            "lachesis_upstream_replayed_writes_total",
+            "counter",
+            "Acknowledged, unflushed writes sent again to the upstream after a reconnect.",
+            |l| l.replayed_writes as f64,
+        ),
+    ];
+    for (name, kind, help, get) in series {
+        o.help(name, kind, help);
+        for (export, l) in &links {
+            o.sample(
+                name,
+                &[("export", export), ("upstream", &l.upstream)],
+                get(l),
+            );
+        }
+    }
+}
+
 /// Renders every metric of the node.
 pub fn render(state: &NodeState) -> String {
     let mut o = Out(String::with_capacity(4096));
@@ -140,6 +186,7 @@ pub fn render(state: &NodeState) -> String {
     if let Some(limits) = &state.nbd_limits {
         nbd_budget(&mut o, &limits.gauge());
     }
+    upstream_links(&mut o, state);
 
     let caches = state.caches();
     let gauges: [CacheMetric; 4] = [

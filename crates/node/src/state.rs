@@ -82,6 +82,8 @@ pub struct NodeState {
     observers: Mutex<BTreeMap<String, Arc<TenantObserver>>>,
     /// The demote path to level 2 (used by exclusive caches on a level-1 node).
     pub demoter: crate::demote::Demoter,
+    /// The links to upstream NBD exports (level 1 → level 2), for health reports.
+    pub upstreams: crate::upstream::Links,
     /// The NBD server's node-wide limits (bytes in flight, workers), for `/metrics`; set
     /// by `start` before the node is shared.
     pub nbd_limits: Option<Arc<nbd::Limits>>,
@@ -157,6 +159,7 @@ impl NodeState {
             export_index: BTreeMap::new(),
             observers: Mutex::default(),
             demoter: crate::demote::Demoter::new(),
+            upstreams: Default::default(),
             nbd_limits: None,
             data_dir: None,
         })

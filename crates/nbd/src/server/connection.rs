@@ -243,13 +243,18 @@ where
                             _ = share.acquire_async(kib) => reserved = kib,
                             _ = stopped(&mut shutdown) => break 'read Ok(()),
                         }
+                        activity.payload_progress();
                     }
                 }
                 buf.reserve(needed.saturating_sub(buf.len()).max(16 * 1024));
                 tokio::select! {
                     n = r.read_buf(&mut buf) => match n {
                         Ok(0) => break 'read Ok(()),
-                        Ok(_) => {}
+                        Ok(_) => {
+                            if reserved > 0 {
+                                activity.payload_progress();
+                            }
+                        }
                         Err(e) => break 'read Err(e),
                     },
                     _ = stopped(&mut shutdown) => break 'read Ok(()),

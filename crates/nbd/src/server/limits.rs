@@ -7,8 +7,10 @@
 //!   back once its reply is on the socket. The server holds at most
 //!   [`ServerConfig::in_flight_total`](super::ServerConfig::in_flight_total) this way,
 //!   plus a reserve of a quarter of it that only a connection holding nothing may draw on,
-//!   so one request of a newcomer is admitted even while clients that never read their
-//!   replies hold the rest. Fairness: a connection that already holds something may hold
+//!   and only for a request of at most a sixteenth of the reserve (at least 64 KiB), so
+//!   one request of a newcomer is admitted even while clients that never read their
+//!   replies, or that started large writes and stalled, hold the rest (a stalled payload
+//!   is also cut off after `payload_timeout`, see `roster`). Fairness: a connection that already holds something may hold
 //!   at most its share, the total divided by the connections in transmission (and never
 //!   more than [`IN_FLIGHT_KIB`]); a larger single request is admitted only when its
 //!   connection holds nothing. So a connection whose client stops reading stops after its
@@ -183,7 +185,11 @@ impl Share {
         let l = &self.limits;
         let used = self.used_kib.load(Ordering::Relaxed);
         let share = (l.total_kib / st.conns.max(1) as u64).min(u64::from(IN_FLIGHT_KIB));
-        let room = if used == 0 {
+        // The reserve is for a newcomer's ordinary request, not for one large payload:
+        // otherwise a few connections that each start a 32 MiB write and stall would
+        // hold it all.
+        let small = (l.reserve_kib / 16).clamp(64, l.reserve_kib.max(64));
+        let room = if used == 0 && kib <= small {
             l.total_kib + l.reserve_kib
         } else {
             l.total_kib
@@ -305,16 +311,18 @@ mod tests {
         assert!(!a.try_acquire(1024), "a is at its share of 2048 KiB");
         assert!(b.try_acquire(2048));
         assert!(!b.try_acquire(1), "the total is taken");
-        // A newcomer holding nothing gets one request from the reserve, then waits.
+        // A newcomer holding nothing gets one small request from the reserve (at most a
+        // sixteenth of it, at least 64 KiB), then waits; a large one may not use it.
         let c = l.join();
-        assert!(c.try_acquire(1000));
+        assert!(!c.try_acquire(1000), "a large payload drew on the reserve");
+        assert!(c.try_acquire(64));
         assert!(!c.try_acquire(1));
         let g = l.gauge();
-        assert_eq!(g.in_flight_bytes, (4096 + 1000) * 1024);
+        assert_eq!(g.in_flight_bytes, (4096 + 64) * 1024);
         assert!(g.peak_in_flight_bytes <= (4096 + 1024) * 1024);
         a.release(2048);
         drop(b); // a connection that ends gives back what it held
-        assert_eq!(l.gauge().in_flight_bytes, 1000 * 1024);
+        assert_eq!(l.gauge().in_flight_bytes, 64 * 1024);
         assert_eq!(l.gauge().connections, 2);
         // Workers: two each of four while two connections are in.
         assert!(a.try_worker() && a.try_worker());

@@ -107,6 +107,9 @@ pub struct ServerConfig {
     /// A negotiated connection that sends no request for this long is closed (default 5
     /// minutes; `None`: never).
     pub idle_timeout: Option<Duration>,
+    /// A connection whose write payload makes no progress for this long is closed,
+    /// freeing the budget it held for it (default 10 s; `None`: never).
+    pub payload_timeout: Option<Duration>,
 }
 
 impl Default for ServerConfig {
@@ -121,6 +124,7 @@ impl Default for ServerConfig {
             threaded_connections: std::thread::available_parallelism().map_or(1, |n| n.get()),
             busy_poll: Duration::from_micros(100),
             idle_timeout: Some(Duration::from_secs(300)),
+            payload_timeout: Some(Duration::from_secs(10)),
         }
     }
 }
@@ -195,9 +199,11 @@ pub async fn serve_tls(
     let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
     let roster = Roster::new();
     // Idle connections are looked for a few times per timeout.
-    let sweep = config
-        .idle_timeout
+    let sweep = [config.idle_timeout, config.payload_timeout]
+        .into_iter()
+        .flatten()
         .map(|t| (t / 4).clamp(Duration::from_millis(10), Duration::from_secs(10)))
+        .min()
         .unwrap_or(Duration::from_secs(3600));
     let mut sweeper = tokio::time::interval(sweep);
     sweeper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -211,6 +217,9 @@ pub async fn serve_tls(
             _ = sweeper.tick() => {
                 if let Some(t) = config.idle_timeout {
                     roster.close_idle(t);
+                }
+                if let Some(t) = config.payload_timeout {
+                    roster.close_stalled(t);
                 }
             }
             accepted = accept(&listener) => match accepted {
@@ -515,13 +524,22 @@ async fn accept(listener: &Listener) -> io::Result<Accepted> {
 /// A connection slot for a client just accepted: a free one, else the slot of the
 /// connection quiet longest (closed for it), else the first to free up.
 async fn room(limit: &Arc<Semaphore>, roster: &Roster) -> OwnedSemaphorePermit {
+    let asked = std::time::Instant::now();
     loop {
         if let Ok(p) = limit.clone().try_acquire_owned() {
             return p;
         }
         // An evicted connection frees its slot as soon as its task sees end of stream;
-        // otherwise look again once another connection may have become quiet.
-        let wait = if roster.evict_oldest_idle(EVICT_GRACE) {
+        // otherwise look again once another connection may have become quiet. A newcomer
+        // that has waited the grace already takes the slot of the connection with the
+        // least recent request, however recent: busy clients may be made to take turns,
+        // a new client is never locked out.
+        let grace = if asked.elapsed() >= EVICT_GRACE {
+            Duration::ZERO
+        } else {
+            EVICT_GRACE
+        };
+        let wait = if roster.evict_oldest_idle(grace) {
             Duration::from_secs(1)
         } else {
             EVICT_GRACE / 2

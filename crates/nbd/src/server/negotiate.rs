@@ -8,7 +8,7 @@
 //! |---|---|
 //! | `EXPORT_NAME` | size, flags (and zeroes) then transmission; unknown name, or a client its allow-list refuses, closes |
 //! | `GO` / `INFO` | `REP_INFO(EXPORT)`, `REP_INFO(BLOCK_SIZE)` if asked, `ACK`; `GO` then enters transmission; unknown name → `ERR_UNKNOWN`; client refused by the export's allow-list → `ERR_POLICY` |
-//! | `LIST` | one `REP_SERVER` per export, `ACK` |
+//! | `LIST` | one `REP_SERVER` per export the client may open (its allow-list admits it), `ACK` |
 //! | `ABORT` | `ACK`, close |
 //! | `STARTTLS` | TLS off → `ERR_UNSUP`; already in TLS → `ERR_INVALID`; else `ACK`, and the caller runs the TLS handshake and negotiates again inside it (see `tls`) |
 //! | TLS required, not yet in TLS | `ERR_TLS_REQD` to everything but `STARTTLS` and `ABORT`; `EXPORT_NAME` closes |
@@ -193,7 +193,13 @@ where
                 enter = Some((export, session.mode(&name)));
             }
             ClientOption::List => {
-                for name in exports.list() {
+                // Only the exports this client may open: an allow-list that refuses it
+                // hides the export's name too.
+                for name in exports
+                    .list()
+                    .into_iter()
+                    .filter(|n| exports.admits(n, peer))
+                {
                     let body = handshake::rep_server(&name);
                     handshake::encode_option_reply(&mut out, opt::LIST, rep::SERVER, &body);
                 }

@@ -12,10 +12,16 @@
 //!   does not wait behind connections that do nothing: the connection that has been quiet
 //!   longest (the oldest last request, or the oldest accept for one still negotiating) is
 //!   closed to admit it ([`Roster::evict_oldest_idle`]) — least-recently-active, like
-//!   an LRU of connections. Only a connection quiet for at least [`EVICT_GRACE`] is
-//!   taken, so clients that are all busy are not made to take turns; the new client then
-//!   waits (already accepted, so at most one socket waits this way) until a slot frees or
-//!   a connection becomes quiet. We prefer eviction over refusing the newcomer because an
+//!   an LRU of connections. At first only a connection quiet for at least [`EVICT_GRACE`]
+//!   is taken, so clients that are briefly busy are not made to take turns; once the new
+//!   client has waited that long (already accepted, so at most one socket waits this
+//!   way) the connection with the least recent request is closed however recent it is:
+//!   when every connection is busy, busy clients take turns rather than newcomers
+//!   being locked out.
+//! * **Stalled payloads.** A connection reading in a write's payload holds its share of
+//!   the byte budget for it; when no byte of that payload arrives for
+//!   [`ServerConfig::payload_timeout`](super::ServerConfig::payload_timeout) the
+//!   connection is closed ([`Roster::close_stalled`]) and the budget freed. We prefer eviction over refusing the newcomer because an
 //!   idle NBD connection is cheap for its client to reopen, whereas a refused client that
 //!   has real work cannot proceed at all; and over a reserved slot because a reserve is
 //!   consumed by the next idler.
@@ -75,7 +81,13 @@ pub(crate) struct Activity {
     /// Milliseconds from `epoch` to the last request (or to the accept).
     last_ms: AtomicU64,
     negotiated: AtomicBool,
+    /// Milliseconds from `epoch` to the last bytes of a write payload still arriving
+    /// (`NO_PAYLOAD`: none is).
+    payload_ms: AtomicU64,
 }
+
+/// `Activity::payload_ms` while no write payload is arriving.
+const NO_PAYLOAD: u64 = u64::MAX;
 
 impl Activity {
     fn new(epoch: Instant) -> Self {
@@ -83,15 +95,30 @@ impl Activity {
             epoch,
             last_ms: AtomicU64::new(0),
             negotiated: AtomicBool::new(false),
+            payload_ms: AtomicU64::new(NO_PAYLOAD),
         };
         a.touch();
         a
     }
 
-    /// A request arrived.
+    /// A request arrived (whole: no payload of it is still arriving).
     pub(crate) fn touch(&self) {
         let now = self.epoch.elapsed().as_millis() as u64;
         self.last_ms.store(now, Ordering::Relaxed);
+        self.payload_ms.store(NO_PAYLOAD, Ordering::Relaxed);
+    }
+
+    /// A write's payload is arriving and holds budget: bytes of it came in now (or the
+    /// reader just took budget for it).
+    pub(crate) fn payload_progress(&self) {
+        let now = self.epoch.elapsed().as_millis() as u64;
+        self.payload_ms.store(now, Ordering::Relaxed);
+    }
+
+    /// Milliseconds since a payload still arriving last made progress (None: none is).
+    fn payload_stalled_ms(&self, now_ms: u64) -> Option<u64> {
+        let at = self.payload_ms.load(Ordering::Relaxed);
+        (at != NO_PAYLOAD).then(|| now_ms.saturating_sub(at))
     }
 
     /// Negotiation finished; the connection is in its transmission phase.
@@ -188,6 +215,31 @@ impl Roster {
             en.closer.close();
         }
         true
+    }
+
+    /// Closes every connection whose write payload has made no progress for `timeout`
+    /// (it holds budget for bytes that do not come); returns how many.
+    pub(crate) fn close_stalled(&self, timeout: Duration) -> usize {
+        let now = self.now_ms();
+        let limit = timeout.as_millis() as u64;
+        let mut e = self.entries();
+        let stalled: Vec<u64> =
+            e.1.iter()
+                .filter(|(_, en)| {
+                    en.activity
+                        .payload_stalled_ms(now)
+                        .is_some_and(|q| q >= limit)
+                })
+                .map(|(id, _)| *id)
+                .collect();
+        for id in &stalled {
+            if let Some(en) = e.1.remove(id) {
+                tracing::warn!(peer = %en.peer, ?timeout,
+                    "a write's payload stalled (payload_timeout); closing the connection");
+                en.closer.close();
+            }
+        }
+        stalled.len()
     }
 
     /// Closes every negotiated connection quiet for at least `timeout`; how many.

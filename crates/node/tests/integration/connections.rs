@@ -65,6 +65,17 @@ impl Idle {
         }
     }
 
+    /// Sends a 32 MiB WRITE's header and 64 KiB of its payload, then nothing more.
+    fn stall_write(&mut self) {
+        let mut r = 0x2560_9513u32.to_be_bytes().to_vec();
+        r.extend_from_slice(&[0, 0, 0, 1]); // flags, NBD_CMD_WRITE
+        r.extend_from_slice(&9u64.to_be_bytes());
+        r.extend_from_slice(&0u64.to_be_bytes());
+        r.extend_from_slice(&(32u32 << 20).to_be_bytes());
+        r.extend_from_slice(&vec![0xeeu8; 64 << 10]);
+        self.0.write_all(&r).unwrap();
+    }
+
     /// Whether the server closed the connection within `within`.
     fn closed_within(&mut self, within: Duration) -> bool {
         self.0.set_read_timeout(Some(within)).unwrap();
@@ -159,4 +170,130 @@ fn connection_settings_are_checked() {
         let err = node::config::NodeConfig::parse(&text).unwrap_err();
         assert!(err.contains(field), "{err}");
     }
+}
+
+/// Issue 35 item 5: five connections each send a 32 MiB WRITE header and 64 KiB of its
+/// payload, then go quiet. Before, they held the whole byte budget and its reserve (160
+/// MiB) and a newcomer's 4 KiB write got no answer until `idle_timeout_secs` (300 s) freed
+/// them. Now a single large payload may not draw on the reserve, so a newcomer's write is
+/// answered at once (asserted under 1 s, with the bytes read back), and a payload that
+/// makes no progress for `payload_timeout` (2 s here) has its connection closed and its
+/// budget freed (all five closed within 6 s, nothing left in flight).
+#[test]
+fn stalled_writers_do_not_lock_out_other_writers() {
+    let t = node("payload_timeout = \"2s\"");
+    let addr = t.node().nbd_addr;
+    let start = Instant::now();
+    let mut stalled: Vec<Idle> = (0..5)
+        .map(|_| {
+            let mut c = Idle::connect(addr);
+            c.stall_write();
+            c
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let held = t.node().state.nbd_limits.as_ref().unwrap().gauge();
+    println!(
+        "five stalled writers hold {} MiB",
+        held.in_flight_bytes >> 20
+    );
+    let t0 = Instant::now();
+    run(
+        "qemu-io",
+        &[
+            "-f",
+            "raw",
+            "-c",
+            "write -P 0x5c 1M 4k",
+            "-c",
+            "read -P 0x5c 1M 4k",
+            &t.uri("demo"),
+        ],
+    );
+    let took = t0.elapsed();
+    println!("a newcomer's 4 KiB write and read beside five stalled writers: {took:.2?}");
+    assert!(took < Duration::from_secs(1), "qemu-io took {took:?}");
+    for (i, c) in stalled.iter_mut().enumerate() {
+        assert!(
+            c.closed_within(Duration::from_secs(6)),
+            "stalled writer {i} still open after {:?}",
+            start.elapsed()
+        );
+    }
+    println!("five stalled writers closed after {:.2?}", start.elapsed());
+    // Their tasks end just after their sockets close: the budget comes back.
+    let limits = t.node().state.nbd_limits.clone().unwrap();
+    let t1 = Instant::now();
+    while limits.gauge().in_flight_bytes > 0 {
+        let g = limits.gauge();
+        assert!(
+            t1.elapsed() < Duration::from_secs(2),
+            "budget left held: {g:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t.stop();
+}
+
+/// Issue 35 item 6: every connection slot is held by a busy client (each sends a 4 KiB
+/// read every 100 ms, so none is ever quiet for the 250 ms the node first waits for).
+/// Before, a new `qemu-io` read was never served. Now, once the newcomer has waited the
+/// grace, the connection with the least recent request is closed for it: the read is
+/// served within 3 s (asserted), one busy client was closed, the others were served on.
+#[test]
+fn busy_connections_do_not_lock_out_a_new_client() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let t = node("max_connections = 32");
+    let addr = t.node().nbd_addr;
+    let stop = Arc::new(AtomicBool::new(false));
+    let busy: Vec<_> = (0..32)
+        .map(|_| {
+            let mut c = Idle::connect(addr);
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                let mut served = 0u32;
+                while !stop.load(Ordering::Relaxed) {
+                    if !c.read_ok() {
+                        return (served, false);
+                    }
+                    served += 1;
+                    std::thread::sleep(Duration::from_millis(100));
+                }
+                (served, true)
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let start = Instant::now();
+    let out = std::process::Command::new("timeout")
+        .args([
+            "20",
+            "qemu-io",
+            "-f",
+            "raw",
+            "-c",
+            "read -P 0 0 64k",
+            &t.uri("demo"),
+        ])
+        .output()
+        .unwrap();
+    let took = start.elapsed();
+    // Let every busy client send once more: the one closed for the newcomer sees it.
+    std::thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::Relaxed);
+    let ends: Vec<(u32, bool)> = busy.into_iter().map(|h| h.join().unwrap()).collect();
+    let closed = ends.iter().filter(|(_, open)| !open).count();
+    println!(
+        "a new qemu-io read beside 32 busy connections (limit 32): {took:.2?}; busy clients closed for it: {closed}"
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(took < Duration::from_secs(3), "qemu-io took {took:?}");
+    assert!((1..=2).contains(&closed), "{closed} busy clients closed");
+    assert!(ends.iter().all(|(served, _)| *served > 0));
+    t.stop();
 }

@@ -155,3 +155,61 @@ fn a_non_loopback_api_needs_an_explicit_token_file() {
     assert!(msg.contains("api_token_file"), "{msg}");
     rt.block_on(n.shutdown()).unwrap();
 }
+
+/// Issue 35 item 11: NBD on an address other machines can reach, with an export that has
+/// no allow-list and TLS off, is refused at start (naming the export and the way out)
+/// unless `allow_anyone = true`; `NBD_OPT_LIST` (nbdinfo --list) shows only the exports
+/// the client's allow-list admits.
+#[test]
+fn open_nbd_exposure_is_refused_and_listing_hides_refused_exports() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let exposed = |extra: &str| {
+        let text = NODE.replace(
+            "[node]",
+            &format!("[node]\nnbd = \"0.0.0.0:0\"\napi = \"127.0.0.1:0\"\n{extra}"),
+        );
+        let mut cfg = NodeConfig::parse(&text).unwrap();
+        cfg.node.data_dir = Some(dir.path().to_path_buf());
+        cfg
+    };
+    let cfg = exposed("");
+    let err = rt.block_on(node::start(&cfg)).err().expect("refused");
+    let msg = err.to_string();
+    println!("{msg}");
+    assert!(
+        msg.contains("allow_anyone") && msg.contains("0.0.0.0") && msg.contains("allow"),
+        "{msg}"
+    );
+    let cfg = exposed("allow_anyone = true");
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    rt.block_on(n.shutdown()).unwrap();
+
+    let t = crate::common::TestNode::start(
+        r#"
+[node]
+cache_size = "1MiB"
+[[export]]
+name = "mine"
+file = "mine.img"
+size = "1MiB"
+allow = ["127.0.0.1/32", "::1/128"]
+[[export]]
+name = "theirs"
+file = "theirs.img"
+size = "1MiB"
+allow = ["10.0.0.0/8"]
+"#,
+    );
+    let listed = crate::common::run(
+        "nbdinfo",
+        &["--list", &format!("nbd://{}", t.node().nbd_addr)],
+    );
+    println!("{listed}");
+    assert!(listed.contains("mine"), "{listed}");
+    assert!(
+        !listed.contains("theirs"),
+        "a refused export is listed: {listed}"
+    );
+    t.stop();
+}

@@ -308,3 +308,34 @@ fn the_demote_endpoint_checks_its_input() {
     assert_eq!(n(&s2, "resident"), 0, "{s2}");
     b.stop();
 }
+
+/// Issue 35 item 7: `POST /v1/demote/EXPORT` with a node's token could inject bytes that
+/// an NBD read then served although the image held others, on a level-1 node and on a
+/// non-exclusive cache. Now both answer 409 and the read returns the image's bytes.
+#[test]
+fn forged_demotions_are_refused_where_they_would_be_served() {
+    let b = l2(false, "1MiB", "write-through");
+    let a = l1(&b, false, "1MiB", "write-through");
+    let forged = node::demote::encode([(BS, &[0xeeu8; BS as usize][..])].into_iter());
+    for (t, export) in [(&a, "tenant"), (&b, "vol")] {
+        let bearer = format!("Bearer {}", t.node().api_token.secret());
+        let url = format!("http://{}/v1/demote/{export}", t.node().api_addr);
+        let (status, text) = match ureq::post(&url)
+            .set("authorization", &bearer)
+            .send_bytes(&forged)
+        {
+            Ok(r) => (r.status(), r.into_string().unwrap()),
+            Err(ureq::Error::Status(s, r)) => (s, r.into_string().unwrap()),
+            Err(e) => panic!("{e}"),
+        };
+        println!("forged demotion to {export}: {status} {text}");
+        assert_eq!(status, 409, "{text}");
+        let c =
+            t.rt.block_on(nbd::NbdClient::connect(t.node().nbd_addr, export))
+                .unwrap();
+        let got = t.rt.block_on(c.read(BS, BS as u32)).unwrap();
+        assert!(got.iter().all(|&x| x == 0), "{export} served forged bytes");
+    }
+    a.stop();
+    b.stop();
+}

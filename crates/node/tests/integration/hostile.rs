@@ -31,15 +31,22 @@ struct Nbdkit {
 
 impl Nbdkit {
     fn start(img: &Path, filters: &[&str], params: &[String]) -> Nbdkit {
+        Self::start_at(img, filters, params, None)
+    }
+
+    /// Like `start`, on `port` if given (a restart on the same address).
+    fn start_at(img: &Path, filters: &[&str], params: &[String], at: Option<u16>) -> Nbdkit {
         let dir = img.parent().unwrap();
         let pidfile = dir.join(format!("nbdkit-{}.pid", std::process::id()));
         for _ in 0..20 {
             let _ = std::fs::remove_file(&pidfile);
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
+            let port = at.unwrap_or_else(|| {
+                std::net::TcpListener::bind("127.0.0.1:0")
+                    .unwrap()
+                    .local_addr()
+                    .unwrap()
+                    .port()
+            });
             let mut cmd = Command::new("nbdkit");
             cmd.args(["-f", "--exit-with-parent", "-i", "127.0.0.1", "-p"])
                 .arg(port.to_string())
@@ -509,4 +516,302 @@ fn a_shrunk_image_is_not_regrown_and_a_truncated_one_is_refused() {
     assert!(!recovery.exists());
     rt.block_on(n.shutdown()).unwrap();
     assert_eq!(image_block(&img, 4 << 20), vec![0x77; BS as usize]);
+}
+
+/// `GET /healthz` of a node: (status, body).
+fn health(api: std::net::SocketAddr) -> (u16, String) {
+    match ureq::get(&format!("http://{api}/healthz")).call() {
+        Ok(r) => (r.status(), r.into_string().unwrap()),
+        Err(ureq::Error::Status(s, r)) => (s, r.into_string().unwrap()),
+        Err(e) => panic!("/healthz: {e}"),
+    }
+}
+
+/// `GET /metrics` of a node, the lines starting with `prefix`.
+fn metric(api: std::net::SocketAddr, prefix: &str) -> Vec<String> {
+    let text = ureq::get(&format!("http://{api}/metrics"))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    text.lines()
+        .filter(|l| l.starts_with(prefix))
+        .map(str::to_string)
+        .collect()
+}
+
+/// Waits up to `limit` for `f`; returns how long it took, or panics naming `what`.
+fn within(limit: Duration, what: &str, mut f: impl FnMut() -> bool) -> Duration {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    t0.elapsed()
+}
+
+/// Item 4: the level-1 node's upstream (nbdkit) is killed and started again on the same
+/// port. Before, every read miss and FLUSH answered EIO until level 1 itself restarted,
+/// with nothing in its log. Now the node notices the loss without a request (`/healthz`
+/// 503 `degraded`, `lachesis_upstream_up 0`), a miss while the upstream has been away
+/// longer than `upstream_wait` fails at once (EIO, not a hang), the link heals by itself
+/// once the upstream is back (reads, writes and FLUSH served, `/healthz` ok again,
+/// `lachesis_upstream_reconnects_total 1`), and a miss issued while the upstream is
+/// briefly away waits for it and is served.
+#[test]
+fn a_restarted_upstream_is_reconnected_and_reported_while_away() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let img = sparse_image(tmp.path(), 8 << 20);
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new().write(true).open(&img).unwrap();
+        f.write_all_at(&[0x5a; BS as usize], 40 * BS).unwrap();
+        f.write_all_at(&[0x5b; BS as usize], 41 * BS).unwrap();
+    }
+    let kit = Nbdkit::start(&img, &[], &[]);
+    let port = kit.port;
+    let dir = tmp.path().join("node");
+    let cfg = config(&dir, &kit.upstream(), "upstream_wait = \"3s\"");
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("write -P 0x11 {X} 4k"), "flush"]);
+    assert!(
+        out.contains("wrote 4096/4096") && !out.contains("failed"),
+        "{out}"
+    );
+    assert_eq!(health(n.api_addr).0, 200);
+
+    // Away: noticed without a request.
+    drop(kit);
+    let noticed = within(Duration::from_secs(3), "/healthz degraded", || {
+        let (s, body) = health(n.api_addr);
+        s == 503 && body.contains("degraded") && body.contains(&port.to_string())
+    });
+    println!("upstream loss noticed in {noticed:?}");
+    let up = metric(n.api_addr, "lachesis_upstream_up{");
+    assert!(up.len() == 1 && up[0].ends_with(" 0"), "{up:?}");
+    // Away longer than upstream_wait: a miss fails at once.
+    std::thread::sleep(Duration::from_millis(3200));
+    let t0 = Instant::now();
+    let out = qemu_io(&uri, &[&format!("read -P 0x5a {} 4k", 40 * BS)]);
+    let took = t0.elapsed();
+    println!("a miss with the upstream away for 3 s: {took:?}: {out}");
+    assert!(out.contains("Input/output error"), "{out}");
+    assert!(took < Duration::from_secs(2), "the miss took {took:?}");
+
+    // Back on the same port: the link heals by itself.
+    let kit = Nbdkit::start_at(&img, &[], &[], Some(port));
+    let healed = within(Duration::from_secs(10), "/healthz ok again", || {
+        health(n.api_addr).0 == 200
+    });
+    println!("link healed {healed:?} after the upstream came back");
+    let out = qemu_io(
+        &uri,
+        &[
+            &format!("read -P 0x5a {} 4k", 40 * BS),
+            &format!("read -P 0x11 {X} 4k"),
+            &format!("write -P 0x22 {X} 4k"),
+            "flush",
+        ],
+    );
+    assert!(
+        out.matches("read 4096/4096").count() == 2
+            && out.contains("wrote 4096/4096")
+            && !out.contains("failed"),
+        "{out}"
+    );
+    let rec = metric(n.api_addr, "lachesis_upstream_reconnects_total{");
+    assert!(rec.len() == 1 && rec[0].ends_with(" 1"), "{rec:?}");
+
+    // Briefly away: a miss in between waits for the link and is served.
+    drop(kit);
+    within(Duration::from_secs(3), "/healthz degraded", || {
+        health(n.api_addr).0 == 503
+    });
+    let reader = {
+        let uri = uri.clone();
+        std::thread::spawn(move || {
+            let t0 = Instant::now();
+            let out = qemu_io(&uri, &[&format!("read -P 0x5b {} 4k", 41 * BS)]);
+            (out, t0.elapsed())
+        })
+    };
+    std::thread::sleep(Duration::from_millis(300));
+    let kit = Nbdkit::start_at(&img, &[], &[], Some(port));
+    let (out, took) = reader.join().unwrap();
+    println!("a miss while the upstream restarted: {took:?}");
+    assert!(
+        out.contains("read 4096/4096") && !out.contains("failed"),
+        "{out}"
+    );
+    rt.block_on(n.shutdown()).unwrap();
+    drop(kit);
+    assert_eq!(
+        image_block(&img, X),
+        vec![0x22; BS as usize],
+        "on the image"
+    );
+}
+
+/// A tmpfs of `size` bytes mounted on a directory of its own; unmounted when dropped.
+struct SmallDisk {
+    dir: tempfile::TempDir,
+}
+
+impl SmallDisk {
+    /// None (the test is skipped, saying so) where this process may not mount.
+    fn mount(size: &str) -> Option<SmallDisk> {
+        let dir = tempfile::tempdir().unwrap();
+        let ok = Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
+            .arg(dir.path())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok_and(|s| s.success());
+        if !ok {
+            println!("cannot mount a tmpfs here (not root?): skipped");
+            return None;
+        }
+        Some(SmallDisk { dir })
+    }
+
+    fn path(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// Writes a file until the disk is full; returns its path.
+    fn fill(&self) -> PathBuf {
+        use std::io::Write;
+        let p = self.path().join("filler");
+        let mut f = std::fs::File::create(&p).unwrap();
+        let chunk = vec![0xffu8; 64 << 10];
+        while f.write_all(&chunk).is_ok() {}
+        let _ = f.sync_all();
+        p
+    }
+}
+
+impl Drop for SmallDisk {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(self.dir.path()).status();
+    }
+}
+
+/// Item 2: the data directory shares the image's disk and others fill that disk while
+/// the node holds acknowledged dirty blocks. Before, FLUSH answered ENOSPC and the stop
+/// logged "… could not be written back … nor kept in recovery.bin: No space" and exited:
+/// the blocks were lost. Now the start reserved the recovery file's space
+/// (`recovery.reserve`), a write the cache could only take by writing back another dirty
+/// block is refused with ENOSPC (not acknowledged), the stop gives the reserve back and
+/// keeps every dirty block in `recovery.bin`, and after space is freed a start writes them
+/// all back: the 512 acknowledged blocks read back right, on the node and on the image.
+#[test]
+fn a_full_disk_never_drops_acknowledged_dirty_blocks_at_a_stop() {
+    let Some(disk) = SmallDisk::mount("8m") else {
+        return;
+    };
+    let rt = runtime();
+    let dir = disk.path().join("node");
+    let text = r#"
+[node]
+nbd = "127.0.0.1:0"
+api = "127.0.0.1:0"
+cache_size = "2MiB"
+
+[[export]]
+name = "vol"
+file = "vol.img"
+size = "16MiB"
+
+[[cache]]
+name = "c"
+size = "2MiB"
+write_policy = "write-back"
+
+[[rule]]
+export = "vol"
+cache = "c"
+"#;
+    let mut cfg = NodeConfig::parse(text).unwrap();
+    cfg.node.data_dir = Some(dir.clone());
+    let img = dir.join("vol.img");
+    let recovery = dir.join(node::RECOVERY_FILE);
+    let reserve = dir.join(node::reserve::RESERVE_FILE);
+
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    let reserved = std::fs::metadata(&reserve).unwrap().len();
+    assert!(reserved > 2 << 20, "reserve of {reserved} bytes");
+    // 512 blocks acknowledged: the cache's whole capacity.
+    let client = rt
+        .block_on(nbd::NbdClient::connect(n.nbd_addr, "vol"))
+        .unwrap();
+    for b in 0..512 {
+        rt.block_on(client.write(b * BS, pattern(b), false))
+            .unwrap();
+    }
+    let filler = disk.fill();
+    // The disk is full: FLUSH fails with ENOSPC, and a write that needs a dirty block
+    // written back first is refused, not acknowledged.
+    let flush = rt.block_on(client.flush()).unwrap_err().to_string();
+    assert!(flush.contains("ENOSPC"), "FLUSH: {flush}");
+    let mut refused = 0;
+    let mut acknowledged: Vec<u64> = (0..512).collect();
+    for b in 600..1400 {
+        match rt.block_on(client.write(b * BS, pattern(b), false)) {
+            Ok(()) => acknowledged.push(b),
+            Err(e) => {
+                assert!(e.to_string().contains("ENOSPC"), "write {b}: {e}");
+                refused += 1;
+            }
+        }
+    }
+    println!("writes on a full disk: {refused} of 800 refused with ENOSPC, the rest acknowledged");
+    assert!(refused > 0, "every write was acknowledged on a full disk");
+    let uri = format!("nbd://{}/vol", n.nbd_addr);
+    let out = qemu_io(&uri, &[&format!("read -P {} {} 4k", pattern(7)[0], 7 * BS)]);
+    assert!(out.contains("read 4096/4096"), "reads go on: {out}");
+    drop(client);
+
+    // The stop keeps every dirty block in the reserved space.
+    let err = rt.block_on(n.shutdown()).unwrap_err().to_string();
+    println!("stop on a full disk: {err}");
+    assert!(
+        err.contains("dirty block(s)") && err.contains("kept in") && !err.contains("nor kept"),
+        "{err}"
+    );
+    let kept = cache::recovery::read(&recovery).unwrap();
+    println!("kept {} dirty block(s) in recovery.bin", kept.len());
+    assert!(!kept.is_empty());
+    for k in &kept {
+        assert_eq!(k.data, pattern(k.offset / BS), "block at {}", k.offset);
+    }
+
+    // Space freed: the start writes them back; every acknowledged block reads back.
+    std::fs::remove_file(&filler).unwrap();
+    let n = rt.block_on(node::start(&cfg)).unwrap();
+    assert!(!recovery.exists());
+    assert!(reserve.exists(), "the reserve is taken again");
+    let client = rt
+        .block_on(nbd::NbdClient::connect(n.nbd_addr, "vol"))
+        .unwrap();
+    let mut wrong = 0;
+    for &b in &acknowledged {
+        let got = rt.block_on(client.read(b * BS, BS as u32)).unwrap();
+        if got[..] != pattern(b)[..] {
+            wrong += 1;
+        }
+    }
+    assert_eq!(wrong, 0, "acknowledged blocks read wrong");
+    drop(client);
+    rt.block_on(n.shutdown()).unwrap();
+    let image = std::fs::read(&img).unwrap();
+    for b in 0..512u64 {
+        let at = (b * BS) as usize;
+        assert_eq!(
+            &image[at..at + BS as usize],
+            &pattern(b)[..],
+            "block {b} on the image"
+        );
+    }
 }

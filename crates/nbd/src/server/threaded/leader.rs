@@ -121,6 +121,7 @@ impl Connection {
                         if let Some(kib) = payload_kib(needed) {
                             self.budget.acquire(kib);
                             side.reserved_kib = kib;
+                            self.activity.payload_progress();
                         }
                     }
                     let ReadSide {
@@ -132,7 +133,11 @@ impl Connection {
                     } = side;
                     match read_some(stream, buf, scratch, poll, needed) {
                         Ok(0) => return self.stop_reading(side, Ok(())),
-                        Ok(_) => {}
+                        Ok(_) => {
+                            if side.reserved_kib > 0 {
+                                self.activity.payload_progress();
+                            }
+                        }
                         Err(e) => return self.stop_reading(side, Err(e)),
                     }
                 }
