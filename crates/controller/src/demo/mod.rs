@@ -825,14 +825,16 @@ mod tests {
     use super::*;
     use crate::service::Row;
 
-    fn log(tenant: &str, ms: &[f32]) -> DriverLog {
+    /// One client's log (shared with `summary`'s tests).
+    pub(super) fn log(tenant: &str, ms: &[f32]) -> DriverLog {
         DriverLog {
             tenant: tenant.into(),
             latencies_ms: ms.to_vec(),
         }
     }
 
-    fn arm(drivers: Vec<DriverLog>) -> ArmResult {
+    /// An arm of those logs and no reports (shared with `summary`'s tests).
+    pub(super) fn arm(drivers: Vec<DriverLog>) -> ArmResult {
         ArmResult {
             scheme: "fair".into(),
             reports: Vec::new(),

@@ -257,27 +257,9 @@ impl DemoSummary {
 
 #[cfg(test)]
 mod tests {
+    use super::super::tests::{arm, log};
     use super::*;
     use crate::service::Row;
-    use std::collections::HashMap;
-
-    fn log(tenant: &str, ms: &[f32]) -> DriverLog {
-        DriverLog {
-            tenant: tenant.into(),
-            latencies_ms: ms.to_vec(),
-        }
-    }
-
-    fn arm(drivers: Vec<DriverLog>) -> ArmResult {
-        ArmResult {
-            scheme: "fair".into(),
-            reports: Vec::new(),
-            completed: HashMap::new(),
-            seconds: 1.0,
-            drivers,
-            warm: Vec::new(),
-        }
-    }
 
     #[test]
     fn latency_against_fair_share_covers_the_requests_both_completed() {
