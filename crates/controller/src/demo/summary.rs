@@ -158,15 +158,17 @@ pub struct ArmSummary {
 }
 
 /// The latencies (ms) each tenant's clients logged after the warm-up: `warm[d]` is how
-/// many driver `d` had logged by then.
+/// many driver `d` had logged by then (empty: the arm ended within the warm-up, and
+/// nothing counts).
 fn after_warmup(drivers: &[DriverLog], warm: &[usize]) -> BTreeMap<String, Vec<f32>> {
     let mut out: BTreeMap<String, Vec<f32>> = BTreeMap::new();
     for (d, log) in drivers.iter().enumerate() {
-        let from = warm
-            .get(d)
-            .copied()
-            .unwrap_or(0)
-            .min(log.latencies_ms.len());
+        let logged = log.latencies_ms.len();
+        let from = if warm.is_empty() {
+            logged
+        } else {
+            warm.get(d).copied().unwrap_or(0).min(logged)
+        };
         out.entry(log.tenant.clone())
             .or_default()
             .extend_from_slice(&log.latencies_ms[from..]);
@@ -334,9 +336,11 @@ mod tests {
         // Nothing judged: no share, never "met".
         let mut none = a.clone();
         none.reports.truncate(WARMUP_INTERVALS);
+        none.warm.clear();
+        let db = &ArmSummary::of(&none, &slos).tenants["db"];
         assert_eq!(
-            ArmSummary::of(&none, &slos).tenants["db"].slo_met_share,
-            None
+            (db.slo_met_share, db.mean_ms, db.p99_ms),
+            (None, None, None)
         );
     }
 }
