@@ -851,11 +851,22 @@ impl CacheNode {
         path: &std::path::Path,
         blocks: &[crate::DirtyBlock],
     ) -> std::io::Result<()> {
+        self.keep_recovery_in(path, blocks, None)
+    }
+
+    /// [`CacheNode::keep_recovery`], writing the file into `space` (a file of allocated
+    /// blocks, see [`crate::recovery::write_into`]) when there is one.
+    pub fn keep_recovery_in(
+        &self,
+        path: &std::path::Path,
+        blocks: &[crate::DirtyBlock],
+        space: Option<&std::path::Path>,
+    ) -> std::io::Result<()> {
         let mut g = lock(&self.recovery);
         if blocks.is_empty() {
             crate::recovery::remove(path)?;
         } else {
-            crate::recovery::write(path, blocks)?;
+            crate::recovery::write_into(path, blocks, space)?;
         }
         *g = None;
         Ok(())

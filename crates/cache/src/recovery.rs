@@ -72,6 +72,14 @@ pub struct DirtyBlock {
 
 /// Save `blocks` to `path` (atomically: temporary file, sync, rename).
 pub fn write(path: &Path, blocks: &[DirtyBlock]) -> io::Result<()> {
+    write_into(path, blocks, None)
+}
+
+/// [`write`], the temporary file being `space` if it exists: a file whose blocks are
+/// allocated already (a reserve), renamed and overwritten in place, so that the recovery
+/// file needs no free space up to `space`'s size, even on a disk that something else
+/// fills meanwhile.
+pub fn write_into(path: &Path, blocks: &[DirtyBlock], space: Option<&Path>) -> io::Result<()> {
     let mut buf = MAGIC.to_vec();
     for b in blocks {
         let name = b.export.as_bytes();
@@ -86,9 +94,24 @@ pub fn write(path: &Path, blocks: &[DirtyBlock]) -> io::Result<()> {
         buf.extend_from_slice(&b.data);
     }
     let tmp = path.with_extension("tmp");
+    let reused = match space {
+        Some(s) => match std::fs::rename(s, &tmp) {
+            Ok(()) => true,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => false,
+            Err(e) => return Err(e),
+        },
+        None => false,
+    };
     {
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = if reused {
+            std::fs::OpenOptions::new().write(true).open(&tmp)?
+        } else {
+            std::fs::File::create(&tmp)?
+        };
         f.write_all(&buf)?;
+        if reused {
+            f.set_len(buf.len() as u64)?;
+        }
         f.sync_all()?;
     }
     std::fs::rename(&tmp, path)?;

@@ -28,8 +28,9 @@
 //! `[node] stop_timeout`; what is not on the backends by then (a slow or hung backend)
 //! is kept in the recovery file and the stop fails naming the count (see
 //! [`cache::recovery`] for how that file is consumed exactly once). The space that file
-//! needs is reserved at start ([`reserve`]) and given back just before it is written, so
-//! a disk that others filled meanwhile cannot make the stop drop acknowledged data.
+//! needs is reserved at start ([`reserve`]) and the file is written into it (the reserve
+//! renamed and overwritten in place), so a disk that others filled meanwhile, or a
+//! write-back still running at the deadline, cannot make the stop drop acknowledged data.
 
 pub mod api;
 pub mod auth;
@@ -770,8 +771,9 @@ fn blocks_to_keep(
     out
 }
 
-/// Saves `blocks` in `file`, in the space `reserve` held (given back first), and returns
-/// the error that names them and the file.
+/// Saves `blocks` in `file`, written into the space `reserve` held (its file renamed and
+/// overwritten in place, so a write-back still running cannot take that space between a
+/// release and the write), and returns the error that names them and the file.
 fn keep(
     state: &NodeState,
     file: &Path,
@@ -779,13 +781,16 @@ fn keep(
     blocks: &[cache::DirtyBlock],
     why: String,
 ) -> std::io::Result<()> {
-    if reserve.release() {
-        tracing::info!(
-            bytes = reserve.size(),
-            "recovery reserve given back for the recovery file"
-        );
-    }
-    state.cache.keep_recovery(file, blocks).map_err(|e| {
+    tracing::info!(
+        bytes = reserve.size(),
+        "recovery reserve used for the recovery file"
+    );
+    let kept = state
+        .cache
+        .keep_recovery_in(file, blocks, Some(reserve.path()));
+    // Whatever is left of the reserve (none, once it became the file) is given back.
+    reserve.release();
+    kept.map_err(|e| {
         std::io::Error::other(format!(
             "{} dirty block(s) could not be written back ({why}) nor kept in {}: {e}",
             blocks.len(),

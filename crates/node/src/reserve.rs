@@ -8,8 +8,9 @@
 //! whose sum never exceeds `cache_size`). The file is written with zeros, not made
 //! sparse, so its blocks are really allocated; a start that cannot reserve the space
 //! fails, naming the file and the size. At a stop that must write a recovery file, the
-//! reserve is removed first, which frees its blocks for the recovery file; the next start
-//! takes the space again.
+//! reserve becomes it: renamed to the recovery file's temporary name and overwritten in
+//! place (`cache::recovery::write_into`), so no other writer can take the space between
+//! a release and the write; the next start takes the space again.
 
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
@@ -114,7 +115,8 @@ impl Reserve {
         Ok(())
     }
 
-    /// Gives the space back (before a recovery file is written); whether there was any.
+    /// Gives the space back (what is left of it once a recovery file was written into
+    /// it); whether there was any.
     pub fn release(&self) -> bool {
         match std::fs::remove_file(&self.path) {
             Ok(()) => true,
