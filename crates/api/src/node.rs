@@ -124,11 +124,11 @@ pub struct LatencyView {
     /// 99th percentile (ms).
     pub p99_ms: f64,
     /// The latency histogram's recorded buckets: `(highest microseconds of the bucket,
-    /// requests)`, ascending, cumulative since the node started (two significant digits).
+    /// requests)`, ascending, cumulative since the node started (three significant digits).
     // Default: nodes from before histograms were shipped omit it.
     #[serde(default)]
     pub buckets: Vec<(u64, u64)>,
-    /// The same of the reads that went below this node (misses).
+    /// The same of the reads that went below this node (misses; two significant digits).
     #[serde(default)]
     pub miss_buckets: Vec<(u64, u64)>,
 }
