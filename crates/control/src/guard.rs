@@ -34,7 +34,10 @@
 //!    or a tail SLO the larger of its number and `reference · (1 + spread)` (samples,
 //!    reference and measurement then being the interval's quantile the SLO names, not
 //!    its mean) — the move harmed it,
-//!    whatever the model said: from the next plan on, every tenant on its nodes heads
+//!    whatever the model said. One interval's noise can hide a harm that lasts, so the
+//!    intervals since the move (the last [`MOVED_SAMPLES`], from [`REFERENCE_SAMPLES`]
+//!    on) are also weighed together: their mean against the same bound with the noise of
+//!    a mean of `k` intervals, `spread / √k`, in place of the spread. Either way, from the next plan on, every tenant on its nodes heads
 //!    back to its fair share, past the hysteresis threshold, for a penalty that doubles
 //!    with each harm ([`BASE_PENALTY`] intervals, at most [`MAX_PENALTY`]); its curve
 //!    must earn trust again afterwards. The way back keeps the per-interval move limit
@@ -78,7 +81,7 @@ pub const REFERENCE_SAMPLES: usize = 4;
 /// What the guard remembers of one tenant.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct GuardState {
-    /// Its latency at its fair share, as measured (ms): the least of `samples`; `None`
+    /// Its latency at its fair share, as measured (ms): the mean of `samples`; `None`
     /// before any interval at fair share or above with requests.
     pub reference_ms: Option<f64>,
     /// The last [`REFERENCE_SAMPLES`] samples of its latency at fair share (ms).
@@ -90,7 +93,15 @@ pub struct GuardState {
     pub penalty: u32,
     /// Harms measured so far (each doubles the next penalty).
     pub harms: u32,
+    /// Its latency in the intervals since it was last at its fair share beside neighbours
+    /// at theirs (ms; the last [`MOVED_SAMPLES`]): the evidence one interval alone is too
+    /// noisy to give.
+    #[serde(default)]
+    pub moved: Vec<f64>,
 }
+
+/// Intervals of latency measured away from the fair point that the guard weighs together.
+pub const MOVED_SAMPLES: usize = 16;
 
 /// What the guard decided for one tenant this interval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -224,13 +235,20 @@ pub fn step(
                 .sum::<f64>()
                 / n
         };
-        let allowed = st.reference_ms.map(|r| {
-            let beyond_noise = r * (1.0 + spread(&st.samples));
-            match limit {
-                Limit::Degradation(x) => (1.0 + x) * beyond_noise,
-                Limit::LatencyMs(t) | Limit::Tail { ms: t, .. } => t.max(beyond_noise),
-            }
-        });
+        // What the SLO allows against the reference when a measurement's noise is
+        // `noise` (relative): one interval's is the reference samples' spread, a mean of
+        // k intervals' about that over √k.
+        let allowed_with = |noise: f64| {
+            st.reference_ms.map(|r| {
+                let beyond_noise = r * (1.0 + noise);
+                match limit {
+                    Limit::Degradation(x) => (1.0 + x) * beyond_noise,
+                    Limit::LatencyMs(t) | Limit::Tail { ms: t, .. } => t.max(beyond_noise),
+                }
+            })
+        };
+        let noise = spread(&st.samples);
+        let allowed = allowed_with(noise);
         if h.at_or_above_fair() && h.neighbours_at_fair {
             let (at_fair, at_held) = (lat(h.fair.0, h.fair.1), lat(h.held.0, h.held.1));
             let carry = if at_held > 0.0 && at_fair.is_finite() {
@@ -243,8 +261,20 @@ pub fn step(
             }
             st.samples.push(m * carry);
             st.reference_ms = Some(st.samples.iter().sum::<f64>() / st.samples.len() as f64);
+            st.moved.clear();
         } else {
-            harmed = allowed.is_some_and(|a| m > a);
+            if st.moved.len() == MOVED_SAMPLES {
+                st.moved.remove(0);
+            }
+            st.moved.push(m);
+            // One interval beyond the noise, or the intervals since the move together
+            // beyond the noise of their mean: a harm that hides in one interval's noise
+            // shows in many.
+            let k = st.moved.len();
+            let mean = st.moved.iter().sum::<f64>() / k as f64;
+            let accumulated = k >= REFERENCE_SAMPLES
+                && allowed_with(noise / (k as f64).sqrt()).is_some_and(|a| mean > a);
+            harmed = allowed.is_some_and(|a| m > a) || accumulated;
         }
         // Trust: the curve's hit ratio at the sizes held against the measured one.
         let predicted = {
@@ -259,6 +289,7 @@ pub fn step(
         }
     }
     if harmed {
+        st.moved.clear();
         st.harms = st.harms.saturating_add(1);
         let doubling = 1u32.checked_shl(st.harms - 1).unwrap_or(u32::MAX);
         st.penalty = BASE_PENALTY.saturating_mul(doubling).min(MAX_PENALTY);
@@ -447,6 +478,31 @@ mod tests {
         assert_eq!(v, Verdict::Free);
         let v = judge(&mut st, DEG, held((10, &small), (50, &fair)), 16.0, 0.1);
         assert_eq!(v, Verdict::Reverted);
+    }
+
+    #[test]
+    fn a_lasting_harm_within_one_intervals_noise_shows_in_the_mean_of_several() {
+        // Samples 5 to 15 ms: a spread of 1.0, so one interval must pass 21 ms to count.
+        let mut st = proven(&[5.0, 8.0, 12.0, 15.0]);
+        let (small, fair) = ([10u64], [50u64]);
+        let moved = || held((10, &small), (50, &fair));
+        // 18 ms, interval after interval: each within one interval's noise, but their
+        // mean is 1.8 times the reference; from the fourth on, the bound is
+        // 1.05 · 10 · (1 + 1/√4) = 15.75 ms.
+        for _ in 1..REFERENCE_SAMPLES {
+            assert_eq!(judge(&mut st, DEG, moved(), 18.0, 0.1), Verdict::Free);
+        }
+        assert_eq!(judge(&mut st, DEG, moved(), 18.0, 0.1), Verdict::Reverted);
+        assert!(st.moved.is_empty());
+        // Moved intervals whose mean stays within that bound are no evidence.
+        let mut st = proven(&[5.0, 8.0, 12.0, 15.0]);
+        for ms in [14.0, 6.0, 15.0, 7.0, 14.0, 6.0, 15.0, 7.0] {
+            assert_eq!(judge(&mut st, DEG, moved(), ms, 0.1), Verdict::Free);
+        }
+        assert_eq!(st.moved.len(), 8);
+        // A return to the fair point starts the count afresh.
+        judge(&mut st, DEG, held((50, &fair), (50, &fair)), 10.0, 0.1);
+        assert!(st.moved.is_empty());
     }
 
     #[test]

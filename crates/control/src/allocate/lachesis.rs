@@ -2,8 +2,11 @@
 //! by priority class, then all spare space for fair speedup by the concave-hull optimiser.
 //!
 //! 1. Dedicated partitions are taken off the top, then the do-no-harm floors
-//!    ([`crate::guard`]: a tenant with a degradation or latency SLO that the guard holds
-//!    keeps its fair share); later steps reserve only what they need beyond them.
+//!    ([`crate::guard`]: a tenant with a degradation, latency or tail SLO that the guard
+//!    holds keeps its fair share, and so does one whose SLO no point reaches — below its
+//!    fair share it would only be further from its SLO than a fair split leaves it);
+//!    later steps reserve only what they need beyond them. After admission (step 3), such
+//!    a tenant left out is raised to its fair share as far as the room left allows.
 //! 2. For each active tenant with a latency target, its sufficient points: for every
 //!    level-1 size on a grid of its host (1/64 of the host), the smallest level-2 size per
 //!    server meeting the target; ranked by normalised cost `c1/C1 + c2/C2` (level-1
@@ -88,27 +91,9 @@ pub fn allocate(inp: &Inputs) -> Sizes {
         out.l1_reason[i] = r.clone();
         out.l2_reason[i] = r;
     }
-    // Do-no-harm floors (`crate::guard`) before anything else: each is at most the
-    // tenant's fair share, so they fit together beside the fixed partitions.
-    let mut g1 = vec![0u64; n];
-    let mut g2: Vec<Vec<u64>> = topo
-        .tenants
-        .iter()
-        .map(|t| vec![0; t.servers.len()])
-        .collect();
-    for i in (0..n).filter(|&i| !fixed[i]) {
-        let Some(g) = inp.guard(i) else { continue };
-        let t = &topo.tenants[i];
-        g1[i] = g.l1.min(host_free[t.host]);
-        host_free[t.host] -= g1[i];
-        for (k, &s) in t.servers.iter().enumerate() {
-            let v = g.l2.get(k).copied().unwrap_or(0).min(server_free[s]);
-            server_free[s] -= v;
-            g2[i][k] = v;
-        }
-    }
     // SLO minimums: each tenant's sufficient points, admitted by class.
     let mut wants: Vec<Want> = Vec::new();
+    let mut out_of_reach = vec![false; n];
     for i in (0..n).filter(|&i| !fixed[i]) {
         let Some(target) = inp.targets[i] else {
             continue;
@@ -151,6 +136,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             }
         }
         if points.is_empty() {
+            out_of_reach[i] = true;
             let all = vec![reach; ns as usize];
             out.shortfalls.push(Shortfall {
                 tenant: t.name.clone(),
@@ -167,6 +153,44 @@ pub fn allocate(inp: &Inputs) -> Sizes {
         points.sort_by(|a, b| a.cost.total_cmp(&b.cost).then(a.c1.cmp(&b.c1)));
         let fair = (out.l1[i], out.l2[i].iter().copied().min().unwrap_or(0));
         wants.push(Want { i, points, fair });
+    }
+    // Do-no-harm floors (`crate::guard`) before anything else: each is at most the
+    // tenant's fair share, so they fit together beside the fixed partitions. A tenant
+    // whose SLO the guard keeps and no size can meet (`out_of_reach`) is floored at its
+    // fair share too: below it, it would only be further from its SLO than a fair split
+    // leaves it.
+    let mut g1 = vec![0u64; n];
+    let mut g2: Vec<Vec<u64>> = topo
+        .tenants
+        .iter()
+        .map(|t| vec![0; t.servers.len()])
+        .collect();
+    let kept_by_guard = |i: usize| {
+        inp.active[i]
+            && topo.tenants[i]
+                .slo
+                .as_ref()
+                .and_then(crate::guard::Limit::of)
+                .is_some()
+    };
+    let mut out_of_reach_floor = vec![false; n];
+    for i in (0..n).filter(|&i| !fixed[i]) {
+        let t = &topo.tenants[i];
+        let (l1, l2): (u64, Vec<u64>) = match inp.guard(i) {
+            Some(g) => (g.l1, g.l2.clone()),
+            None if kept_by_guard(i) && out_of_reach[i] => {
+                out_of_reach_floor[i] = true;
+                (out.l1[i], out.l2[i].clone())
+            }
+            None => continue,
+        };
+        g1[i] = l1.min(host_free[t.host]);
+        host_free[t.host] -= g1[i];
+        for (k, &s) in t.servers.iter().enumerate() {
+            let v = l2.get(k).copied().unwrap_or(0).min(server_free[s]);
+            server_free[s] -= v;
+            g2[i][k] = v;
+        }
     }
     wants.sort_by(|a, b| {
         let (ta, tb) = (&topo.tenants[a.i], &topo.tenants[b.i]);
@@ -202,6 +226,24 @@ pub fn allocate(inp: &Inputs) -> Sizes {
                 t.servers.len()
             ),
         });
+    }
+    // A tenant the guard keeps that was left out keeps its fair share as far as the room
+    // the admitted ones left allows: what a fair split gives it is the least it is owed.
+    for &k in &admitted.left_out {
+        let i = wants[k].i;
+        if !kept_by_guard(i) || inp.guard(i).is_some() || out_of_reach_floor[i] {
+            continue;
+        }
+        out_of_reach_floor[i] = true;
+        let t = &topo.tenants[i];
+        let more = out.l1[i].saturating_sub(g1[i]).min(host_free[t.host]);
+        host_free[t.host] -= more;
+        g1[i] += more;
+        for (k, &s) in t.servers.iter().enumerate() {
+            let more = out.l2[i][k].saturating_sub(g2[i][k]).min(server_free[s]);
+            server_free[s] -= more;
+            g2[i][k] += more;
+        }
     }
     // Floors (warming tenants, write buffers) are kept beyond the SLO minimums while room
     // is left, in the order SLO minimums were admitted: the curves cannot price that space.
@@ -253,9 +295,15 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             g2[i].iter().copied().max().unwrap_or(0)
         };
         match (inp.targets[i], inp.floor(i)) {
-            _ if guard > 0 && size <= guard && guard >= slo => {
-                inp.guard(i).map_or(Reason::FairShare, |g| g.reason.clone())
-            }
+            _ if guard > 0 && size <= guard && guard >= slo => match inp.guard(i) {
+                Some(g) => g.reason.clone(),
+                None if out_of_reach_floor[i] => Reason::Guarded {
+                    why: "no size the plan can give meets its SLO, so it keeps at least \
+                          its fair share"
+                        .into(),
+                },
+                None => Reason::FairShare,
+            },
             (Some(t), _) if slo > 0 && size <= slo => Reason::SloMinimum { target_ms: t },
             (_, Some(f)) if min > slo && size <= min => f.reason.clone(),
             _ => Reason::Gain { per_block: gain },
