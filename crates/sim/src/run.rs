@@ -662,13 +662,12 @@ pub fn check_claims(sc: &Scenario, out: &mut RunOutput) -> Result<(), SimError> 
     if sc.claims.is_empty() {
         return Ok(());
     }
-    let value = serde_json::to_value(&out.summary).map_err(|e| SimError::Plan(e.to_string()))?;
+    let value = serde_json::to_value(&out.summary).map_err(SimError::Summary)?;
     let tenants: Vec<String> = sc.tenants.iter().map(|t| t.name.clone()).collect();
     out.summary.claims =
-        crate::claims::check(&sc.claims, &value, &tenants).map_err(|e| SimError::Scenario {
+        crate::claims::check(&sc.claims, &value, &tenants).map_err(|error| SimError::Claim {
             file: format!("{}.toml", sc.name),
-            key: "claim".into(),
-            reason: e.to_string(),
+            error,
         })?;
     Ok(())
 }

@@ -24,7 +24,7 @@ pub(super) struct Part {
 
 impl Part {
     pub(super) fn new(capacity: u64, policy: &str, history: bool) -> Result<Part, SimError> {
-        let p = policy::build(policy).map_err(|e| SimError::Plan(e.to_string()))?;
+        let p = policy::build(policy).map_err(SimError::Policy)?;
         let mut cache = BlockCache::new(capacity as usize, p);
         if history {
             cache = cache.with_history();
@@ -92,7 +92,7 @@ impl Part {
 
     pub(super) fn switch(&mut self, policy: &str) -> Result<(), SimError> {
         if self.policy != policy {
-            let p = policy::build(policy).map_err(|e| SimError::Plan(e.to_string()))?;
+            let p = policy::build(policy).map_err(SimError::Policy)?;
             self.cache.switch_policy(p);
             self.policy = policy.into();
         }
@@ -159,9 +159,9 @@ pub(super) fn servers(sc: &Scenario) -> Result<Vec<Server>, SimError> {
         let tier = match &spec.hot_tier {
             None => None,
             Some(t) => {
-                let adm = policy::admission::build_admission(&t.admission)
-                    .map_err(|e| SimError::Plan(e.to_string()))?;
-                let lru = policy::build("lru").map_err(|e| SimError::Plan(e.to_string()))?;
+                let adm =
+                    policy::admission::build_admission(&t.admission).map_err(SimError::Policy)?;
+                let lru = policy::build("lru").map_err(SimError::Policy)?;
                 Some(Tier {
                     cache: BlockCache::new(t.chunks as usize, lru).with_admission(adm),
                     dev: station(sc, t.device, 3000 + s as u64),
@@ -299,9 +299,13 @@ impl Engine<'_> {
             };
             if tier.threshold != Some(b.threshold) {
                 let spec = controlled_admission(&tier.admission, b.threshold);
-                let adm = policy::admission::build_admission(&spec)
-                    .map_err(|e| SimError::Plan(format!("hot tier `{spec}`: {e}")))?;
-                let lru = policy::build("lru").map_err(|e| SimError::Plan(e.to_string()))?;
+                let adm = policy::admission::build_admission(&spec).map_err(|error| {
+                    SimError::HotTier {
+                        spec: spec.clone(),
+                        error,
+                    }
+                })?;
+                let lru = policy::build("lru").map_err(SimError::Policy)?;
                 let cache = std::mem::replace(&mut tier.cache, BlockCache::new(1, lru));
                 tier.cache = cache.with_admission(adm);
                 tier.threshold = Some(b.threshold);

@@ -115,8 +115,7 @@ impl<'a> Engine<'a> {
                 pc.candidates.swap(0, k);
             }
         }
-        let controller =
-            Controller::new(topo, scheme.clone()).map_err(|e| SimError::Plan(e.to_string()))?;
+        let controller = Controller::new(topo, scheme.clone()).map_err(SimError::Control)?;
         let plan = controller.initial_plan();
         let hosts = hierarchy::hosts(sc);
         let servers = hierarchy::servers(sc)?;

@@ -113,7 +113,7 @@ impl Engine<'_> {
         let plan = self
             .controller
             .step(boundary, &obs)
-            .map_err(|e| SimError::Plan(e.to_string()))?;
+            .map_err(SimError::Control)?;
         self.apply(&plan, boundary)?;
         self.plan = plan.clone();
         plans.push(plan);

@@ -77,18 +77,18 @@ impl TenantRun {
                     .transpose()
                     .map_err(|e| SimError::Trace {
                         tenant: t.name.clone(),
-                        reason: e.to_string(),
+                        error: e,
                     })?;
                 let r = trace::open(path, f.as_ref()).map_err(|e| SimError::Trace {
                     tenant: t.name.clone(),
-                    reason: e.to_string(),
+                    error: e,
                 })?;
                 Box::new(r)
             }
             Workload::Synthetic(spec) => {
                 let mut w = trace::synth::parse(spec).map_err(|e| SimError::Trace {
                     tenant: t.name.clone(),
-                    reason: e.to_string(),
+                    error: e,
                 })?;
                 if sc.reseeded {
                     w = w.with_seed(seed.wrapping_add(i as u64));
@@ -110,8 +110,7 @@ impl TenantRun {
                 .collect();
             for c in &pc.candidates {
                 if c != "lru" {
-                    let p = PhantomCaches::for_sizes(c, &sizes)
-                        .map_err(|e| SimError::Plan(e.to_string()))?;
+                    let p = PhantomCaches::for_sizes(c, &sizes).map_err(SimError::Profiler)?;
                     phantoms.push((c.clone(), p));
                 }
             }
@@ -153,7 +152,7 @@ impl Engine<'_> {
                 .next_batch(&mut rt.buf, REQUEST_BATCH)
                 .map_err(|e| SimError::Trace {
                     tenant: self.sc.tenants[i].name.clone(),
-                    reason: e.to_string(),
+                    error: e,
                 })?;
             if rt.buf.is_empty() {
                 rt.ended = true;

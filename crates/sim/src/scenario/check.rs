@@ -77,9 +77,12 @@ impl Scenario {
             }
         }
         let network = s.network.unwrap_or_else(DeviceSpec::net);
-        network.check().map_err(|r| err("sim.network".into(), r))?;
+        network
+            .check()
+            .map_err(|r| err("sim.network".into(), r.to_string()))?;
         let ram = s.ram.unwrap_or_else(DeviceSpec::ram);
-        ram.check().map_err(|r| err("sim.ram".into(), r))?;
+        ram.check()
+            .map_err(|r| err("sim.ram".into(), r.to_string()))?;
         if f.host.is_empty() {
             return Err(err("host".into(), "no [[host]]".into()));
         }
@@ -123,7 +126,7 @@ impl Scenario {
                 },
                 Some(DiskField::Spec(s)) => *s,
             };
-            spec.check().map_err(|r| err(key, r))?;
+            spec.check().map_err(|r| err(key, r.to_string()))?;
             Ok(spec)
         };
         let mut servers = Vec::new();

@@ -13,8 +13,24 @@ use units::ByteSize as Bytes;
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Seconds(pub f64);
 
+/// A duration [`parse_seconds`] cannot read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DurationError {
+    /// No number in front of the unit.
+    #[error("`{0}` is not a duration (e.g. 30s, 500ms)")]
+    NotADuration(String),
+    /// A unit other than us, ms, s, m, h.
+    #[error("`{text}`: unknown unit `{unit}` (us, ms, s, m, h)")]
+    UnknownUnit {
+        /// The whole text.
+        text: String,
+        /// Its unit.
+        unit: String,
+    },
+}
+
 /// Parses `30s`, `500ms`, `2m`, `1h`, `0.5` (seconds).
-pub fn parse_seconds(s: &str) -> Result<f64, String> {
+pub fn parse_seconds(s: &str) -> Result<f64, DurationError> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
@@ -22,14 +38,19 @@ pub fn parse_seconds(s: &str) -> Result<f64, String> {
     let (num, unit) = t.split_at(split);
     let v: f64 = num
         .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 30s, 500ms)"))?;
+        .map_err(|_| DurationError::NotADuration(s.to_string()))?;
     let mult = match unit.trim() {
         "" | "s" => 1.0,
         "ms" => 1e-3,
         "us" | "µs" => 1e-6,
         "m" | "min" => 60.0,
         "h" => 3600.0,
-        u => return Err(format!("`{s}`: unknown unit `{u}` (us, ms, s, m, h)")),
+        u => {
+            return Err(DurationError::UnknownUnit {
+                text: s.to_string(),
+                unit: u.to_string(),
+            })
+        }
     };
     Ok(v * mult)
 }

@@ -55,7 +55,7 @@ use crate::SimError;
 use control::{Class, Slo};
 use std::path::{Path, PathBuf};
 
-pub use file::{parse_seconds, Seconds, WritePolicy};
+pub use file::{parse_seconds, DurationError, Seconds, WritePolicy};
 
 /// Where a tenant's requests come from.
 #[derive(Clone, Debug, PartialEq)]
@@ -276,10 +276,9 @@ impl Scenario {
 
     /// Reads and checks a scenario file.
     pub fn load(path: &Path) -> Result<Scenario, SimError> {
-        let text = std::fs::read_to_string(path).map_err(|e| SimError::Scenario {
+        let text = std::fs::read_to_string(path).map_err(|error| SimError::Read {
             file: path.display().to_string(),
-            key: "-".into(),
-            reason: e.to_string(),
+            error,
         })?;
         Scenario::parse(&text, path)
     }

@@ -10,7 +10,7 @@ impl Scenario {
     /// The scenario and scheme a scheme or variant name runs: a variant changes a copy of
     /// the scenario (eviction, hot tiers, static shares) and of its base scheme.
     pub fn resolve(&self, name: &str) -> Result<(Scenario, control::Scheme), SimError> {
-        let plan = |e: control::ControlError| SimError::Plan(e.to_string());
+        let plan = SimError::Control;
         let Some(v) = self.variants.iter().find(|v| v.name == name) else {
             return Ok((self.clone(), control::Scheme::named(name).map_err(plan)?));
         };
