@@ -9,6 +9,7 @@
 //! * [`device`], [`queue`] — service times and contention (a FIFO queue's busy periods in
 //!   the private `calendar` module);
 //! * [`engine`] — one scheme's run;
+//! * [`stats`] — what is counted per tenant per interval, and the rows a run reports;
 //! * [`run`](mod@run) — every scheme of a scenario in parallel, SLOs judged after the fact,
 //!   the summary;
 //! * [`report`] — `intervals.csv`, `summary.json` and PNG plots;

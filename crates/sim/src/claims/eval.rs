@@ -16,8 +16,16 @@ pub struct Context<'a> {
     pub tenants: &'a [String],
 }
 
+/// A rule that names a scheme which was not run: left unevaluated, not wrong.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("scheme `{scheme}` was not run")]
+pub struct NotRun {
+    /// The scheme.
+    pub scheme: String,
+}
+
 enum EvalErr {
-    NotRun(String),
+    NotRun(NotRun),
     Bad(String),
 }
 
@@ -29,7 +37,9 @@ fn lookup(ctx: &Context, path: &[String]) -> Result<f64, EvalErr> {
             if let Some(v) = ctx.summary.get(&path[0]) {
                 (v, &path[1..])
             } else if path.len() >= 2 {
-                return Err(EvalErr::NotRun(format!("scheme `{}` was not run", path[0])));
+                return Err(EvalErr::NotRun(NotRun {
+                    scheme: path[0].clone(),
+                }));
             } else {
                 return Err(EvalErr::Bad(format!("`{}` is not a scheme", path[0])));
             }
@@ -194,7 +204,7 @@ fn eval_cond(ctx: &Context, c: &Cond) -> Result<(bool, String), EvalErr> {
 impl Rule {
     /// Evaluates against `ctx`: `Ok(Err(why))` when a scheme it names was not run, else
     /// whether it holds and the rule with the measured numbers.
-    pub fn eval(&self, ctx: &Context) -> Result<Result<(bool, String), String>, RuleError> {
+    pub fn eval(&self, ctx: &Context) -> Result<Result<(bool, String), NotRun>, RuleError> {
         match eval_cond(ctx, &self.cond) {
             Ok(r) => Ok(Ok(r)),
             Err(EvalErr::NotRun(why)) => Ok(Err(why)),

@@ -42,7 +42,7 @@
 mod eval;
 mod parse;
 
-pub use eval::Context;
+pub use eval::{Context, NotRun};
 pub use parse::Rule;
 
 use serde::{Deserialize, Serialize};
@@ -161,6 +161,7 @@ mod tests {
                 tenants: &t,
             })
             .unwrap()
+            .map_err(|e| e.to_string())
     }
 
     #[test]
