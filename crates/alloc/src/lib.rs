@@ -1,8 +1,7 @@
 //! # lachesis-alloc
 //!
 //! Allocation and control algorithms of Lachesis: pure functions from hit-ratio curves,
-//! latency models and objectives to allocations. No I/O, no clocks (except the two bench
-//! helpers in [`bench`], which the `lachesis bench alloc` command calls), no threads.
+//! latency models and objectives to allocations. No I/O, no clocks, no threads.
 //!
 //! The package is named `lachesis-alloc` and the library `lachesis_alloc`, because a crate
 //! called `alloc` would collide with Rust's built-in `alloc` crate; its directory is
@@ -19,7 +18,8 @@
 //! * [`automata`] — linear reward-penalty learning automata coordinated by a token;
 //! * [`sopa`] — SOPA's policy decision by replaying a window through candidates;
 //! * [`boost`] — SANCACHE's adaptive boosting threshold as a step function;
-//! * [`bench`] — synthetic instances and timings for `lachesis bench alloc`.
+//! * [`synthetic`] — seeded synthetic hit-ratio curves, shared by this crate's tests and
+//!   the `bench` crate's allocation benchmark.
 //!
 //! The entry point for the command line is [`allocate`]: tenants with curves, weights,
 //! optional SLOs, minimums, maximums and priority sizes, one capacity and step, and an
@@ -112,7 +112,7 @@ pub enum AllocError {
         /// The tenant.
         tenant: String,
         /// What is wrong.
-        reason: String,
+        reason: slo::SloError,
     },
     /// A tenant is connected to no level-2 server.
     #[error("tenant `{0}` is connected to no storage server")]

@@ -47,24 +47,61 @@ pub fn meets(slo: &Slo, value: f64) -> bool {
     }
 }
 
-/// Checks an SLO's numbers; the message says what is wrong.
-pub fn check(slo: &Slo) -> Result<(), String> {
+/// An SLO whose numbers make no sense ([`check`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum SloError {
+    /// A number that is not finite and positive.
+    #[error("target {target}, cache {cache} and storage {storage} must be finite and positive")]
+    NotPositive {
+        /// The target.
+        target: f64,
+        /// The cache's figure.
+        cache: f64,
+        /// The storage's figure.
+        storage: f64,
+    },
+    /// A latency SLO whose cache is not faster than its storage.
+    #[error("latency: cache latency {cache} must be below storage latency {storage}")]
+    CacheNotFaster {
+        /// The cache's latency.
+        cache: f64,
+        /// The storage's latency.
+        storage: f64,
+    },
+    /// A bandwidth or IOPS SLO whose cache does not exceed its storage.
+    #[error("{kind:?}: cache figure {cache} must exceed storage figure {storage}")]
+    CacheNotAbove {
+        /// Bandwidth or IOPS.
+        kind: SloKind,
+        /// The cache's figure.
+        cache: f64,
+        /// The storage's figure.
+        storage: f64,
+    },
+}
+
+/// Checks an SLO's numbers; the error says what is wrong.
+pub fn check(slo: &Slo) -> Result<(), SloError> {
     let all = [slo.target, slo.cache, slo.storage];
     if all.iter().any(|v| !v.is_finite() || *v <= 0.0) {
-        return Err(format!(
-            "target {}, cache {} and storage {} must be finite and positive",
-            slo.target, slo.cache, slo.storage
-        ));
+        return Err(SloError::NotPositive {
+            target: slo.target,
+            cache: slo.cache,
+            storage: slo.storage,
+        });
     }
     match slo.kind {
-        SloKind::Latency if slo.cache >= slo.storage => Err(format!(
-            "latency: cache latency {} must be below storage latency {}",
-            slo.cache, slo.storage
-        )),
-        SloKind::Bandwidth | SloKind::Iops if slo.cache <= slo.storage => Err(format!(
-            "{:?}: cache figure {} must exceed storage figure {}",
-            slo.kind, slo.cache, slo.storage
-        )),
+        SloKind::Latency if slo.cache >= slo.storage => Err(SloError::CacheNotFaster {
+            cache: slo.cache,
+            storage: slo.storage,
+        }),
+        SloKind::Bandwidth | SloKind::Iops if slo.cache <= slo.storage => {
+            Err(SloError::CacheNotAbove {
+                kind: slo.kind,
+                cache: slo.cache,
+                storage: slo.storage,
+            })
+        }
         _ => Ok(()),
     }
 }

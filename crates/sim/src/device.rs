@@ -139,13 +139,13 @@ impl DeviceSpec {
         }
     }
 
-    /// Checks the numbers; the message names the field.
-    pub fn check(&self) -> Result<(), String> {
-        let pos = |v: f64, what: &str| {
-            if v.is_finite() && v > 0.0 {
+    /// Checks the numbers; the error names the field.
+    pub fn check(&self) -> Result<(), DeviceError> {
+        let pos = |value: f64, field: &'static str| {
+            if value.is_finite() && value > 0.0 {
                 Ok(())
             } else {
-                Err(format!("{what} = {v} must be above 0"))
+                Err(DeviceError::NotPositive { field, value })
             }
         };
         match *self {
@@ -172,7 +172,7 @@ impl DeviceSpec {
                 pos(seek_ms, "seek_ms")?;
                 pos(mbps, "mbps")?;
                 if bytes == 0 {
-                    return Err("bytes must be above 0".into());
+                    return Err(DeviceError::ZeroBytes);
                 }
                 Ok(())
             }
@@ -193,6 +193,22 @@ impl DeviceSpec {
             } => seek_ms * 1e-3 + 30.0 / rpm + b / (mbps * 1e6),
         }
     }
+}
+
+/// A device's numbers that make no sense ([`DeviceSpec::check`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum DeviceError {
+    /// A rate, latency or speed that is not a positive number.
+    #[error("{field} = {value} must be above 0")]
+    NotPositive {
+        /// The field.
+        field: &'static str,
+        /// Its value.
+        value: f64,
+    },
+    /// A disk of no bytes.
+    #[error("bytes must be above 0")]
+    ZeroBytes,
 }
 
 /// A device with its state (head position, rotation generator).
@@ -308,7 +324,8 @@ mod tests {
             bytes: 1,
         }
         .check()
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("rpm"), "{e}");
     }
 }

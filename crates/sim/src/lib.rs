@@ -9,6 +9,7 @@
 //! * [`device`], [`queue`] — service times and contention (a FIFO queue's busy periods in
 //!   the private `calendar` module);
 //! * [`engine`] — one scheme's run;
+//! * [`stats`] — what is counted per tenant per interval, and the rows a run reports;
 //! * [`run`](mod@run) — every scheme of a scenario in parallel, SLOs judged after the fact,
 //!   the summary;
 //! * [`report`] — `intervals.csv`, `summary.json` and PNG plots;
@@ -33,7 +34,10 @@ pub mod stats;
 pub use run::{check_claims, run, RunOptions, RunOutput, SchemeSummary, Summary, TenantSummary};
 pub use scenario::Scenario;
 
-/// Errors of the simulator; each names the file, key, tenant or scheme.
+/// Errors of the simulator; each names the file, key, tenant or scheme. An error from
+/// another crate is kept as it is (`error`, typed) and is part of the message, not a
+/// `source()`, so a report printing the error chain shows it once (as `trace::TraceError`
+/// does with I/O errors).
 #[derive(Debug, thiserror::Error)]
 pub enum SimError {
     /// The scenario file is wrong.
@@ -46,23 +50,56 @@ pub enum SimError {
         /// What is wrong.
         reason: String,
     },
+    /// The scenario file could not be read.
+    #[error("{file}: {error}")]
+    Read {
+        /// The file.
+        file: String,
+        /// Why.
+        error: std::io::Error,
+    },
     /// A tenant's requests could not be read.
-    #[error("tenant `{tenant}`: {reason}")]
+    #[error("tenant `{tenant}`: {error}")]
     Trace {
         /// The tenant.
         tenant: String,
         /// What went wrong (names the file and line).
-        reason: String,
+        error: trace::TraceError,
     },
-    /// A plan could not be applied (a policy name the cache does not know).
+    /// A plan could not be applied: a policy or admission rule the cache does not build.
     #[error("plan: {0}")]
-    Plan(String),
+    Policy(policy::PolicyError),
+    /// A plan's hot-tier threshold gave an admission rule the cache does not build.
+    #[error("plan: hot tier `{spec}`: {error}")]
+    HotTier {
+        /// The admission spec.
+        spec: String,
+        /// Why.
+        error: policy::PolicyError,
+    },
+    /// A candidate policy's phantom caches could not be built.
+    #[error("plan: {0}")]
+    Profiler(mrc::MrcError),
+    /// The controller refused the topology, the scheme or a step.
+    #[error("plan: {0}")]
+    Control(control::ControlError),
+    /// The summary could not be turned into JSON for the claims.
+    #[error("summary: {0}")]
+    Summary(serde_json::Error),
+    /// A claim's rule could not be parsed or evaluated.
+    #[error("{file}: claim: {error}")]
+    Claim {
+        /// The scenario file.
+        file: String,
+        /// Which claim and why.
+        error: claims::RuleError,
+    },
     /// Writing results failed.
-    #[error("{path}: {reason}")]
+    #[error("{path}: {error}")]
     Output {
         /// The file.
         path: String,
         /// What went wrong.
-        reason: String,
+        error: Box<dyn std::error::Error + Send + Sync>,
     },
 }

@@ -26,10 +26,10 @@ pub struct Series {
     pub points: Vec<(f64, f64)>,
 }
 
-fn out_err(path: &Path, e: impl std::fmt::Display) -> SimError {
+fn out_err(path: &Path, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> SimError {
     SimError::Output {
         path: path.display().to_string(),
-        reason: e.to_string(),
+        error: e.into(),
     }
 }
 
@@ -96,7 +96,8 @@ pub fn line_chart_capped(
         root.present()?;
         Ok(())
     };
-    draw().map_err(|e| out_err(path, e))
+    // The drawing backend's errors are not `Send`: their message is the source.
+    draw().map_err(|e| out_err(path, e.to_string()))
 }
 
 /// Writes `intervals.csv`, `summary.json` and the plots into `dir` (created if needed).

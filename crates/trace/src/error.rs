@@ -46,6 +46,9 @@ pub enum TraceError {
     /// The format name or option is not known or not valid.
     #[error("{0}")]
     Usage(String),
+    /// A synthetic workload's leaf has a parameter out of range.
+    #[error(transparent)]
+    Workload(#[from] crate::synth::LeafError),
 }
 
 impl TraceError {

@@ -12,7 +12,7 @@
 //! write; UNMAP `42` → trim; SYNCHRONIZE CACHE(10/16) `35 91` → flush. Anything else is an
 //! unknown op (an error, or skipped with `--skip-bad`).
 
-use super::text::{fields, len32, uint, LineParser};
+use super::text::{fields, len32, uint, FieldError, LineParser};
 use crate::{Op, Request, SECTOR};
 
 /// Parser state (none beyond the header check).
@@ -20,16 +20,15 @@ use crate::{Op, Request, SECTOR};
 pub struct CloudPhysics;
 
 /// Maps a SCSI opcode (hex text) to an op.
-pub fn scsi_op(code: &str) -> Result<Op, String> {
+pub fn scsi_op(code: &str) -> Result<Op, FieldError> {
     let c = code.trim().trim_start_matches("0x");
-    let v = u8::from_str_radix(c, 16)
-        .map_err(|_| format!("field `op`: `{code}` is not a hex SCSI opcode"))?;
+    let v = u8::from_str_radix(c, 16).map_err(|_| FieldError::NotHexOpcode(code.to_string()))?;
     match v {
         0x08 | 0x28 | 0xa8 | 0x88 => Ok(Op::Read),
         0x0a | 0x2a | 0xaa | 0x8a => Ok(Op::Write),
         0x42 => Ok(Op::Trim),
         0x35 | 0x91 => Ok(Op::Flush),
-        _ => Err(format!("field `op`: unknown SCSI opcode `{code}`")),
+        _ => Err(FieldError::UnknownOpcode(code.to_string())),
     }
 }
 

@@ -85,31 +85,73 @@ impl<P: LineParser> Iterator for TextReader<P> {
     }
 }
 
+/// A field of a trace line that does not parse; names the field and quotes its text.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum FieldError {
+    /// Not a non-negative integer ([`uint`]).
+    #[error("field `{name}`: `{text}` is not a non-negative integer")]
+    NotUint {
+        /// The field.
+        name: String,
+        /// Its text, trimmed.
+        text: String,
+    },
+    /// Not a finite non-negative number ([`float`]).
+    #[error("field `{name}`: `{text}` is not a non-negative number")]
+    NotFloat {
+        /// The field.
+        name: String,
+        /// Its text, trimmed.
+        text: String,
+    },
+    /// A length past `u32` ([`len32`]).
+    #[error("field `{name}`: {bytes} bytes is too large for one request")]
+    TooLong {
+        /// The field.
+        name: String,
+        /// The length.
+        bytes: u64,
+    },
+    /// Not a hex SCSI opcode ([`super::cloudphysics::scsi_op`]).
+    #[error("field `op`: `{0}` is not a hex SCSI opcode")]
+    NotHexOpcode(String),
+    /// A SCSI opcode that is not a read, write, trim or flush.
+    #[error("field `op`: unknown SCSI opcode `{0}`")]
+    UnknownOpcode(String),
+}
+
+/// A [`LineParser`] reports a bad line as its message.
+impl From<FieldError> for String {
+    fn from(e: FieldError) -> String {
+        e.to_string()
+    }
+}
+
 /// Parses a field as an unsigned integer, naming it on failure.
-pub fn uint(field: &str, name: &str) -> Result<u64, String> {
-    field.trim().parse().map_err(|_| {
-        format!(
-            "field `{name}`: `{}` is not a non-negative integer",
-            field.trim()
-        )
+pub fn uint(field: &str, name: &str) -> Result<u64, FieldError> {
+    field.trim().parse().map_err(|_| FieldError::NotUint {
+        name: name.to_string(),
+        text: field.trim().to_string(),
     })
 }
 
 /// Parses a field as a finite non-negative float, naming it on failure.
-pub fn float(field: &str, name: &str) -> Result<f64, String> {
+pub fn float(field: &str, name: &str) -> Result<f64, FieldError> {
     match field.trim().parse::<f64>() {
         Ok(x) if x.is_finite() && x >= 0.0 => Ok(x),
-        _ => Err(format!(
-            "field `{name}`: `{}` is not a non-negative number",
-            field.trim()
-        )),
+        _ => Err(FieldError::NotFloat {
+            name: name.to_string(),
+            text: field.trim().to_string(),
+        }),
     }
 }
 
 /// Converts a byte length to the `u32` of [`Request::len`], naming the field on overflow.
-pub fn len32(bytes: u64, name: &str) -> Result<u32, String> {
-    u32::try_from(bytes)
-        .map_err(|_| format!("field `{name}`: {bytes} bytes is too large for one request"))
+pub fn len32(bytes: u64, name: &str) -> Result<u32, FieldError> {
+    u32::try_from(bytes).map_err(|_| FieldError::TooLong {
+        name: name.to_string(),
+        bytes,
+    })
 }
 
 /// Splits a CSV line on `delim` (no quoting: block traces have none).

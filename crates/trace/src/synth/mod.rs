@@ -97,6 +97,30 @@ pub(crate) fn usage(m: String) -> TraceError {
     TraceError::Usage(m)
 }
 
+/// A leaf's parameter out of range ([`Leaf::check`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum LeafError {
+    /// No objects.
+    #[error("`objects` must be positive")]
+    ZeroObjects,
+    /// A block of no bytes.
+    #[error("`block` must be positive")]
+    ZeroBlock,
+    /// A read share outside [0, 1].
+    #[error("`read` must be in [0, 1]")]
+    ReadShare,
+    /// A Zipf exponent that is not a positive number.
+    #[error("`alpha` must be positive")]
+    Alpha,
+}
+
+/// The spec parser reports a bad leaf as its message.
+impl From<LeafError> for String {
+    fn from(e: LeafError) -> String {
+        e.to_string()
+    }
+}
+
 impl Leaf {
     /// A leaf of `kind` with the documented defaults.
     pub fn new(kind: Kind) -> Leaf {
@@ -114,18 +138,18 @@ impl Leaf {
     }
 
     /// Checks the parameters, naming the bad one.
-    pub fn check(&self) -> Result<(), String> {
+    pub fn check(&self) -> Result<(), LeafError> {
         if self.objects == 0 {
-            return Err("`objects` must be positive".into());
+            return Err(LeafError::ZeroObjects);
         }
         if self.block == 0 {
-            return Err("`block` must be positive".into());
+            return Err(LeafError::ZeroBlock);
         }
         if !(0.0..=1.0).contains(&self.read) {
-            return Err("`read` must be in [0, 1]".into());
+            return Err(LeafError::ReadShare);
         }
         if self.kind == Kind::Zipf && !(self.alpha > 0.0 && self.alpha.is_finite()) {
-            return Err("`alpha` must be positive".into());
+            return Err(LeafError::Alpha);
         }
         Ok(())
     }
@@ -236,7 +260,7 @@ impl Workload {
     /// Checks every leaf (the parser does this; builders may not).
     pub fn check(&self) -> Result<(), TraceError> {
         match self {
-            Workload::Leaf(l) => l.check().map_err(usage),
+            Workload::Leaf(l) => Ok(l.check()?),
             Workload::Mix(p) | Workload::Tenants(p) => {
                 if p.is_empty() {
                     return Err(usage("a combinator needs at least one part".into()));
