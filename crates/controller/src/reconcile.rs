@@ -9,8 +9,8 @@
 //! controller's, so a cache made on it by hand goes too. The node refuses a cache smaller than one
 //! block, so a partition planned at 0 keeps one block, taken from the node's largest
 //! partition so the node's sum stays within its capacity. Last, the node's backend
-//! proportions are set from the plan's `bandwidth` ([`crate::bandwidth`]), every
-//! interval. Every call is retried on
+//! proportions are made the plan's `bandwidth` ([`crate::bandwidth`]), every interval
+//! (read back first, and sent only when they differ). Every call is retried on
 //! transport errors and 5xx answers (`api::client::NodeClient`); a node that still fails is
 //! reported and tried again at the next interval.
 
@@ -326,8 +326,23 @@ pub fn apply(
             }
         }
     }
-    // Bandwidth proportions, every interval (the learners may change them every time).
-    if let Some(p) = &want.proportions {
+    // Bandwidth proportions, every interval (the learners may change them every time),
+    // sent when they differ from the node's (or it does not say).
+    let have: Option<Proportions> = c
+        .get_json("/v1/proportions")
+        .ok()
+        .and_then(|v| serde_json::from_value(v["proportions"].clone()).ok());
+    let same = |a: &Proportions, b: &Proportions| {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|((ka, va), (kb, vb))| ka == kb && (va - vb).abs() < 1e-12)
+    };
+    if let Some(p) = want
+        .proportions
+        .as_ref()
+        .filter(|p| !have.as_ref().is_some_and(|h| same(h, p)))
+    {
         let r = c.set_proportions(p).map(|_| ());
         let detail = if p.is_empty() {
             "equal shares".to_string()
