@@ -16,8 +16,9 @@
 //! | PUT | `/v1/proportions` | [`Proportions`] | [`Proportions`] |
 //! | POST | `/v1/demote/{export}` | binary records | [`DemoteOutcome`] |
 //!
-//! The node's two other answers, `/v1/exports` and `GET /v1/proportions` (with the
-//! bandwidth scheduler's and the hot tier's own snapshots), are diagnostics for people
+//! The node's two other answers, `/v1/exports` (with the hot tier's own snapshot) and
+//! `GET /v1/proportions` (with the backend queue's per-tenant sums; the same figures are
+//! in the observations, [`crate::bandwidth::BackendView`]), are diagnostics for people
 //! and are still declared by the node itself; no program of ours reads them.
 //!
 //! Every type that the node writes and a program of ours reads refuses unknown fields;
