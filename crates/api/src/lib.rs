@@ -9,6 +9,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`node`] | the node API (`/v1/...` on a node): observations for a controller, cache and rule requests and rows, node and tenant counters, curves, bandwidth proportions, demote and removal answers |
+//! | [`bandwidth`] | each tenant's use of a node's backend (service time, queueing delay) and the proportions' rules |
 //! | [`controller`] | the controller API (`/v1/...` on a controller): a node's registration and heartbeat, SLO changes, interval rows, history entries, tenants with their status |
 //! | [`client`] | [`client::NodeClient`] (a node's API, with timeouts and retries, used by the controller and `ctl`) and [`client::ControllerClient`] (the controller's API, used by the node's registration and by `ctl`); their errors |
 //!
@@ -21,6 +22,7 @@
 //! This crate depends on nothing of ours but [`units`] (byte sizes written by people), so
 //! `node`, `controller` and `cli` all sit above it.
 
+pub mod bandwidth;
 pub mod client;
 pub mod controller;
 pub mod node;

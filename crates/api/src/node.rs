@@ -16,8 +16,9 @@
 //! | PUT | `/v1/proportions` | [`Proportions`] | [`Proportions`] |
 //! | POST | `/v1/demote/{export}` | binary records | [`DemoteOutcome`] |
 //!
-//! The node's two other answers, `/v1/exports` and `GET /v1/proportions` (with the
-//! bandwidth scheduler's and the hot tier's own snapshots), are diagnostics for people
+//! The node's two other answers, `/v1/exports` (with the hot tier's own snapshot) and
+//! `GET /v1/proportions` (with the backend queue's per-tenant sums; the same figures are
+//! in the observations, [`crate::bandwidth::BackendView`]), are diagnostics for people
 //! and are still declared by the node itself; no program of ours reads them.
 //!
 //! Every type that the node writes and a program of ours reads refuses unknown fields;
@@ -94,6 +95,10 @@ pub struct TenantObservations {
     pub served: ServedView,
     /// Curves per candidate policy, LRU first; empty without data.
     pub curves: Vec<PolicyPoints>,
+    /// Its use of the node's backend and its proportion of it.
+    // Default: nodes from before the backend queue omit it.
+    #[serde(default)]
+    pub backend: crate::bandwidth::BackendView,
 }
 
 /// The name of the one cache every volume's rule routes to when a controller runs a
@@ -555,6 +560,13 @@ mod tests {
                         points: vec![(0, 1.0), (4096, 0.25)],
                     },
                 ],
+                backend: crate::bandwidth::BackendView {
+                    requests: 400,
+                    bytes: 1_638_400,
+                    service_ms: 700.0,
+                    queue_ms: 52.5,
+                    proportion: Some(0.75),
+                },
             }],
         }
     }
@@ -571,6 +583,12 @@ mod tests {
         // missing.
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["tenants"][0]["served"]["miss"]["sum_ms"], 752.5);
+        assert_eq!(v["tenants"][0]["backend"]["queue_ms"], 52.5);
+        // A node from before the backend queue omits `backend`: zeros, no proportion.
+        let mut old = v.clone();
+        old["tenants"][0].as_object_mut().unwrap().remove("backend");
+        let back: NodeObservations = serde_json::from_value(old).unwrap();
+        assert_eq!(back.tenants[0].backend, Default::default());
         assert_eq!(v["version"], crate::API_VERSION);
     }
 

@@ -168,7 +168,9 @@ enum Verb {
         /// Tenant.
         tenant: String,
     },
-    /// Show, or set with `TENANT=WEIGHT ...`, the bandwidth proportions.
+    /// Show, or set with `TENANT=WEIGHT ...`, the proportions of the node's backend (the
+    /// weights are sent divided by their sum, as the node wants proportions summing to
+    /// one).
     Proportions {
         /// `tenant=weight` pairs.
         set: Vec<String>,
@@ -704,6 +706,13 @@ pub fn run(a: CtlArgs) -> anyhow::Result<()> {
                         .parse()
                         .with_context(|| format!("`{kv}`: weight is not a number"))?;
                     m.insert(k.into(), w);
+                }
+                // Weights to proportions; a bad weight goes as it is, for the node to name.
+                let sum: f64 = m.values().sum();
+                if m.values().all(|w| w.is_finite() && *w > 0.0) {
+                    for w in m.values_mut() {
+                        *w /= sum;
+                    }
                 }
                 print(&node_call(c, "PUT", "/v1/proportions", |c| {
                     c.set_proportions(&m)

@@ -80,6 +80,10 @@ pub struct ControllerSection {
     /// (`[[tenant.volume]] exclusive`).
     #[serde(default = "default_true")]
     pub exclusive: bool,
+    /// Which scheme chooses bandwidth proportions (`[controller.bandwidth]`, see
+    /// [`crate::bandwidth`]).
+    #[serde(default)]
+    pub bandwidth: crate::bandwidth::BandwidthSpec,
 }
 
 fn default_listen() -> String {
@@ -235,6 +239,7 @@ impl ControllerConfig {
                 c.scheme
             ));
         }
+        c.bandwidth.check().map_err(|e| e.to_string())?;
         if c.block_size.0 == 0 || !c.block_size.0.is_power_of_two() {
             return Err(format!(
                 "controller.block_size = {} must be a power of two",

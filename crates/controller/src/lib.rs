@@ -13,6 +13,7 @@
 //! | [`etcd`] | the same state in etcd, and leader election among replicas |
 //! | [`registry`] | nodes: registration, heartbeat, health, epochs (bodies from the `api` crate) |
 //! | [`observe`] | nodes' cumulative observations (`api::node`) to one interval's `control::Observations` |
+//! | [`bandwidth`] | `[controller.bandwidth]`: the bandwidth scheme (static shares, one level of learners, uncoordinated or coordinated learners) and each node's proportions from the plan |
 //! | [`reconcile`] | a node's actual caches and rules made to match the plan (through `api::client::NodeClient`) |
 //! | [`service`] | the loop and the state behind the API |
 //! | [`fanout`] | one blocking call per node on a bounded number of threads (polls, reconciles) |
@@ -23,6 +24,7 @@
 
 pub mod api;
 pub mod auth;
+pub mod bandwidth;
 pub mod config;
 pub mod console;
 pub mod demo;

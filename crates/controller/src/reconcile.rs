@@ -8,14 +8,16 @@
 //! deleted tenant's, freeing their memory) with their rules: a node registered with the controller is the
 //! controller's, so a cache made on it by hand goes too. The node refuses a cache smaller than one
 //! block, so a partition planned at 0 keeps one block, taken from the node's largest
-//! partition so the node's sum stays within its capacity. Every call is retried on
+//! partition so the node's sum stays within its capacity. Last, the node's backend
+//! proportions are made the plan's `bandwidth` ([`crate::bandwidth`]), every interval
+//! (read back first, and sent only when they differ). Every call is retried on
 //! transport errors and 5xx answers (`api::client::NodeClient`); a node that still fails is
 //! reported and tried again at the next interval.
 
 use crate::registry::NodeEntry;
 use crate::service::Volume;
 use api::client::{CallError, NodeClient};
-use api::node::{CacheInfo, CachePatch, CreateCache, CreateRule, SHARED_CACHE};
+use api::node::{CacheInfo, CachePatch, CreateCache, CreateRule, Proportions, SHARED_CACHE};
 use control::{Layout, Plan, Topology};
 use serde::{Deserialize, Serialize};
 use units::ByteSize;
@@ -43,6 +45,9 @@ pub struct WantCache {
 pub struct Desired {
     /// The caches.
     pub caches: Vec<WantCache>,
+    /// The backend proportions per tenant (empty: equal shares;
+    /// [`crate::bandwidth::node_proportions`]); `None`: leave them as they are (no plan).
+    pub proportions: Option<Proportions>,
 }
 
 /// One change made on a node.
@@ -130,7 +135,10 @@ pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs:
         }
         caches.sort_by(|a, b| a.name.cmp(&b.name));
     }
-    Desired { caches }
+    Desired {
+        caches,
+        proportions: Some(crate::bandwidth::node_proportions(topo, plan, vols, e)),
+    }
 }
 
 /// Makes node `name` match `want`; on failure, the actions done so far and the error.
@@ -316,6 +324,37 @@ pub fn apply(
             if let Err(e) = r {
                 first_err.get_or_insert(e);
             }
+        }
+    }
+    // Bandwidth proportions, every interval (the learners may change them every time),
+    // sent when they differ from the node's (or it does not say).
+    let have: Option<Proportions> = c
+        .get_json("/v1/proportions")
+        .ok()
+        .and_then(|v| serde_json::from_value(v["proportions"].clone()).ok());
+    let same = |a: &Proportions, b: &Proportions| {
+        a.len() == b.len()
+            && a.iter()
+                .zip(b)
+                .all(|((ka, va), (kb, vb))| ka == kb && (va - vb).abs() < 1e-12)
+    };
+    if let Some(p) = want
+        .proportions
+        .as_ref()
+        .filter(|p| !have.as_ref().is_some_and(|h| same(h, p)))
+    {
+        let r = c.set_proportions(p).map(|_| ());
+        let detail = if p.is_empty() {
+            "equal shares".to_string()
+        } else {
+            p.iter()
+                .map(|(t, v)| format!("{t} {v:.4}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        actions.push(act("proportions", "", detail, &r));
+        if let Err(e) = r {
+            first_err.get_or_insert(e);
         }
     }
     match first_err {

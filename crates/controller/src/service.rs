@@ -143,8 +143,9 @@ impl Service {
         store: Arc<dyn Store>,
         election: Option<Arc<Election>>,
     ) -> Result<Arc<Service>, ServiceError> {
-        let scheme = Scheme::named(&cfg.controller.scheme)
+        let mut scheme = Scheme::named(&cfg.controller.scheme)
             .map_err(|e| ServiceError::BadRequest(format!("controller.scheme: {e}")))?;
+        cfg.controller.bandwidth.apply_to(&mut scheme);
         let config_tokens = config_tokens(cfg)?;
         let loaded = load(cfg, &*store)?;
         let svc = Service {
@@ -666,9 +667,10 @@ impl Service {
         } else {
             let mut ctl = Controller::resume(topo.clone(), self.scheme.clone(), g.state.clone())
                 .map_err(|e| ServiceError::Control(e.to_string()))?;
-            let plan = ctl
+            let mut plan = ctl
                 .step(t, &obs)
                 .map_err(|e| ServiceError::Control(e.to_string()))?;
+            self.cfg.bandwidth.fill(&topo, &vols, &mut plan);
             g.state = ctl.state().clone();
             for (i, o) in obs.tenants.iter().enumerate() {
                 let tp = &plan.tenants[i];

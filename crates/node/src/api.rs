@@ -14,7 +14,7 @@
 //! | GET, POST | `/v1/rules` | list / create `{"export","cache","client","op","range"}` |
 //! | DELETE | `/v1/rules/{id}` | remove |
 //! | GET | `/v1/tenants` | per (export, client) counters and latency percentiles |
-//! | GET, PUT | `/v1/proportions` | bandwidth weights `{"tenant": weight, ...}` (unknown tenants: 404 naming them) |
+//! | GET, PUT | `/v1/proportions` | proportions of the backend's service time `{"tenant": p, ...}` summing to one (unknown tenant: 404, bad value or sum: 400, naming `proportions.TENANT`) |
 //! | GET | `/v1/observations` | per-tenant counters, latency and curves for a controller (see [`crate::observe`]) |
 //! | POST | `/v1/demote/{export}` | demoted blocks from level 1, inserted clean without a disk write: records `offset u64 LE, length u32 LE, bytes` ([`crate::demote`]); answers `{"inserted","refreshed","skipped"}` |
 //!
@@ -195,7 +195,8 @@ async fn node(State(s): St) -> Json<NodeInfo> {
         total_blocks: s.cache.total_blocks() as u64,
         allocated_blocks: s.cache.allocated_blocks() as u64,
         uptime_seconds: s.started.elapsed().as_secs_f64(),
-        bandwidth_bytes_per_sec: s.bandwidth.total(),
+        // Proportions are of the backend's service time, not of a byte budget.
+        bandwidth_bytes_per_sec: 0,
         demote: s.demoter.counters(),
     })
 }
@@ -340,26 +341,26 @@ async fn tenants(State(s): St) -> impl IntoResponse {
 async fn get_proportions(State(s): St) -> impl IntoResponse {
     Json(json!({
         "proportions": s.bandwidth.proportions(),
-        "schedule": s.bandwidth.snapshot(),
+        "backend_depth": s.bandwidth.depth(),
+        "backend": s.bandwidth.stats().into_iter().map(|(t, b)| (t, json!({
+            "requests": b.requests, "bytes": b.bytes,
+            "service_ms": b.service_ns as f64 / 1e6, "queue_ms": b.queue_ns as f64 / 1e6,
+        }))).collect::<serde_json::Map<_, _>>(),
     }))
 }
 
 async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
     let p: Proportions = body(&b)?;
     let known = s.tenant_names();
-    let unknown: Vec<&str> = p
-        .keys()
-        .filter(|t| !known.contains(t))
-        .map(String::as_str)
-        .collect();
-    if !unknown.is_empty() {
+    if let Some(t) = p.keys().find(|t| !known.contains(t)) {
         return Err(NodeError::NotFound(format!(
-            "no export of this node belongs to tenant(s) {}; known tenants: {}",
-            unknown.join(", "),
+            "proportions.{t}: no export of this node belongs to tenant `{t}`; known tenants: {}",
             known.join(", ")
         )));
     }
-    s.bandwidth.set_proportions(p).map_err(NodeError::Invalid)?;
+    s.bandwidth
+        .set_proportions(p)
+        .map_err(|e| NodeError::Invalid(e.to_string()))?;
     Ok(Json(s.bandwidth.proportions()))
 }
 

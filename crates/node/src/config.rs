@@ -78,10 +78,12 @@ pub struct NodeSection {
     /// label on metrics.
     #[serde(default = "default_level")]
     pub level: u8,
-    /// Total bandwidth shared between tenants in proportion to their weights, bytes per
-    /// second; 0 (the default) leaves tenants unthrottled.
-    #[serde(default)]
-    pub bandwidth: ByteSize,
+    /// Calls in service at the backend at once (default 32, [`crate::bandwidth`]): when
+    /// more want to go, they wait and start in the order that shares the backend's
+    /// service time between tenants in proportion to their weights. 0: no limit (nothing
+    /// waits; service times are still measured).
+    #[serde(default = "default_backend_depth")]
+    pub backend_depth: usize,
     /// Microseconds a connection's reader polls its socket for the next request before it
     /// blocks (adaptive; 0 turns polling off). Polling spends CPU to spare queue-depth-1
     /// clients the server thread's wake-up (default 100).
@@ -227,6 +229,9 @@ fn default_idle_timeout() -> f64 {
 }
 fn default_in_flight_budget() -> ByteSize {
     ByteSize(128 << 20)
+}
+fn default_backend_depth() -> usize {
+    crate::bandwidth::DEFAULT_DEPTH
 }
 fn default_max_workers() -> usize {
     256

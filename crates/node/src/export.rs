@@ -17,8 +17,8 @@
 //! ([`Export::read_now_borrowed`]), which sends it from the cache's memory without
 //! copying it first. Only what those decline reaches [`Export::read`], which goes
 //! straight to the cache's ordinary read.
-//! Latency is timed around the whole request; bandwidth shares are waited for before it
-//! starts. Every request is timed once ([`CacheExport::timed`]): into one histogram (the
+//! Latency is timed around the whole request (including any wait for the backend, which
+//! happens below the cache, in [`crate::bandwidth`]). Every request is timed once ([`CacheExport::timed`]): into one histogram (the
 //! export's and client's, `latency`) and the tenant's hit/miss sums (`observe`), a read
 //! as a hit when every block was in memory (served by `read_now`, or found by the
 //! cache's read) and as a miss otherwise; its blocks are fed once to the tenant's
@@ -98,7 +98,6 @@ impl ExportProvider for NodeExports {
             latency: self.0.latency(&name, &client),
             observer: self.0.observer(&info.tenant),
             key_base: self.0.key_base(&name),
-            tenant: info.tenant.clone().into(),
             size: info.size,
             read_only: info.read_only,
             export: name.into(),
@@ -117,7 +116,6 @@ pub struct CacheExport {
     state: Arc<NodeState>,
     export: Arc<str>,
     client: Arc<str>,
-    tenant: Arc<str>,
     size: u64,
     read_only: bool,
     latency: Arc<Latency>,
@@ -144,14 +142,13 @@ impl CacheExport {
     }
 
     /// Runs `f` as one request, timed into the latency histograms (`write`: the write
-    /// one) after waiting for `bytes` of the tenant's bandwidth share.
+    /// one).
     async fn run<T: Send + 'static>(
         &self,
         write: bool,
-        bytes: u64,
         f: impl FnOnce(&cache::CacheNode, &str, &str) -> Result<T, CacheError> + Send + 'static,
     ) -> io::Result<T> {
-        self.run_as(write, bytes, |_| Service::Other, f).await
+        self.run_as(write, |_| Service::Other, f).await
     }
 
     /// [`CacheExport::run`], with `kind` telling from the answer how the request was
@@ -159,12 +156,10 @@ impl CacheExport {
     async fn run_as<T: Send + 'static>(
         &self,
         write: bool,
-        bytes: u64,
         kind: impl FnOnce(&T) -> Service,
         f: impl FnOnce(&cache::CacheNode, &str, &str) -> Result<T, CacheError> + Send + 'static,
     ) -> io::Result<T> {
         let start = Instant::now();
-        self.state.bandwidth.admit(&self.tenant, bytes).await;
         let node = self.state.cache.clone();
         let (export, client) = (self.export.clone(), self.client.clone());
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
@@ -209,17 +204,13 @@ impl CacheExport {
     }
 
     /// Runs `f` on the `len` bytes at `offset` if they are all in memory (timing the read
-    /// as a request); `None` if not, or while bandwidth shares are set (those are waited
-    /// for on the async path).
+    /// as a request); `None` if not.
     fn resident(
         &self,
         offset: u64,
         len: usize,
         f: impl FnOnce(cache::Lent<'_>),
     ) -> Option<io::Result<()>> {
-        if self.state.bandwidth.total() != 0 {
-            return None;
-        }
         let start = Instant::now();
         match self
             .state
@@ -251,12 +242,11 @@ impl Export for CacheExport {
 
     fn read(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<Bytes>> {
         // The connection offered a small read to `read_now` first: it is not all in
-        // memory (or bandwidth shares are set), so it is not checked again here.
+        // memory, so it is not checked again here.
         self.profile(offset, len as u64);
         Box::pin(async move {
             self.run_as(
                 false,
-                len as u64,
                 |(_, hit)| if *hit { Service::Hit } else { Service::Miss },
                 move |node, export, client| {
                     let mut buf = vec![0u8; len as usize];
@@ -293,19 +283,17 @@ impl Export for CacheExport {
 
     fn write(&self, offset: u64, data: Bytes, fua: bool) -> BoxFuture<'_, io::Result<()>> {
         self.profile(offset, data.len() as u64);
-        Box::pin(
-            self.run(true, data.len() as u64, move |node, export, client| {
-                node.write(export, client, offset, &data, fua)
-            }),
-        )
+        Box::pin(self.run(true, move |node, export, client| {
+            node.write(export, client, offset, &data, fua)
+        }))
     }
 
     fn flush(&self) -> BoxFuture<'_, io::Result<()>> {
-        Box::pin(self.run(true, 0, move |node, export, _| node.flush(export)))
+        Box::pin(self.run(true, move |node, export, _| node.flush(export)))
     }
 
     fn trim(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<()>> {
-        Box::pin(self.run(true, 0, move |node, export, client| {
+        Box::pin(self.run(true, move |node, export, client| {
             node.trim(export, client, offset, len as u64)
         }))
     }
@@ -327,7 +315,7 @@ impl Export for CacheExport {
     }
 
     fn write_zeroes(&self, offset: u64, len: u32, fua: bool) -> BoxFuture<'_, io::Result<()>> {
-        Box::pin(self.run(true, len as u64, move |node, export, client| {
+        Box::pin(self.run(true, move |node, export, client| {
             // Whole blocks are discarded (they read back as zeros); partial blocks at the
             // ends are written with zeros.
             let bs = node.block_size() as u64;

@@ -14,12 +14,12 @@
 //! | [`demote`] | exclusive levels: level 1 demotes clean victims to level 2 over HTTP |
 //! | [`api`], [`page`], [`metrics`] | HTTP: JSON verbs (their bodies are the `api` crate's contract), operator's page, Prometheus |
 //! | [`auth`] | the API's bearer token: where it comes from, who may skip it |
-//! | [`latency`], [`share`] | per-tenant latency histograms, bandwidth proportions |
+//! | [`latency`] | per-tenant latency histograms |
 //! | [`observe`] | per-tenant profilers (LRU and phantom curves) and latency, turned into the contract's observations for a controller |
 //! | [`register`] | registration with a controller and the heartbeat (through the `api` crate's client) |
 //! | [`replay`] | a trace replayed as NBD I/O at its own pace or a given rate |
 //! | [`reserve`] | disk space held for the recovery file, so a full disk cannot take it |
-//! | [`bandwidth`] | the bandwidth scheduler: per-tenant proportional shares (time quanta) |
+//! | [`bandwidth`] | the backend's queue: per-tenant proportions of its service time (weighted fair queueing), service time and queueing delay per tenant |
 //! | [`hot_tier`] | SANCACHE's hot-chunk tier: a fast file in front of a slow backend |
 //! | [`units`] | byte sizes with units |
 //!
@@ -46,7 +46,6 @@ pub mod page;
 pub mod register;
 pub mod replay;
 pub mod reserve;
-pub mod share;
 pub mod state;
 pub use units;
 pub mod upstream;
@@ -362,13 +361,18 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
     }
     let bs = cfg.node.block_size.0 as usize;
     let blocks = (cfg.node.cache_size.0 / bs as u64) as usize;
-    let mut state = NodeState::new(blocks, bs, cfg.node.level, cfg.node.bandwidth.0)?;
+    let mut state = NodeState::new(blocks, bs, cfg.node.level, cfg.node.backend_depth)?;
     state.phantom_policies = cfg.node.phantom_policies.clone();
     state.name = cfg.node.name.clone().unwrap_or_default();
     state.data_dir = cfg.node.data_dir.clone();
     for e in &cfg.exports {
-        let (mut backend, mut desc) =
-            open_backend(cfg, e, &state.demoter, &state.upstreams).await?;
+        let (backend, mut desc) = open_backend(cfg, e, &state.demoter, &state.upstreams).await?;
+        // Below the hot tier: only what reaches the disk or upstream waits its turn.
+        let mut backend: Arc<dyn cache::Backend> = Arc::new(bandwidth::QueuedBackend::new(
+            backend,
+            e.tenant(),
+            state.bandwidth.clone(),
+        ));
         let mut tier = None;
         if let Some(h) = &e.hot_tier {
             let at = |msg: String| NodeError::Config {

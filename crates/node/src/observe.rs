@@ -287,6 +287,19 @@ fn tenant(s: &NodeState, name: &str, bs: u64) -> TenantObservations {
         latency,
         served,
         curves: obs.curves(bs),
+        backend: backend_view(s, name),
+    }
+}
+
+/// The tenant's use of the backend and its proportion.
+fn backend_view(s: &NodeState, name: &str) -> api::bandwidth::BackendView {
+    let b = s.bandwidth.tenant(name);
+    api::bandwidth::BackendView {
+        requests: b.requests,
+        bytes: b.bytes,
+        service_ms: b.service_ns as f64 / 1e6,
+        queue_ms: b.queue_ns as f64 / 1e6,
+        proportion: s.bandwidth.proportion(name),
     }
 }
 

@@ -70,8 +70,9 @@ pub struct NodeState {
     hot_tiers: BTreeMap<String, Arc<HotTier>>,
     profilers: Mutex<BTreeMap<CacheId, Arc<Mutex<OnlineProfiler>>>>,
     latency: Mutex<BTreeMap<(String, String), Arc<Latency>>>,
-    /// Bandwidth shares between tenants (unlimited when the node sets no bandwidth).
-    pub bandwidth: crate::share::Share,
+    /// The backend's queue: every export's backend calls wait in it, shared between
+    /// tenants in proportion to their weights ([`crate::bandwidth`]).
+    pub bandwidth: Arc<crate::bandwidth::FairQueue>,
     /// The node's name (`[node] name`, else its API address).
     pub name: String,
     /// A random id chosen at start: a controller sees a restart by its change.
@@ -139,7 +140,7 @@ impl NodeState {
         total_blocks: usize,
         block_size: usize,
         level: u8,
-        bandwidth: u64,
+        backend_depth: usize,
     ) -> Result<Self, NodeError> {
         Ok(NodeState {
             cache: Arc::new(CacheNode::new(total_blocks, block_size)?),
@@ -149,7 +150,7 @@ impl NodeState {
             hot_tiers: BTreeMap::new(),
             profilers: Mutex::default(),
             latency: Mutex::default(),
-            bandwidth: crate::share::Share::new(bandwidth),
+            bandwidth: Arc::new(crate::bandwidth::FairQueue::new(backend_depth)),
             name: String::new(),
             epoch: new_epoch(),
             phantom_policies: crate::observe::DEFAULT_PHANTOM_POLICIES

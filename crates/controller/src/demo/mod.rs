@@ -558,6 +558,7 @@ pub async fn run_arm(
             down_after: 3,
             service_ms: [0.05, 0.3, opts.seek_ms + 0.5],
             exclusive: opts.exclusive,
+            bandwidth: Default::default(),
         },
         nodes: Vec::new(),
         tenants: tenant_specs,

@@ -8,6 +8,7 @@
 
 mod common;
 
+mod bandwidth;
 mod console_chromium;
 mod etcd;
 mod levels;

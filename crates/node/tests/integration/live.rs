@@ -315,8 +315,12 @@ fn api_verbs_change_caches_online_and_bad_requests_get_4xx() {
     assert!(backing(&t, "demo.img")[..8 << 20]
         .iter()
         .all(|&b| b == 0x11));
-    let (s, p) = t.api("PUT", "/v1/proportions", Some(r#"{"bob":3,"demo":1}"#));
-    assert_eq!((s, p["bob"].as_f64()), (200, Some(3.0)));
+    let (s, p) = t.api(
+        "PUT",
+        "/v1/proportions",
+        Some(r#"{"bob":0.75,"demo":0.25}"#),
+    );
+    assert_eq!((s, p["bob"].as_f64()), (200, Some(0.75)));
     // Metrics and the page.
     let url = format!("http://{}/metrics", t.node().api_addr);
     let m = ureq::get(&url).call().unwrap().into_string().unwrap();

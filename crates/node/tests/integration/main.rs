@@ -8,6 +8,7 @@
 
 mod common;
 
+mod bandwidth;
 mod block_status;
 mod connections;
 mod crash;
