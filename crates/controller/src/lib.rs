@@ -13,6 +13,7 @@
 //! | [`etcd`] | the same state in etcd, and leader election among replicas |
 //! | [`registry`] | nodes: registration, heartbeat, health, epochs (bodies from the `api` crate) |
 //! | [`observe`] | nodes' cumulative observations (`api::node`) to one interval's `control::Observations` |
+//! | [`counters`] | whether a node's counters can be believed (monotonic, bounded by the interval); suspect nodes planned at their last good interval |
 //! | [`reconcile`] | a node's actual caches and rules made to match the plan (through `api::client::NodeClient`) |
 //! | [`service`] | the loop and the state behind the API |
 //! | [`fanout`] | one blocking call per node on a bounded number of threads (polls, reconciles) |
@@ -25,6 +26,7 @@ pub mod api;
 pub mod auth;
 pub mod config;
 pub mod console;
+pub mod counters;
 pub mod demo;
 pub mod etcd;
 pub mod fanout;

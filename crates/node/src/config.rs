@@ -544,8 +544,9 @@ impl NodeConfig {
         let mut names = std::collections::HashSet::new();
         for (i, e) in self.exports.iter().enumerate() {
             let at = format!("export[{i}] (`{}`)", e.name);
-            if e.name.is_empty() || e.name.len() > 4096 {
-                return Err(format!("export[{i}].name must be 1 to 4096 bytes"));
+            api::names::check(&format!("export[{i}].name"), &e.name).map_err(|e| e.to_string())?;
+            if let Some(t) = &e.tenant {
+                api::names::check(&format!("{at}.tenant"), t).map_err(|e| e.to_string())?;
             }
             if !names.insert(e.name.as_str()) {
                 return Err(format!("{at}: the name is used twice"));
@@ -620,6 +621,7 @@ impl NodeConfig {
         }
         let mut caches = std::collections::HashSet::new();
         for (i, c) in self.caches.iter().enumerate() {
+            api::names::check(&format!("cache[{i}].name"), &c.name).map_err(|e| e.to_string())?;
             if !caches.insert(c.name.as_str()) {
                 return Err(format!("cache[{i}] (`{}`): the name is used twice", c.name));
             }

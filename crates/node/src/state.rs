@@ -210,9 +210,7 @@ impl NodeState {
 
     /// Creates a cache (`createCache`), with its profiler if asked.
     pub fn create_cache(&self, spec: &CacheSpec) -> Result<CacheId, NodeError> {
-        if spec.name.is_empty() {
-            return Err(NodeError::Invalid("name: must not be empty".into()));
-        }
+        api::names::check("name", &spec.name).map_err(|e| NodeError::Invalid(e.to_string()))?;
         if self.cache_id(&spec.name).is_some() {
             return Err(NodeError::Conflict(format!(
                 "a cache called `{}` exists",

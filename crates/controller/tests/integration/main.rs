@@ -10,6 +10,7 @@ mod common;
 
 mod console_chromium;
 mod etcd;
+mod hostile;
 mod levels;
 mod live;
 mod shared;
