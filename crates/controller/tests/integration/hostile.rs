@@ -457,3 +457,89 @@ fn a_node_whose_counters_lie_is_suspect_and_recovers() {
     rt.block_on(h.shutdown()).unwrap();
     rt.block_on(s.shutdown()).unwrap();
 }
+
+/// A level-1 node whose upstream goes away reports `degraded` on `/healthz`; the
+/// controller shows the volume on it as failing (its row, naming the node and the
+/// export) until the upstream is back on the same port and the link heals.
+#[test]
+fn a_volume_over_a_degraded_node_is_shown_failing_until_it_heals() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    // `h` exports `db` from a level-2 node `u` the controller does not drive; `s` is the
+    // volume's registered server.
+    let up_toml = |port: u16| {
+        node_toml(
+            &dir.path().join("u"),
+            2,
+            "1MiB",
+            "[[export]]\nname = \"db\"\nfile = \"db.img\"\nsize = \"8MiB\"\n",
+        )
+        .replace(
+            "nbd = \"127.0.0.1:0\"",
+            &format!("nbd = \"127.0.0.1:{port}\""),
+        )
+    };
+    let u = rt
+        .block_on(node::start(
+            &node::config::NodeConfig::parse(&up_toml(0)).unwrap(),
+        ))
+        .unwrap();
+    let port = u.nbd_addr.port();
+    let (s, h) = two_levels(&rt, dir.path(), &["db"], Some(u.nbd_addr));
+    let mut cfg = ControllerConfig::parse(ONE_TENANT).unwrap();
+    cfg.controller.data_dir = dir.path().join("ctl");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("ctl.db")).unwrap());
+    let svc = controller::Service::open(&cfg, store).unwrap();
+    svc.register(registration("s", 2, format!("http://{}", s.api_addr), &s))
+        .unwrap();
+    svc.register(registration("h", 1, format!("http://{}", h.api_addr), &h))
+        .unwrap();
+    let r = svc.tick().unwrap();
+    assert_eq!(db_row(&r).failing, None);
+    let healthz = |n: &node::RunningNode| {
+        call(
+            &format!("http://{}", n.api_addr),
+            None,
+            "GET",
+            "/healthz",
+            None,
+        )
+        .0
+    };
+    assert_eq!(healthz(&h), 200);
+
+    // The upstream goes away.
+    rt.block_on(u.shutdown()).unwrap();
+    within(Duration::from_secs(5), "h degraded", || healthz(&h) == 503);
+    let row = db_row(&svc.tick().unwrap());
+    let why = row
+        .failing
+        .clone()
+        .expect("failing while the upstream is away");
+    assert!(
+        why.contains("node `h`") && why.contains("export `db`") && why.contains(&port.to_string()),
+        "{why}"
+    );
+    let node = svc.nodes().into_iter().find(|n| n.name == "h").unwrap();
+    assert!(node.up, "the node itself answers: {node:?}");
+    assert_eq!(node.degraded.len(), 1, "{node:?}");
+    // What `ctl tenants` and the console read.
+    let t = svc.tenant("db").unwrap();
+    assert!(t.status[0].failing.is_some(), "{:?}", t.status);
+
+    // Back on the same port: the link heals and the volume is no longer failing.
+    let u = rt
+        .block_on(node::start(
+            &node::config::NodeConfig::parse(&up_toml(port)).unwrap(),
+        ))
+        .unwrap();
+    within(Duration::from_secs(15), "h healthy again", || {
+        healthz(&h) == 200
+    });
+    let row = db_row(&svc.tick().unwrap());
+    assert_eq!(row.failing, None, "{row:?}");
+    assert!(svc.nodes().iter().all(|n| n.degraded.is_empty()));
+    rt.block_on(h.shutdown()).unwrap();
+    rt.block_on(s.shutdown()).unwrap();
+    rt.block_on(u.shutdown()).unwrap();
+}
