@@ -14,6 +14,7 @@
 //! | [`registry`] | nodes: registration, heartbeat, health, epochs (bodies from the `api` crate) |
 //! | [`observe`] | nodes' cumulative observations (`api::node`) to one interval's `control::Observations` |
 //! | [`counters`] | whether a node's counters can be believed (monotonic, bounded by the interval); suspect nodes planned at their last good interval |
+//! | [`private`] | the modes of its files at rest (store, token: 0600; their directory: 0700) |
 //! | [`reconcile`] | a node's actual caches and rules made to match the plan (through `api::client::NodeClient`) |
 //! | [`service`] | the loop and the state behind the API |
 //! | [`fanout`] | one blocking call per node on a bounded number of threads (polls, reconciles) |
@@ -31,6 +32,7 @@ pub mod demo;
 pub mod etcd;
 pub mod fanout;
 pub mod observe;
+pub mod private;
 pub mod reconcile;
 pub mod registry;
 pub mod service;

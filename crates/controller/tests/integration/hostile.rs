@@ -543,3 +543,90 @@ fn a_volume_over_a_degraded_node_is_shown_failing_until_it_heals() {
     rt.block_on(s.shutdown()).unwrap();
     rt.block_on(u.shutdown()).unwrap();
 }
+
+fn mode(p: &std::path::Path) -> u32 {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(p)
+        .unwrap_or_else(|e| panic!("{}: {e}", p.display()))
+        .mode()
+        & 0o777
+}
+
+/// The store (`controller.db`, `-wal`, `-shm`), which holds the nodes' tokens, and the
+/// generated API token are 0600 in a 0700 directory: made so when new, tightened when an
+/// older controller left them 0644 in a 0755 directory; a shared directory keeps its
+/// mode, the files are 0600 still.
+#[test]
+fn the_controllers_files_are_private() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let files = |d: &std::path::Path| {
+        [
+            "controller.db",
+            "controller.db-wal",
+            "controller.db-shm",
+            "controller.token",
+        ]
+        .map(|f| d.join(f))
+    };
+
+    // New: everything made private.
+    let data = tmp.path().join("new").join("controller-data");
+    let mut cfg = ControllerConfig::parse(ONE_TENANT).unwrap();
+    cfg.controller.data_dir = data.clone();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&data.join("controller.db")).unwrap());
+    let ctl = rt.block_on(controller::start(&cfg, store, false)).unwrap();
+    ctl.service
+        .register(Registration {
+            name: "h".into(),
+            level: 1,
+            api: "http://127.0.0.1:9".into(),
+            cache_size: 1 << 20,
+            block_size: 4096,
+            epoch: "e".into(),
+            token: "node-secret".into(),
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(mode(&data), 0o700);
+    for f in files(&data) {
+        assert_eq!(mode(&f), 0o600, "{}", f.display());
+    }
+    rt.block_on(ctl.shutdown());
+
+    // Left readable by an older controller: tightened at start.
+    let old = tmp.path().join("old");
+    std::fs::create_dir(&old).unwrap();
+    {
+        let _s = SqliteStore::open(&old.join("controller.db")).unwrap();
+        std::fs::write(old.join("controller.token"), "0123456789abcdef0123\n").unwrap();
+        for f in files(&old) {
+            std::fs::set_permissions(&f, std::os::unix::fs::PermissionsExt::from_mode(0o644))
+                .unwrap();
+        }
+        std::fs::set_permissions(&old, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .unwrap();
+        assert_eq!(mode(&old.join("controller.db-wal")), 0o644);
+    }
+    let mut cfg = ControllerConfig::parse(ONE_TENANT).unwrap();
+    cfg.controller.data_dir = old.clone();
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&old.join("controller.db")).unwrap());
+    let ctl = rt.block_on(controller::start(&cfg, store, false)).unwrap();
+    assert_eq!(mode(&old), 0o700);
+    for f in files(&old) {
+        assert_eq!(mode(&f), 0o600, "{}", f.display());
+    }
+    rt.block_on(ctl.shutdown());
+
+    // A directory shared with other files: left as it is, the store's files still 0600.
+    let shared = tmp.path().join("shared");
+    std::fs::create_dir(&shared).unwrap();
+    std::fs::set_permissions(&shared, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::fs::write(shared.join("notes.txt"), "mine").unwrap();
+    let s = SqliteStore::open(&shared.join("state.db")).unwrap();
+    s.put(&[("k", Some("v".into()))]).unwrap();
+    assert_eq!(mode(&shared), 0o755);
+    assert_eq!(mode(&shared.join("state.db")), 0o600);
+    assert_eq!(mode(&shared.join("state.db-wal")), 0o600);
+    assert_eq!(mode(&shared.join("state.db-shm")), 0o600);
+}
