@@ -92,6 +92,24 @@ pub enum StartError {
     /// Listener or token file.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// An API reachable from other machines with a token nobody chose.
+    #[error("{0}")]
+    Exposure(String),
+}
+
+/// Refuses an API bound to an address other machines can reach (`bound` not loopback)
+/// unless `[controller] token_file` names a token the operator manages, as a node
+/// refuses the same: a generated token sits in the data directory, and an API reachable
+/// by anyone must not depend on a file nobody chose or distributed.
+pub fn check_exposure(cfg: &ControllerConfig, bound: SocketAddr) -> Result<(), StartError> {
+    if bound.ip().is_loopback() || cfg.controller.token_file.is_some() {
+        return Ok(());
+    }
+    Err(StartError::Exposure(format!(
+        "controller.listen = \"{}\" is reachable from other machines ({bound}); set \
+         controller.token_file to a token file you manage, or listen on 127.0.0.1",
+        cfg.controller.listen
+    )))
 }
 
 /// Starts the API and, if `run_loop`, the interval loop (a caller that steps the service
@@ -113,11 +131,6 @@ pub async fn start_replica(
     run_loop: bool,
     election: Option<Arc<etcd::Election>>,
 ) -> Result<RunningController, StartError> {
-    let token = Arc::new(auth::Token::load(
-        cfg.controller.token_file.as_deref(),
-        &cfg.controller.data_dir,
-    )?);
-    let svc = Service::open_replica(cfg, store, election.clone())?;
     let listener = tokio::net::TcpListener::bind(&cfg.controller.listen)
         .await
         .map_err(|e| {
@@ -127,6 +140,13 @@ pub async fn start_replica(
             )
         })?;
     let addr = listener.local_addr()?;
+    check_exposure(cfg, addr)?;
+    // Nothing is written (no token generated, no state stored) before the check.
+    let token = Arc::new(auth::Token::load(
+        cfg.controller.token_file.as_deref(),
+        &cfg.controller.data_dir,
+    )?);
+    let svc = Service::open_replica(cfg, store, election.clone())?;
     let (stop, rx) = tokio::sync::watch::channel(false);
     let app = api::router(svc.clone(), token.clone());
     let mut api_rx = rx.clone();

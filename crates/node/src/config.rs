@@ -166,6 +166,11 @@ pub struct NodeSection {
     /// `allow` list and `tls` is off (default false: such a start is refused).
     #[serde(default)]
     pub allow_anyone: bool,
+    /// Label `/metrics`' tenant series with each client's address (`client="10.0.0.7"`);
+    /// default false: the series are summed over clients and carry no address, since
+    /// `/metrics` is open to anyone who reaches the API.
+    #[serde(default)]
+    pub metrics_client_labels: bool,
 }
 
 fn default_payload_timeout() -> std::time::Duration {

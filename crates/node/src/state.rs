@@ -89,6 +89,9 @@ pub struct NodeState {
     pub nbd_limits: Option<Arc<nbd::Limits>>,
     /// Where relative paths of caches' write logs are taken from (`[node] data_dir`).
     pub data_dir: Option<PathBuf>,
+    /// Whether `/metrics` labels tenant series with client addresses
+    /// (`[node] metrics_client_labels`).
+    pub metrics_client_labels: bool,
 }
 
 /// A cache's stats as the API shows them (the one place the cache crate's snapshot
@@ -162,6 +165,7 @@ impl NodeState {
             upstreams: Default::default(),
             nbd_limits: None,
             data_dir: None,
+            metrics_client_labels: false,
         })
     }
 

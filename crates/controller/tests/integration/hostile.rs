@@ -630,3 +630,49 @@ fn the_controllers_files_are_private() {
     assert_eq!(mode(&shared.join("state.db-wal")), 0o600);
     assert_eq!(mode(&shared.join("state.db-shm")), 0o600);
 }
+
+/// The controller refuses to serve its API on an address other machines can reach with
+/// a token it generated itself, as a node does; given a token file it serves there, and
+/// the token guards the API.
+#[test]
+fn a_reachable_api_needs_a_token_file() {
+    let rt = runtime();
+    let tmp = tempfile::tempdir().unwrap();
+    let data = tmp.path().join("data");
+    let mut cfg = ControllerConfig::parse(ONE_TENANT).unwrap();
+    cfg.controller.listen = "0.0.0.0:0".into();
+    cfg.controller.data_dir = data.clone();
+    let store =
+        || -> Arc<dyn Store> { Arc::new(SqliteStore::open(&tmp.path().join("ctl.db")).unwrap()) };
+    let e = match rt.block_on(controller::start(&cfg, store(), false)) {
+        Ok(_) => panic!("a reachable API with a generated token was started"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.contains("controller.listen = \"0.0.0.0:0\"") && e.contains("controller.token_file"),
+        "{e}"
+    );
+    assert!(
+        !data.join("controller.token").exists(),
+        "no token generated for a refused start"
+    );
+
+    let tok = tmp.path().join("api.token");
+    std::fs::write(&tok, "0123456789abcdef0123456789abcdef\n").unwrap();
+    cfg.controller.token_file = Some(tok);
+    let ctl = rt
+        .block_on(controller::start(&cfg, store(), false))
+        .unwrap();
+    assert!(ctl.addr.ip().is_unspecified(), "{}", ctl.addr);
+    let base = format!("http://127.0.0.1:{}", ctl.addr.port());
+    assert_eq!(call(&base, None, "GET", "/v1/tenants", None).0, 401);
+    let (st, _) = call(
+        &base,
+        Some("0123456789abcdef0123456789abcdef"),
+        "GET",
+        "/v1/tenants",
+        None,
+    );
+    assert_eq!(st, 200);
+    rt.block_on(ctl.shutdown());
+}

@@ -14,6 +14,7 @@ mod crash;
 mod credentials;
 mod demote;
 mod dirty_api;
+mod exposure;
 mod full_backend;
 mod hierarchy;
 mod hostile;
