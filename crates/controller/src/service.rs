@@ -4,8 +4,12 @@
 //! intervals measured. [`Service::tick`] is one enforcement interval:
 //! 1. poll every known node's `/v1/observations` (a node failing `down_after` polls in a
 //!    row is marked down and planned at capacity 0);
+//!    and its `/healthz` (a volume over a node down or reporting its export's upstream away
+//!    is shown failing in its row);
 //! 2. turn the cumulative counters into the interval's deltas and `control::Observations`
-//!    ([`crate::observe`]);
+//!    ([`crate::observe`]), once [`crate::counters`] believes them (a node whose counters
+//!    go backwards or jump beyond what the interval allows is suspect, and planned at its
+//!    last good interval);
 //! 3. call `control::Controller::step` (resumed from the persisted state: the same code the
 //!    simulator runs);
 //! 4. reconcile every node that is up to the plan ([`crate::reconcile`]), all nodes at
