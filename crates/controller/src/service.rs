@@ -2,10 +2,9 @@
 //!
 //! [`Service`] holds the tenants, the node registry, the `control` state and what the last
 //! intervals measured. [`Service::tick`] is one enforcement interval:
-//! 1. poll every known node's `/v1/observations` (a node failing `down_after` polls in a
-//!    row is marked down and planned at capacity 0);
-//!    and its `/healthz` (a volume over a node down or reporting its export's upstream away
-//!    is shown failing in its row);
+//! 1. poll every known node's `/v1/observations` and `/healthz` (a node failing
+//!    `down_after` polls in a row is marked down and planned at capacity 0; a volume over
+//!    a node down or reporting its export's upstream away is shown failing in its row);
 //! 2. turn the cumulative counters into the interval's deltas and `control::Observations`
 //!    ([`crate::observe`]), once [`crate::counters`] believes them (a node whose counters
 //!    go backwards or jump beyond what the interval allows is suspect, and planned at its
