@@ -12,7 +12,7 @@
 
 use crate::controller::{Heartbeat, HistoryEntry, Registration, SetSlo, TenantHead, TenantView};
 use crate::node::{
-    CacheCurve, CacheInfo, CachePatch, CreateCache, CreateRule, NodeInfo, NodeObservations,
+    CacheCurve, CacheInfo, CachePatch, CreateCache, CreateRule, Health, NodeInfo, NodeObservations,
     Proportions, Removed, RuleInfo, TenantInfo,
 };
 use serde::de::DeserializeOwned;
@@ -193,6 +193,17 @@ impl NodeClient {
     /// contract (`/v1/exports`, `GET /v1/proportions`).
     pub fn get_json(&self, path: &str) -> Result<serde_json::Value, CallError> {
         self.get(path)
+    }
+
+    /// `GET /healthz`, tried once: the node's [`Health`] whether it answers 200 (`ok`) or
+    /// 503 (`degraded`); any other answer is an error.
+    pub fn health(&self) -> Result<Health, CallError> {
+        let path = "/healthz";
+        match self.peer.text(&self.agent, "GET", path, None) {
+            Ok(text) => parse(path, &text),
+            Err(CallError::Status { status: 503, body }) => parse(path, &body),
+            Err(e) => Err(e),
+        }
     }
 
     /// `GET /v1/observations`.

@@ -131,6 +131,11 @@ pub struct Row {
     pub l2_reason: String,
     /// Eviction policy and why.
     pub eviction: String,
+    /// Why the volume is failing, as its nodes report it (a node down, or an upstream link
+    /// of its export away: the node's `/healthz` says `degraded`); `None` while it is not.
+    // Default: a controller from before the field leaves it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failing: Option<String>,
     /// Requests this interval.
     pub requests: u64,
     /// Requests per second.

@@ -11,6 +11,7 @@
 //! | [`node`] | the node API (`/v1/...` on a node): observations for a controller, cache and rule requests and rows, node and tenant counters, curves, bandwidth proportions, demote and removal answers |
 //! | [`bandwidth`] | each tenant's use of a node's backend (service time, queueing delay) and the proportions' rules |
 //! | [`controller`] | the controller API (`/v1/...` on a controller): a node's registration and heartbeat, SLO changes, interval rows, history entries, tenants with their status |
+//! | [`names`] | the one rule for tenant, volume, cache, export and node names, checked where a name comes in |
 //! | [`client`] | [`client::NodeClient`] (a node's API, with timeouts and retries, used by the controller and `ctl`) and [`client::ControllerClient`] (the controller's API, used by the node's registration and by `ctl`); their errors |
 //!
 //! Version: both APIs are version [`API_VERSION`], served under `/v1/`. The node's
@@ -25,6 +26,7 @@
 pub mod bandwidth;
 pub mod client;
 pub mod controller;
+pub mod names;
 pub mod node;
 
 /// The version of the node and controller APIs: paths are `/v1/...`, and

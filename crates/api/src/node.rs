@@ -507,6 +507,41 @@ pub struct CurvePoint {
     pub miss_ratio: f64,
 }
 
+/// The body of a node's `GET /healthz`: status 200 with `"status": "ok"` while it serves,
+/// 503 with `"status": "degraded"` and the links that are down while one reconnects.
+///
+/// Unknown fields are let through: a node may say more about why it is not ok.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct Health {
+    /// `ok` or `degraded`.
+    pub status: String,
+    /// The upstream links that are down.
+    // Default: a healthy node leaves it out.
+    #[serde(default)]
+    pub upstreams_down: Vec<UpstreamDown>,
+}
+
+impl Health {
+    /// Whether the node says it is fully able to serve.
+    pub fn ok(&self) -> bool {
+        self.status == "ok" && self.upstreams_down.is_empty()
+    }
+}
+
+/// One upstream link that is down, in [`Health`].
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct UpstreamDown {
+    /// The export it serves.
+    pub export: String,
+    /// The upstream (`host:port/export`).
+    pub upstream: String,
+    /// Seconds since it went down.
+    pub down_secs: f64,
+    /// Why the last attempt failed.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -33,9 +33,6 @@ pub fn open_store(
         Some(s) if s.starts_with("sqlite:") => PathBuf::from(&s["sqlite:".len()..]),
         Some(s) => bail!("--store `{s}`: expected sqlite:PATH or etcd://HOST:PORT"),
     };
-    if let Some(d) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-        std::fs::create_dir_all(d).with_context(|| format!("creating {}", d.display()))?;
-    }
     let s = controller::SqliteStore::open(&path)
         .with_context(|| format!("opening the store {}", path.display()))?;
     Ok(Arc::new(s))

@@ -396,6 +396,9 @@ pub fn print_rows(rows: &[Row]) {
             mib_of(r.l2_size),
             met
         );
+        if let Some(why) = &r.failing {
+            println!("  FAILING {}: {why}", r.tenant);
+        }
     }
 }
 

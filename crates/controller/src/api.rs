@@ -8,7 +8,7 @@
 //! | GET, POST | `/v1/tenants` | list (with status) / create a tenant (`TenantSpec`) |
 //! | GET, PUT, DELETE | `/v1/tenants/{t}` | one / replace / remove |
 //! | PUT | `/v1/tenants/{t}/slo` | `{"slo": {"latency_ms": 2.0} or {"p99_ms": 5} or null, "class": "gold"}` |
-//! | GET | `/v1/nodes` | the registry and each node's health |
+//! | GET | `/v1/nodes` | the registry and each node's health (`up`, `suspect`: why its counters are not believed, `degraded`: the upstream links it reports down) |
 //! | POST | `/v1/nodes/register` | a node's registration (see `registry`) |
 //! | POST | `/v1/nodes/{n}/heartbeat` | `{"epoch","uptime_ms"}`; 404 = register again |
 //! | GET | `/v1/plan` | the last plan with every reason |

@@ -44,13 +44,15 @@ impl Token {
             });
         }
         let f = data_dir.join(TOKEN_FILE);
+        crate::private::create_dir(data_dir)?;
         if f.exists() {
+            crate::private::tighten(&f)?;
+            crate::private::tighten_dir_of(&f)?;
             return Ok(Token {
                 secret: read(&f)?,
                 file: f,
             });
         }
-        std::fs::create_dir_all(data_dir)?;
         use std::os::unix::fs::OpenOptionsExt;
         let mut raw = [0u8; 32];
         std::fs::File::open("/dev/urandom")?.read_exact(&mut raw)?;
@@ -62,6 +64,7 @@ impl Token {
             .open(&f)?;
         writeln!(out, "{secret}")?;
         out.sync_all()?;
+        crate::private::tighten_dir_of(&f)?;
         tracing::info!(file = %f.display(), "generated the controller's API token");
         Ok(Token { secret, file: f })
     }

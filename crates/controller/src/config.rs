@@ -253,9 +253,7 @@ impl ControllerConfig {
             return Err("controller.service_ms: three times above 0 (ms)".into());
         }
         for (i, n) in self.nodes.iter().enumerate() {
-            if n.name.is_empty() {
-                return Err(format!("node[{i}].name must not be empty"));
-            }
+            api::names::check(&format!("node[{i}].name"), &n.name).map_err(|e| e.to_string())?;
             if self.nodes[..i].iter().any(|m| m.name == n.name) {
                 return Err(format!("node \"{}\": appears twice", n.name));
             }
@@ -275,14 +273,7 @@ impl ControllerConfig {
 pub fn check_tenants(tenants: &[TenantSpec], nodes: Option<&[(String, u8)]>) -> Result<(), String> {
     for (i, t) in tenants.iter().enumerate() {
         let at = format!("tenant \"{}\"", t.name);
-        if t.name.is_empty() {
-            return Err(format!("tenant[{i}].name must not be empty"));
-        }
-        if !valid_name(&t.name) {
-            return Err(format!(
-                "{at}.name: use letters, digits, `-`, `_` and `.` only"
-            ));
-        }
+        api::names::check(&format!("tenant[{i}].name"), &t.name).map_err(|e| e.to_string())?;
         if tenants[..i].iter().any(|u| u.name == t.name) {
             return Err(format!("{at}: appears twice"));
         }
@@ -298,13 +289,10 @@ pub fn check_tenants(tenants: &[TenantSpec], nodes: Option<&[(String, u8)]>) -> 
         if t.volumes.is_empty() {
             return Err(format!("{at}.volume: a tenant needs at least one volume"));
         }
-        for v in &t.volumes {
+        for (k, v) in t.volumes.iter().enumerate() {
             let vat = format!("{at}.volume \"{}\"", v.name);
-            if !valid_name(&v.name) {
-                return Err(format!(
-                    "{vat}.name: use letters, digits, `-`, `_` and `.` only"
-                ));
-            }
+            api::names::check(&format!("{at}.volume[{k}].name"), &v.name)
+                .map_err(|e| e.to_string())?;
             let dup = tenants
                 .iter()
                 .flat_map(|u| &u.volumes)
@@ -358,14 +346,6 @@ pub fn check_tenants(tenants: &[TenantSpec], nodes: Option<&[(String, u8)]>) -> 
         }
     }
     Ok(())
-}
-
-/// Names that are safe in URLs and as cache and export names.
-pub fn valid_name(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 64
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
 }
 
 #[cfg(test)]

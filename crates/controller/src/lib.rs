@@ -14,6 +14,8 @@
 //! | [`registry`] | nodes: registration, heartbeat, health, epochs (bodies from the `api` crate) |
 //! | [`observe`] | nodes' cumulative observations (`api::node`) to one interval's `control::Observations` |
 //! | [`bandwidth`] | `[controller.bandwidth]`: the bandwidth scheme (static shares, one level of learners, uncoordinated or coordinated learners) and each node's proportions from the plan |
+//! | [`counters`] | whether a node's counters can be believed (monotonic, bounded by the interval); suspect nodes planned at their last good interval |
+//! | [`private`] | the modes of its files at rest (store, token: 0600; their directory: 0700) |
 //! | [`reconcile`] | a node's actual caches and rules made to match the plan (through `api::client::NodeClient`) |
 //! | [`service`] | the loop and the state behind the API |
 //! | [`fanout`] | one blocking call per node on a bounded number of threads (polls, reconciles) |
@@ -27,10 +29,12 @@ pub mod auth;
 pub mod bandwidth;
 pub mod config;
 pub mod console;
+pub mod counters;
 pub mod demo;
 pub mod etcd;
 pub mod fanout;
 pub mod observe;
+pub mod private;
 pub mod reconcile;
 pub mod registry;
 pub mod service;
@@ -90,6 +94,24 @@ pub enum StartError {
     /// Listener or token file.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// An API reachable from other machines with a token nobody chose.
+    #[error("{0}")]
+    Exposure(String),
+}
+
+/// Refuses an API bound to an address other machines can reach (`bound` not loopback)
+/// unless `[controller] token_file` names a token the operator manages, as a node
+/// refuses the same: a generated token sits in the data directory, and an API reachable
+/// by anyone must not depend on a file nobody chose or distributed.
+pub fn check_exposure(cfg: &ControllerConfig, bound: SocketAddr) -> Result<(), StartError> {
+    if bound.ip().is_loopback() || cfg.controller.token_file.is_some() {
+        return Ok(());
+    }
+    Err(StartError::Exposure(format!(
+        "controller.listen = \"{}\" is reachable from other machines ({bound}); set \
+         controller.token_file to a token file you manage, or listen on 127.0.0.1",
+        cfg.controller.listen
+    )))
 }
 
 /// Starts the API and, if `run_loop`, the interval loop (a caller that steps the service
@@ -111,11 +133,6 @@ pub async fn start_replica(
     run_loop: bool,
     election: Option<Arc<etcd::Election>>,
 ) -> Result<RunningController, StartError> {
-    let token = Arc::new(auth::Token::load(
-        cfg.controller.token_file.as_deref(),
-        &cfg.controller.data_dir,
-    )?);
-    let svc = Service::open_replica(cfg, store, election.clone())?;
     let listener = tokio::net::TcpListener::bind(&cfg.controller.listen)
         .await
         .map_err(|e| {
@@ -125,6 +142,13 @@ pub async fn start_replica(
             )
         })?;
     let addr = listener.local_addr()?;
+    check_exposure(cfg, addr)?;
+    // Nothing is written (no token generated, no state stored) before the check.
+    let token = Arc::new(auth::Token::load(
+        cfg.controller.token_file.as_deref(),
+        &cfg.controller.data_dir,
+    )?);
+    let svc = Service::open_replica(cfg, store, election.clone())?;
     let (stop, rx) = tokio::sync::watch::channel(false);
     let app = api::router(svc.clone(), token.clone());
     let mut api_rx = rx.clone();

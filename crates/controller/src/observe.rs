@@ -71,6 +71,17 @@ impl Deltas {
         out
     }
 
+    /// The node's last answer taken (the baseline of the next difference).
+    pub fn last(&self, node: &str) -> Option<&NodeObservations> {
+        self.last.get(node)
+    }
+
+    /// Takes `now` as the node's baseline without counting it as an interval (see
+    /// [`crate::counters`]).
+    pub fn rebase(&mut self, node: &str, now: &NodeObservations) {
+        self.last.insert(node.to_string(), now.clone());
+    }
+
     /// Forgets a node (it will be counted from its next answer on).
     pub fn forget(&mut self, node: &str) {
         self.last.remove(node);

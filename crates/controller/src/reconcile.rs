@@ -180,7 +180,13 @@ pub fn apply(
                     first_err.get_or_insert(e);
                 }
             }
-            let res = c.remove_cache(&h.name).map(|_| ());
+            // A name outside the rule (left by an older node) cannot be a URL segment
+            // (`..` would resolve away): such a cache is removed by its id.
+            let key = match api::names::is_valid(&h.name) {
+                true => h.name.clone(),
+                false => h.id.to_string(),
+            };
+            let res = c.remove_cache(&key).map(|_| ());
             actions.push(act(
                 "remove",
                 &h.name,

@@ -44,6 +44,12 @@ pub struct NodeEntry {
     pub last_error: Option<String>,
     /// Unix seconds of the last heartbeat or successful poll.
     pub last_seen: f64,
+    /// Why its counters are not believed (see [`crate::counters`]); `None` while they are.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspect: Option<String>,
+    /// The upstream links its `/healthz` reports down (empty while it says `ok`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub degraded: Vec<api::node::UpstreamDown>,
 }
 
 impl NodeEntry {

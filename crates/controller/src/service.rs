@@ -2,10 +2,13 @@
 //!
 //! [`Service`] holds the tenants, the node registry, the `control` state and what the last
 //! intervals measured. [`Service::tick`] is one enforcement interval:
-//! 1. poll every known node's `/v1/observations` (a node failing `down_after` polls in a
-//!    row is marked down and planned at capacity 0);
+//! 1. poll every known node's `/v1/observations` and `/healthz` (a node failing
+//!    `down_after` polls in a row is marked down and planned at capacity 0; a volume over
+//!    a node down or reporting its export's upstream away is shown failing in its row);
 //! 2. turn the cumulative counters into the interval's deltas and `control::Observations`
-//!    ([`crate::observe`]);
+//!    ([`crate::observe`]), once [`crate::counters`] believes them (a node whose counters
+//!    go backwards or jump beyond what the interval allows is suspect, and planned at its
+//!    last good interval);
 //! 3. call `control::Controller::step` (resumed from the persisted state: the same code the
 //!    simulator runs);
 //! 4. reconcile every node that is up to the plan ([`crate::reconcile`]), all nodes at
@@ -28,6 +31,7 @@
 //! console's curves) find it by name in the last observations.
 
 use crate::config::{check_tenants, ControllerConfig, ControllerSection, TenantSpec};
+use crate::counters::{Judge, Verdict};
 use crate::etcd::{Election, LeaderView};
 use crate::observe::{build, Deltas, Measured, Placement};
 use crate::reconcile::{self, Action, Desired};
@@ -95,6 +99,8 @@ struct Inner {
     nodes: BTreeMap<String, NodeEntry>,
     state: ControlState,
     deltas: Deltas,
+    /// Whether each node's counters are believed, and its last good interval.
+    judge: Judge,
     last_poll: Option<Instant>,
     plan: Option<Plan>,
     /// The last interval's observations, with the volume each one is of.
@@ -158,6 +164,7 @@ impl Service {
                 nodes: loaded.nodes,
                 state: loaded.state,
                 deltas: Deltas::default(),
+                judge: Judge::default(),
                 last_poll: None,
                 plan: loaded.plan,
                 last_obs: None,
@@ -210,6 +217,7 @@ impl Service {
         g.state = loaded.state;
         g.plan = loaded.plan;
         g.deltas = Deltas::default();
+        g.judge = Judge::default();
         g.last_poll = None;
         Ok(())
     }
@@ -253,10 +261,10 @@ impl Service {
     /// `POST /v1/nodes/register`.
     pub fn register(&self, r: Registration) -> Result<NodeEntry, ServiceError> {
         self.must_lead()?;
-        if !crate::config::valid_name(&r.name) {
-            return Err(ServiceError::BadRequest(
-                "name: use letters, digits, `-`, `_` and `.` only".into(),
-            ));
+        api::names::check("name", &r.name).map_err(|e| ServiceError::BadRequest(e.to_string()))?;
+        for (i, x) in r.exports.iter().enumerate() {
+            api::names::check(&format!("exports[{i}].name"), &x.name)
+                .map_err(|e| ServiceError::BadRequest(e.to_string()))?;
         }
         if r.level != 1 && r.level != 2 {
             return Err(ServiceError::BadRequest(format!(
@@ -598,18 +606,23 @@ impl Service {
                 .collect()
         };
         // Every node at once (bounded): the poll takes the slowest answer, not the sum.
-        let polled: Vec<(String, Result<api::node::NodeObservations, String>)> =
-            crate::fanout::map_bounded(
-                &targets,
-                crate::fanout::MAX_CONCURRENT_NODE_CALLS,
-                |(name, c)| {
-                    let r = match c {
-                        Some(c) => c.observations().map_err(|e| e.to_string()),
-                        None => Err("no API address or token yet (not registered)".into()),
-                    };
-                    (name.clone(), r)
-                },
-            );
+        // A node that answers is also asked whether it is healthy (`/healthz`: its
+        // upstream links); a node that cannot say keeps what it said last.
+        type Polled = Result<(api::node::NodeObservations, Option<api::node::Health>), String>;
+        let polled: Vec<(String, Polled)> = crate::fanout::map_bounded(
+            &targets,
+            crate::fanout::MAX_CONCURRENT_NODE_CALLS,
+            |(name, c)| {
+                let r = match c {
+                    Some(c) => c
+                        .observations()
+                        .map(|o| (o, c.health().ok()))
+                        .map_err(|e| e.to_string()),
+                    None => Err("no API address or token yet (not registered)".into()),
+                };
+                (name.clone(), r)
+            },
+        );
         let now = unix_now();
         let mut g = self.lock();
         let seconds = g
@@ -621,8 +634,12 @@ impl Service {
         let mut by_node = HashMap::new();
         for (name, r) in polled {
             match r {
-                Ok(o) => {
-                    let d = g.deltas.update(&name, &o);
+                Ok((o, health)) => {
+                    let inner = &mut *g;
+                    let (d, verdict) =
+                        inner
+                            .judge
+                            .judge(&mut inner.deltas, &name, &o, Instant::now());
                     if let Some(e) = g.nodes.get_mut(&name) {
                         if o.block_size != 0 && o.block_size != self.cfg.block_size.0 {
                             e.failed(
@@ -635,11 +652,16 @@ impl Service {
                             continue;
                         }
                         e.answered(&o.epoch, o.cache_size, now);
+                        note_verdict(e, verdict);
+                        if let Some(h) = health {
+                            note_health(e, h);
+                        }
                     }
                     by_node.insert(name, d);
                 }
                 Err(err) => {
                     g.deltas.forget(&name);
+                    g.judge.forget(&name);
                     let down = self.cfg.down_after;
                     if let Some(e) = g.nodes.get_mut(&name) {
                         if e.failed(&err, down) {
@@ -871,6 +893,7 @@ impl Service {
                 eviction: tp.map_or(String::new(), |t| {
                     format!("{} ({})", t.eviction, t.eviction_reason)
                 }),
+                failing: failing(v, &g.nodes),
                 requests: m.requests,
                 iops: m.iops,
                 mbps: m.mbps,
@@ -926,6 +949,66 @@ impl Service {
             }
         }
     }
+}
+
+/// Keeps a node's verdict on its registry entry, logging a change.
+fn note_verdict(e: &mut NodeEntry, v: Verdict) {
+    match v {
+        Verdict::Suspect(reason) => {
+            if e.suspect.is_none() {
+                tracing::warn!(node = %e.name, %reason, "node suspect: its counters are not believed; its tenants are planned at their last good interval");
+            }
+            e.suspect = Some(reason);
+        }
+        Verdict::Honest | Verdict::Resynced => {
+            if let Some(was) = e.suspect.take() {
+                tracing::info!(node = %e.name, was = %was, resynced = (v == Verdict::Resynced), "node's counters believed again");
+            }
+        }
+    }
+}
+
+/// Keeps what a node's `/healthz` said, logging a change.
+fn note_health(e: &mut NodeEntry, h: api::node::Health) {
+    let down = h.upstreams_down;
+    let names = |d: &[api::node::UpstreamDown]| {
+        d.iter()
+            .map(|u| u.export.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !down.is_empty() && names(&down) != names(&e.degraded) {
+        tracing::warn!(node = %e.name, exports = %names(&down), "node degraded: upstream links away; their volumes are failing");
+    } else if down.is_empty() && !e.degraded.is_empty() {
+        tracing::info!(node = %e.name, exports = %names(&e.degraded), "node healthy again");
+    }
+    e.degraded = down;
+}
+
+/// Why volume `v` is failing: its host or a server is down, or reports the link under
+/// the volume's export down; `None` if none is.
+fn failing(v: &Volume, nodes: &BTreeMap<String, NodeEntry>) -> Option<String> {
+    let mut why = Vec::new();
+    for n in std::iter::once(&v.host).chain(&v.servers) {
+        let Some(e) = nodes.get(n) else { continue };
+        if !e.up {
+            why.push(format!("node `{n}` is down"));
+            continue;
+        }
+        for u in e.degraded.iter().filter(|u| u.export == v.cache) {
+            why.push(format!(
+                "node `{n}`: upstream {} of export `{}` away for {:.1} s{}",
+                u.upstream,
+                u.export,
+                u.down_secs,
+                u.error
+                    .as_deref()
+                    .map(|x| format!(" ({x})"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    (!why.is_empty()).then(|| why.join("; "))
 }
 
 /// What the store holds, or the configuration where it holds nothing yet.

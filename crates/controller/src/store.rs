@@ -34,6 +34,9 @@ pub enum StoreError {
     /// The backend refused or could not be reached.
     #[error("{0}")]
     Backend(String),
+    /// The store's files or directory could not be created or made private.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
 }
 
 /// One decision kept in the history: the contract's type.
@@ -76,8 +79,16 @@ pub struct SqliteStore {
 }
 
 impl SqliteStore {
-    /// Opens (creating) the database at `path`.
+    /// Opens (creating) the database at `path`: the database, its `-wal` and `-shm`
+    /// are mode 0600 and a directory created for it 0700 (see [`crate::private`]).
     pub fn open(path: &Path) -> Result<Self, StoreError> {
+        if let Some(d) = path.parent() {
+            crate::private::create_dir(d)?;
+        }
+        // Created 0600 before SQLite opens it: SQLite gives `-wal` and `-shm` the
+        // database's own mode.
+        crate::private::file(path)?;
+        crate::private::tighten_dir_of(path)?;
         let conn = Connection::open(path)?;
         conn.execute_batch(
             "PRAGMA journal_mode=WAL;
@@ -89,6 +100,10 @@ impl SqliteStore {
                  tenant TEXT NOT NULL, detail TEXT NOT NULL);
              CREATE INDEX IF NOT EXISTS history_tenant ON history (tenant, id);",
         )?;
+        // Files an older controller left readable.
+        for f in crate::private::sqlite_files(path) {
+            crate::private::tighten(&f)?;
+        }
         Ok(SqliteStore {
             conn: Mutex::new(conn),
             path: path.display().to_string(),

@@ -168,6 +168,11 @@ pub struct NodeSection {
     /// `allow` list and `tls` is off (default false: such a start is refused).
     #[serde(default)]
     pub allow_anyone: bool,
+    /// Label `/metrics`' tenant series with each client's address (`client="10.0.0.7"`);
+    /// default false: the series are summed over clients and carry no address, since
+    /// `/metrics` is open to anyone who reaches the API.
+    #[serde(default)]
+    pub metrics_client_labels: bool,
 }
 
 fn default_payload_timeout() -> std::time::Duration {
@@ -549,8 +554,9 @@ impl NodeConfig {
         let mut names = std::collections::HashSet::new();
         for (i, e) in self.exports.iter().enumerate() {
             let at = format!("export[{i}] (`{}`)", e.name);
-            if e.name.is_empty() || e.name.len() > 4096 {
-                return Err(format!("export[{i}].name must be 1 to 4096 bytes"));
+            api::names::check(&format!("export[{i}].name"), &e.name).map_err(|e| e.to_string())?;
+            if let Some(t) = &e.tenant {
+                api::names::check(&format!("{at}.tenant"), t).map_err(|e| e.to_string())?;
             }
             if !names.insert(e.name.as_str()) {
                 return Err(format!("{at}: the name is used twice"));
@@ -625,6 +631,7 @@ impl NodeConfig {
         }
         let mut caches = std::collections::HashSet::new();
         for (i, c) in self.caches.iter().enumerate() {
+            api::names::check(&format!("cache[{i}].name"), &c.name).map_err(|e| e.to_string())?;
             if !caches.insert(c.name.as_str()) {
                 return Err(format!("cache[{i}] (`{}`): the name is used twice", c.name));
             }

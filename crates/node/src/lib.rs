@@ -365,6 +365,7 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
     state.phantom_policies = cfg.node.phantom_policies.clone();
     state.name = cfg.node.name.clone().unwrap_or_default();
     state.data_dir = cfg.node.data_dir.clone();
+    state.metrics_client_labels = cfg.node.metrics_client_labels;
     for e in &cfg.exports {
         let (backend, mut desc) = open_backend(cfg, e, &state.demoter, &state.upstreams).await?;
         // Below the hot tier: only what reaches the disk or upstream waits its turn.

@@ -4,7 +4,9 @@
 //! cache crate (partition counters under their locks, tenant atomics) and in the latency
 //! histograms; a registry would have to mirror each of them on every change. The scrape
 //! takes a snapshot and prints it, which is all the format needs. Every tenant series
-//! (counters and latency histograms) carries `export`, `client` and `tenant` labels; the
+//! (counters and latency histograms) carries `export` and `tenant` labels, summed over
+//! the export's clients; a client's address is a label (`client`) only with `[node]
+//! metrics_client_labels = true`, since `/metrics` answers without a token. The
 //! process's resident memory, threads, open descriptors and CPU time come from
 //! `/proc/self` under Prometheus's conventional `process_*` names. The NBD server's
 //! node-wide budget of bytes in flight (in flight, limit, peak, waits) and its connections
@@ -317,7 +319,7 @@ pub fn render(state: &NodeState) -> String {
     );
     o.sample("lachesis_demote_queue_blocks", &[], d.queue_blocks);
 
-    let tenants = state.tenants();
+    let tenants = by_client_or_not(state);
     o.help(
         "lachesis_tenant_requests_total",
         "counter",
@@ -334,11 +336,7 @@ pub fn render(state: &NodeState) -> String {
         "Block hits and misses of a tenant at this node's level.",
     );
     for t in &tenants {
-        let base = [
-            ("export", t.export.as_str()),
-            ("client", t.client.as_str()),
-            ("tenant", t.tenant.as_str()),
-        ];
+        let base = labels(t, &[]);
         let with = |k: &'static str, v: &'static str| {
             let mut l = base.to_vec();
             l.push((k, v));
@@ -377,15 +375,9 @@ pub fn render(state: &NodeState) -> String {
         "Request latency of a tenant at this node.",
     );
     for t in &tenants {
-        let lat = state.latency(&t.export, &t.client);
         for (op, write) in [("read", false), ("write", true)] {
-            let (counts, n, sum) = lat.buckets(write, LATENCY_BOUNDS_US);
-            let base = [
-                ("export", t.export.as_str()),
-                ("client", t.client.as_str()),
-                ("tenant", t.tenant.as_str()),
-                ("op", op),
-            ];
+            let (counts, n, sum) = t.latency(state, write);
+            let base = labels(t, &[("op", op)]);
             for (b, c) in LATENCY_BOUNDS_US.iter().zip(&counts) {
                 let le = format!("{}", *b as f64 / 1e6);
                 let mut l = base.to_vec();
@@ -477,6 +469,88 @@ fn process(o: &mut Out) {
         );
         o.sample("process_cpu_seconds_total", &[], v);
     }
+}
+
+/// One tenant series of `/metrics`: an export's tenant and one client's counters, or the
+/// sum over its clients.
+struct Series {
+    export: String,
+    tenant: String,
+    /// The client's address (`None`: summed over `clients`).
+    client: Option<String>,
+    clients: Vec<String>,
+    reads: u64,
+    writes: u64,
+    read_bytes: u64,
+    write_bytes: u64,
+    hits: u64,
+    misses: u64,
+}
+
+impl Series {
+    /// Its latency histogram of reads or writes: counts under [`LATENCY_BOUNDS_US`],
+    /// requests and their summed seconds, over its clients.
+    fn latency(&self, state: &NodeState, write: bool) -> (Vec<u64>, u64, f64) {
+        let mut out = (vec![0; LATENCY_BOUNDS_US.len()], 0, 0.0);
+        for c in &self.clients {
+            let (counts, n, sum) = state
+                .latency(&self.export, c)
+                .buckets(write, LATENCY_BOUNDS_US);
+            for (a, b) in out.0.iter_mut().zip(counts) {
+                *a += b;
+            }
+            out.1 += n;
+            out.2 += sum;
+        }
+        out
+    }
+}
+
+/// Its labels (`export`, `client` if kept, `tenant`) and `extra`.
+fn labels<'a>(t: &'a Series, extra: &[(&'static str, &'a str)]) -> Vec<(&'static str, &'a str)> {
+    let mut l = vec![("export", t.export.as_str())];
+    if let Some(c) = &t.client {
+        l.push(("client", c.as_str()));
+    }
+    l.push(("tenant", t.tenant.as_str()));
+    l.extend_from_slice(extra);
+    l
+}
+
+/// The tenant series: one per (export, client) with `metrics_client_labels`, else one
+/// per export summed over its clients.
+fn by_client_or_not(state: &NodeState) -> Vec<Series> {
+    let mut out: Vec<Series> = Vec::new();
+    for t in state.tenants() {
+        let keep = state.metrics_client_labels;
+        let found = out
+            .iter_mut()
+            .find(|s| !keep && s.export == t.export && s.tenant == t.tenant);
+        match found {
+            Some(s) => {
+                s.clients.push(t.client.clone());
+                s.reads += t.reads;
+                s.writes += t.writes;
+                s.read_bytes += t.read_bytes;
+                s.write_bytes += t.write_bytes;
+                s.hits += t.hits;
+                s.misses += t.misses;
+            }
+            None => out.push(Series {
+                client: keep.then(|| t.client.clone()),
+                clients: vec![t.client.clone()],
+                export: t.export,
+                tenant: t.tenant,
+                reads: t.reads,
+                writes: t.writes,
+                read_bytes: t.read_bytes,
+                write_bytes: t.write_bytes,
+                hits: t.hits,
+                misses: t.misses,
+            }),
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -90,6 +90,9 @@ pub struct NodeState {
     pub nbd_limits: Option<Arc<nbd::Limits>>,
     /// Where relative paths of caches' write logs are taken from (`[node] data_dir`).
     pub data_dir: Option<PathBuf>,
+    /// Whether `/metrics` labels tenant series with client addresses
+    /// (`[node] metrics_client_labels`).
+    pub metrics_client_labels: bool,
 }
 
 /// A cache's stats as the API shows them (the one place the cache crate's snapshot
@@ -163,6 +166,7 @@ impl NodeState {
             upstreams: Default::default(),
             nbd_limits: None,
             data_dir: None,
+            metrics_client_labels: false,
         })
     }
 
@@ -211,9 +215,7 @@ impl NodeState {
 
     /// Creates a cache (`createCache`), with its profiler if asked.
     pub fn create_cache(&self, spec: &CacheSpec) -> Result<CacheId, NodeError> {
-        if spec.name.is_empty() {
-            return Err(NodeError::Invalid("name: must not be empty".into()));
-        }
+        api::names::check("name", &spec.name).map_err(|e| NodeError::Invalid(e.to_string()))?;
         if self.cache_id(&spec.name).is_some() {
             return Err(NodeError::Conflict(format!(
                 "a cache called `{}` exists",

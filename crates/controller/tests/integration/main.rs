@@ -11,6 +11,7 @@ mod common;
 mod bandwidth;
 mod console_chromium;
 mod etcd;
+mod hostile;
 mod levels;
 mod live;
 mod shared;

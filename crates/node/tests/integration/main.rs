@@ -15,6 +15,7 @@ mod crash;
 mod credentials;
 mod demote;
 mod dirty_api;
+mod exposure;
 mod full_backend;
 mod hierarchy;
 mod hostile;
