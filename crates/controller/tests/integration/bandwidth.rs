@@ -2,10 +2,9 @@
 //! (`[controller.bandwidth] mode`), the proportions each node reports back in its
 //! observations are the plan's, interval after interval.
 
-use crate::common::node_toml;
+use crate::common::{file_exports, registration, runtime, start_node, upstream_exports};
 use api::client::NodeClient;
 use controller::config::ControllerConfig;
-use controller::registry::Registration;
 use controller::{Service, SqliteStore, Store};
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -55,25 +54,17 @@ fn reported(node: &node::RunningNode) -> BTreeMap<String, Option<f64>> {
 #[test]
 fn every_bandwidth_scheme_reaches_the_nodes_as_planned() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut ex = String::new();
-    for v in ["db", "web"] {
-        ex += &format!("[[export]]\nname = \"{v}\"\nfile = \"{v}.img\"\nsize = \"8MiB\"\n");
-    }
-    let cfg = node::config::NodeConfig::parse(&node_toml(&dir.path().join("s1"), 2, "4MiB", &ex))
-        .unwrap();
-    let s1 = rt.block_on(node::start(&cfg)).unwrap();
-    let ex = format!(
-        "[[export]]\nname = \"db\"\nupstream = [\"{0}/db\"]\n[[export]]\nname = \"web\"\nupstream = [\"{0}/web\"]\n",
-        s1.nbd_addr
+    let rt = runtime();
+    let volumes = ["db", "web"];
+    let s1 = start_node(
+        &rt,
+        &dir.path().join("s1"),
+        2,
+        "4MiB",
+        &file_exports(&volumes, "8MiB"),
     );
-    let cfg =
-        node::config::NodeConfig::parse(&node_toml(&dir.path().join("h"), 1, "2MiB", &ex)).unwrap();
-    let h = rt.block_on(node::start(&cfg)).unwrap();
+    let ex = upstream_exports(s1.nbd_addr, &volumes);
+    let h = start_node(&rt, &dir.path().join("h"), 1, "2MiB", &ex);
     let nodes = [("s1", 2u8, &s1, 4u64 << 20), ("h", 1, &h, 2 << 20)];
 
     for (k, mode) in [
@@ -92,18 +83,7 @@ fn every_bandwidth_scheme_reaches_the_nodes_as_planned() {
             Arc::new(SqliteStore::open(&dir.path().join(format!("ctl{k}.db"))).unwrap());
         let svc = Service::open(&cfg, store).unwrap();
         for (name, level, n, size) in nodes {
-            svc.register(Registration {
-                name: name.into(),
-                level,
-                api: format!("http://{}", n.api_addr),
-                nbd: Some(n.nbd_addr.to_string()),
-                cache_size: size,
-                block_size: 4096,
-                epoch: "e0".into(),
-                exports: vec![],
-                token: n.api_token.secret().to_string(),
-            })
-            .unwrap();
+            svc.register(registration(name, level, n, size)).unwrap();
         }
         let mut seen = Vec::new();
         for _ in 0..4 {

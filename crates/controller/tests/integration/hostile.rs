@@ -47,17 +47,12 @@ fn call(
     }
 }
 
+/// Node `n`'s registration with a 4 MiB cache, its API reached at `api` (a proxy's, where
+/// a test puts one in front of it).
 fn registration(name: &str, level: u8, api: String, n: &node::RunningNode) -> Registration {
     Registration {
-        name: name.to_string(),
-        level,
         api,
-        nbd: Some(n.nbd_addr.to_string()),
-        cache_size: 4 << 20,
-        block_size: 4096,
-        epoch: "e0".into(),
-        exports: vec![],
-        token: n.api_token.secret().to_string(),
+        ..crate::common::registration(name, level, n, 4 << 20)
     }
 }
 

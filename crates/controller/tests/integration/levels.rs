@@ -5,7 +5,6 @@
 
 use crate::common::node_toml;
 use controller::config::{ControllerConfig, TenantSpec};
-use controller::registry::Registration;
 use controller::{Service, SqliteStore, Store};
 use std::sync::Arc;
 
@@ -75,18 +74,9 @@ fn world() -> World {
     let ctl = rt.block_on(controller::start(&cfg, store, false)).unwrap();
     let svc = ctl.service.clone();
     for (name, level, n) in &nodes {
-        svc.register(Registration {
-            name: name.to_string(),
-            level: *level,
-            api: format!("http://{}", n.api_addr),
-            nbd: Some(n.nbd_addr.to_string()),
-            cache_size: if *level == 1 { 1 << 20 } else { 4 << 20 },
-            block_size: 4096,
-            epoch: "e0".into(),
-            exports: vec![],
-            token: n.api_token.secret().to_string(),
-        })
-        .unwrap();
+        let size = if *level == 1 { 1 << 20 } else { 4 << 20 };
+        svc.register(crate::common::registration(name, *level, n, size))
+            .unwrap();
     }
     World {
         rt,
@@ -288,18 +278,9 @@ servers = ["s1"]
     let ctl = rt.block_on(controller::start(&cfg, store, false)).unwrap();
     let svc = ctl.service.clone();
     for (name, level, n) in &nodes {
-        svc.register(Registration {
-            name: name.to_string(),
-            level: *level,
-            api: format!("http://{}", n.api_addr),
-            nbd: Some(n.nbd_addr.to_string()),
-            cache_size: if *level == 1 { 1 << 20 } else { 4 << 20 },
-            block_size: 4096,
-            epoch: "e0".into(),
-            exports: vec![],
-            token: n.api_token.secret().to_string(),
-        })
-        .unwrap();
+        let size = if *level == 1 { 1 << 20 } else { 4 << 20 };
+        svc.register(crate::common::registration(name, *level, n, size))
+            .unwrap();
     }
     let r = svc.tick().unwrap();
     assert!(

@@ -1,9 +1,8 @@
 //! The `uncontrolled` scheme live: one shared cache per node, every volume routed to it,
 //! and each volume still observed (and judged) on its own, tail SLO included.
 
-use crate::common::node_toml;
+use crate::common::{file_exports, registration, runtime, start_node, upstream_exports};
 use controller::config::ControllerConfig;
-use controller::registry::Registration;
 use controller::{SqliteStore, Store};
 use std::sync::Arc;
 
@@ -31,25 +30,17 @@ servers = ["s1"]
 #[test]
 fn one_shared_cache_per_node_with_every_volume_routed_and_observed_apart() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
-    let mut ex = String::new();
-    for v in ["db", "web"] {
-        ex += &format!("[[export]]\nname = \"{v}\"\nfile = \"{v}.img\"\nsize = \"8MiB\"\n");
-    }
-    let cfg = node::config::NodeConfig::parse(&node_toml(&dir.path().join("s1"), 2, "4MiB", &ex))
-        .unwrap();
-    let s1 = rt.block_on(node::start(&cfg)).unwrap();
-    let ex = format!(
-        "[[export]]\nname = \"db\"\nupstream = [\"{0}/db\"]\n[[export]]\nname = \"web\"\nupstream = [\"{0}/web\"]\n",
-        s1.nbd_addr
+    let rt = runtime();
+    let volumes = ["db", "web"];
+    let s1 = start_node(
+        &rt,
+        &dir.path().join("s1"),
+        2,
+        "4MiB",
+        &file_exports(&volumes, "8MiB"),
     );
-    let cfg =
-        node::config::NodeConfig::parse(&node_toml(&dir.path().join("h"), 1, "2MiB", &ex)).unwrap();
-    let h = rt.block_on(node::start(&cfg)).unwrap();
+    let ex = upstream_exports(s1.nbd_addr, &volumes);
+    let h = start_node(&rt, &dir.path().join("h"), 1, "2MiB", &ex);
 
     let mut cfg = ControllerConfig::parse(CONFIG).unwrap();
     cfg.controller.data_dir = dir.path().join("ctl");
@@ -57,18 +48,7 @@ fn one_shared_cache_per_node_with_every_volume_routed_and_observed_apart() {
     let ctl = rt.block_on(controller::start(&cfg, store, false)).unwrap();
     let svc = ctl.service.clone();
     for (name, level, n, size) in [("s1", 2u8, &s1, 4u64 << 20), ("h", 1, &h, 2 << 20)] {
-        svc.register(Registration {
-            name: name.into(),
-            level,
-            api: format!("http://{}", n.api_addr),
-            nbd: Some(n.nbd_addr.to_string()),
-            cache_size: size,
-            block_size: 4096,
-            epoch: "e0".into(),
-            exports: vec![],
-            token: n.api_token.secret().to_string(),
-        })
-        .unwrap();
+        svc.register(registration(name, level, n, size)).unwrap();
     }
     let r = svc.tick().unwrap();
     assert!(

@@ -9,3 +9,62 @@ pub fn node_toml(dir: &std::path::Path, level: u8, size: &str, exports: &str) ->
         dir.display()
     )
 }
+
+/// A runtime for the nodes and the controller of one test (two workers).
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// `[[export]]` tables for `volumes`, each over its own `NAME.img` of `size` in the node's
+/// data directory.
+pub fn file_exports(volumes: &[&str], size: &str) -> String {
+    volumes
+        .iter()
+        .map(|v| format!("[[export]]\nname = \"{v}\"\nfile = \"{v}.img\"\nsize = \"{size}\"\n"))
+        .collect()
+}
+
+/// `[[export]]` tables for `volumes`, each over the export of the same name at `upstream`.
+pub fn upstream_exports(upstream: std::net::SocketAddr, volumes: &[&str]) -> String {
+    volumes
+        .iter()
+        .map(|v| format!("[[export]]\nname = \"{v}\"\nupstream = [\"{upstream}/{v}\"]\n"))
+        .collect()
+}
+
+/// Starts a node with [`node_toml`]'s configuration on `rt`.
+pub fn start_node(
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    level: u8,
+    size: &str,
+    exports: &str,
+) -> node::RunningNode {
+    let cfg = node::config::NodeConfig::parse(&node_toml(dir, level, size, exports)).unwrap();
+    rt.block_on(node::start(&cfg)).unwrap()
+}
+
+/// The registration of node `n` as `name` at `level` with `cache_size` bytes (epoch `e0`,
+/// its own API token).
+pub fn registration(
+    name: &str,
+    level: u8,
+    n: &node::RunningNode,
+    cache_size: u64,
+) -> controller::registry::Registration {
+    controller::registry::Registration {
+        name: name.into(),
+        level,
+        api: format!("http://{}", n.api_addr),
+        nbd: Some(n.nbd_addr.to_string()),
+        cache_size,
+        block_size: 4096,
+        epoch: "e0".into(),
+        exports: vec![],
+        token: n.api_token.secret().to_string(),
+    }
+}
