@@ -387,6 +387,27 @@ impl Scenario {
                 shares,
                 boost: v.boost,
                 inclusive: v.inclusive,
+                write_back_share: match v.write_back_share {
+                    Some(x) if !(x.is_finite() && (0.0..=1.0).contains(&x)) => {
+                        return Err(err(
+                            format!("variant \"{}\".write_back_share", v.name),
+                            format!("{x} must be between 0 and 1"),
+                        ));
+                    }
+                    Some(_)
+                        if control::Scheme::named(&v.base)
+                            .map_or(true, |s| s.hysteresis.is_none()) =>
+                    {
+                        return Err(err(
+                            format!("variant \"{}\".write_back_share", v.name),
+                            format!(
+                                "base scheme `{}` paces no shrinks (it has no hysteresis)",
+                                v.base
+                            ),
+                        ));
+                    }
+                    x => x,
+                },
             });
         }
         for c in &f.claim {

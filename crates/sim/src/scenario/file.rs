@@ -124,6 +124,8 @@ pub(super) struct VariantSection {
     pub(super) boost: Option<bool>,
     #[serde(default)]
     pub(super) inclusive: Option<bool>,
+    #[serde(default)]
+    pub(super) write_back_share: Option<f64>,
 }
 
 fn default_block() -> Bytes {

@@ -203,6 +203,10 @@ pub struct Variant {
     pub boost: Option<bool>,
     /// Inclusive (`true`) or exclusive levels.
     pub inclusive: Option<bool>,
+    /// The share of each interval's disk time that paced shrinks' write-backs may take
+    /// (`control::Hysteresis::write_back_share`; `0`: no pacing); only for a base scheme
+    /// with hysteresis.
+    pub write_back_share: Option<f64>,
 }
 
 /// A resolved, checked scenario.

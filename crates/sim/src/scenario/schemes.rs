@@ -57,6 +57,9 @@ impl Scenario {
         if let Some(i) = v.inclusive {
             sc.inclusive = i;
         }
+        if let (Some(x), Some(h)) = (v.write_back_share, scheme.hysteresis.as_mut()) {
+            h.write_back_share = x;
+        }
         Ok((sc, scheme))
     }
 

@@ -141,3 +141,26 @@ fn units_parse() {
     assert_eq!(parse_seconds("500ms").unwrap(), 0.5);
     assert_eq!(parse_seconds("2m").unwrap(), 120.0);
 }
+
+#[test]
+fn a_variant_sets_the_write_back_budget_of_a_scheme_that_paces() {
+    let variant = |base: &str, share: &str| {
+        format!("{OK}[[variant]]\nname = \"v\"\nbase = \"{base}\"\nwrite_back_share = {share}\n")
+    };
+    let s = parse(&variant("lachesis", "0.02")).unwrap();
+    let (_, scheme) = s.resolve("v").unwrap();
+    assert_eq!(scheme.hysteresis.unwrap().write_back_share, 0.02);
+    let (_, plain) = s.resolve("lachesis").unwrap();
+    assert_eq!(plain.hysteresis.unwrap().write_back_share, 0.1);
+    for (base, share, says) in [
+        ("lachesis", "1.5", "between 0 and 1"),
+        ("lachesis", "-0.1", "between 0 and 1"),
+        ("fair", "0.02", "no hysteresis"),
+    ] {
+        let e = parse(&variant(base, share)).unwrap_err().to_string();
+        assert!(
+            e.contains("variant \"v\".write_back_share") && e.contains(says),
+            "{base} {share}: {e}"
+        );
+    }
+}
