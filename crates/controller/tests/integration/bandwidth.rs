@@ -2,7 +2,7 @@
 //! (`[controller.bandwidth] mode`), the proportions each node reports back in its
 //! observations are the plan's, interval after interval.
 
-use crate::common::{file_exports, registration, runtime, start_node, upstream_exports};
+use crate::common::{registration, runtime, two_level};
 use api::client::NodeClient;
 use controller::config::ControllerConfig;
 use controller::{Service, SqliteStore, Store};
@@ -55,16 +55,7 @@ fn reported(node: &node::RunningNode) -> BTreeMap<String, Option<f64>> {
 fn every_bandwidth_scheme_reaches_the_nodes_as_planned() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime();
-    let volumes = ["db", "web"];
-    let s1 = start_node(
-        &rt,
-        &dir.path().join("s1"),
-        2,
-        "4MiB",
-        &file_exports(&volumes, "8MiB"),
-    );
-    let ex = upstream_exports(s1.nbd_addr, &volumes);
-    let h = start_node(&rt, &dir.path().join("h"), 1, "2MiB", &ex);
+    let (s1, h) = two_level(&rt, dir.path(), &["db", "web"], "2MiB");
     let nodes = [("s1", 2u8, &s1, 4u64 << 20), ("h", 1, &h, 2 << 20)];
 
     for (k, mode) in [

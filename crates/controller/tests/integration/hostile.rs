@@ -3,7 +3,7 @@
 //! marked suspect and planned at its last good interval, a node reporting an upstream
 //! away shown as its volumes failing.
 
-use crate::common::node_toml;
+use crate::common::{call, node_toml};
 use controller::config::ControllerConfig;
 use controller::registry::Registration;
 use controller::{SqliteStore, Store};
@@ -18,33 +18,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// `method base+path` with an optional bearer token: (status, JSON or text).
-fn call(
-    base: &str,
-    token: Option<&str>,
-    method: &str,
-    path: &str,
-    body: Option<Value>,
-) -> (u16, Value) {
-    let mut req = ureq::request(method, &format!("{base}{path}"));
-    if let Some(t) = token {
-        req = req.set("Authorization", &format!("Bearer {t}"));
-    }
-    let r = match body {
-        Some(b) => req.send_json(b),
-        None => req.call(),
-    };
-    match r {
-        Ok(r) => {
-            let s = r.status();
-            let t = r.into_string().unwrap_or_default();
-            (s, serde_json::from_str(&t).unwrap_or(Value::String(t)))
-        }
-        Err(ureq::Error::Status(s, r)) => (s, r.into_json().unwrap_or(Value::Null)),
-        Err(e) => panic!("{method} {path}: {e}"),
-    }
 }
 
 /// Node `n`'s registration with a 4 MiB cache, its API reached at `api` (a proxy's, where

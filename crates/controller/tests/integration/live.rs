@@ -40,23 +40,8 @@ struct Http {
 
 impl Http {
     fn call(&self, method: &str, path: &str, body: Option<Value>, auth: bool) -> (u16, Value) {
-        let mut req = ureq::request(method, &format!("{}{path}", self.base));
-        if auth {
-            req = req.set("Authorization", &format!("Bearer {}", self.token));
-        }
-        let r = match body {
-            Some(b) => req.send_json(b),
-            None => req.call(),
-        };
-        match r {
-            Ok(r) => {
-                let s = r.status();
-                let t = r.into_string().unwrap_or_default();
-                (s, serde_json::from_str(&t).unwrap_or(Value::String(t)))
-            }
-            Err(ureq::Error::Status(s, r)) => (s, r.into_json().unwrap_or(Value::Null)),
-            Err(e) => panic!("{method} {path}: {e}"),
-        }
+        let token = auth.then_some(self.token.as_str());
+        crate::common::call(&self.base, token, method, path, body)
     }
 }
 

@@ -1,7 +1,7 @@
 //! The `uncontrolled` scheme live: one shared cache per node, every volume routed to it,
 //! and each volume still observed (and judged) on its own, tail SLO included.
 
-use crate::common::{file_exports, registration, runtime, start_node, upstream_exports};
+use crate::common::{registration, runtime, two_level};
 use controller::config::ControllerConfig;
 use controller::{SqliteStore, Store};
 use std::sync::Arc;
@@ -31,16 +31,7 @@ servers = ["s1"]
 fn one_shared_cache_per_node_with_every_volume_routed_and_observed_apart() {
     let dir = tempfile::tempdir().unwrap();
     let rt = runtime();
-    let volumes = ["db", "web"];
-    let s1 = start_node(
-        &rt,
-        &dir.path().join("s1"),
-        2,
-        "4MiB",
-        &file_exports(&volumes, "8MiB"),
-    );
-    let ex = upstream_exports(s1.nbd_addr, &volumes);
-    let h = start_node(&rt, &dir.path().join("h"), 1, "2MiB", &ex);
+    let (s1, h) = two_level(&rt, dir.path(), &["db", "web"], "2MiB");
 
     let mut cfg = ControllerConfig::parse(CONFIG).unwrap();
     cfg.controller.data_dir = dir.path().join("ctl");

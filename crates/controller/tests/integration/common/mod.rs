@@ -68,3 +68,58 @@ pub fn registration(
         token: n.api_token.secret().to_string(),
     }
 }
+
+/// `method base+path` with an optional bearer token: (status, JSON or text).
+pub fn call(
+    base: &str,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: Option<serde_json::Value>,
+) -> (u16, serde_json::Value) {
+    let mut req = ureq::request(method, &format!("{base}{path}"));
+    if let Some(t) = token {
+        req = req.set("Authorization", &format!("Bearer {t}"));
+    }
+    let r = match body {
+        Some(b) => req.send_json(b),
+        None => req.call(),
+    };
+    match r {
+        Ok(r) => {
+            let s = r.status();
+            let t = r.into_string().unwrap_or_default();
+            (
+                s,
+                serde_json::from_str(&t).unwrap_or(serde_json::Value::String(t)),
+            )
+        }
+        Err(ureq::Error::Status(s, r)) => (s, r.into_json().unwrap_or(serde_json::Value::Null)),
+        Err(e) => panic!("{method} {path}: {e}"),
+    }
+}
+
+/// A level-2 node `s1` (a `4MiB` cache, each of `volumes` over its own 8 MiB file) and a
+/// level-1 node `h` (`l1_size`) exporting each of them over `s1`'s export of that name.
+pub fn two_level(
+    rt: &tokio::runtime::Runtime,
+    dir: &std::path::Path,
+    volumes: &[&str],
+    l1_size: &str,
+) -> (node::RunningNode, node::RunningNode) {
+    let s1 = start_node(
+        rt,
+        &dir.join("s1"),
+        2,
+        "4MiB",
+        &file_exports(volumes, "8MiB"),
+    );
+    let h = start_node(
+        rt,
+        &dir.join("h"),
+        1,
+        l1_size,
+        &upstream_exports(s1.nbd_addr, volumes),
+    );
+    (s1, h)
+}
