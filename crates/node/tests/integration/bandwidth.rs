@@ -5,66 +5,9 @@
 //! not sum to one, non-positive ones and unknown tenants are refused naming the field,
 //! and the node keeps what it had.
 
+use crate::common::nbdkit::Nbdkit;
 use crate::common::TestNode;
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// nbdkit serving `img` behind the delay filter (`rdelay`), on a port of its own;
-/// stopped when dropped.
-struct SlowDisk {
-    child: Child,
-    port: u16,
-}
-
-impl SlowDisk {
-    fn start(img: &Path, rdelay: &str) -> SlowDisk {
-        let pidfile = img.with_extension("pid");
-        for _ in 0..20 {
-            let _ = std::fs::remove_file(&pidfile);
-            let port = std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap()
-                .port();
-            let mut child = Command::new("nbdkit")
-                .args(["-f", "--exit-with-parent", "-i", "127.0.0.1", "-p"])
-                .arg(port.to_string())
-                .arg("-P")
-                .arg(&pidfile)
-                .arg("--filter=delay")
-                .arg("file")
-                .arg(img)
-                .arg(format!("rdelay={rdelay}"))
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .expect("nbdkit must be installed (Debian nbdkit; .ci/run installs it)");
-            let t0 = Instant::now();
-            loop {
-                if pidfile.exists() {
-                    return SlowDisk { child, port };
-                }
-                if child.try_wait().unwrap().is_some() {
-                    break; // the port was taken meanwhile: another one
-                }
-                assert!(
-                    t0.elapsed() < Duration::from_secs(10),
-                    "nbdkit did not start"
-                );
-                std::thread::sleep(Duration::from_millis(10));
-            }
-        }
-        panic!("nbdkit could not listen");
-    }
-}
-
-impl Drop for SlowDisk {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
+use std::time::Duration;
 
 const READ: u64 = 64 << 10;
 const IMAGE: u64 = 64 << 20;
@@ -128,8 +71,8 @@ fn a_slow_backend_is_shared_in_the_proportions_set_and_equally_without() {
     let dir = tempfile::tempdir().unwrap();
     let img = dir.path().join("disk.img");
     std::fs::File::create(&img).unwrap().set_len(IMAGE).unwrap();
-    let disk = SlowDisk::start(&img, "4ms");
-    let up = format!("127.0.0.1:{}/img", disk.port);
+    let disk = Nbdkit::start(&img, &["delay"], &["rdelay=4ms".into()]);
+    let up = disk.upstream();
     // No cache: every read waits for the backend, two at a time.
     let t = TestNode::start(&format!(
         r#"

@@ -1,6 +1,8 @@
 //! A node started in-process on ephemeral ports, and a small HTTP client for its API.
 #![allow(dead_code)]
 
+pub mod nbdkit;
+
 use node::config::NodeConfig;
 use node::RunningNode;
 use serde_json::Value;
