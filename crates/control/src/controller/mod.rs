@@ -9,7 +9,7 @@ use crate::model::{latency_target, LatencyModel, WriteMix};
 use crate::observe::Observations;
 use crate::plan::{BoostPlan, Layout, Partition, Plan, Reason, Shortfall, TenantPlan};
 use crate::policy_choice::ChoiceState;
-use crate::scheme::{Allocation, MlmsModel, Scheme};
+use crate::scheme::{Allocation, MlmsLevels, MlmsModel, Scheme};
 use crate::topology::{Slo, Topology};
 use crate::ControlError;
 use lachesis_alloc::boost::{step as boost_step, PeriodObservation, ThresholdState};
@@ -170,6 +170,12 @@ impl Controller {
         let mut sizes = match self.scheme.allocation {
             Allocation::Alone | Allocation::Shared | Allocation::Fair => {
                 allocate::fair(topo, &active, inp.idle_floor)
+            }
+            Allocation::Mlms {
+                levels,
+                model: MlmsModel::Regression,
+            } if self.state.interval < allocate::mlms::BOOTSTRAP_PLANS => {
+                allocate::mlms::bootstrap(&inp, levels, self.state.interval + 1)
             }
             Allocation::Mlms { levels, model } => {
                 let regs: Vec<Option<Regression>> = (0..n)
@@ -583,6 +589,16 @@ impl Controller {
         let layout = match self.scheme.allocation {
             Allocation::Shared => Layout::Shared,
             Allocation::Alone => Layout::Alone,
+            // MLMS's one-level baselines leave the other level one shared cache per node,
+            // as the paper's first-level-only and second-level-only schemes do.
+            Allocation::Mlms {
+                levels: MlmsLevels::First,
+                ..
+            } => Layout::PartitionedLevel1,
+            Allocation::Mlms {
+                levels: MlmsLevels::Second,
+                ..
+            } => Layout::PartitionedLevel2,
             _ => Layout::Partitioned,
         };
         let active = vec![true; n];
@@ -605,12 +621,14 @@ impl Controller {
             .map(|i| {
                 let t = &topo.tenants[i];
                 let (l1, l2, r1, r2) = match layout {
-                    Layout::Partitioned => (
-                        sizes.l1[i],
-                        sizes.l2[i].clone(),
-                        sizes.l1_reason[i].clone(),
-                        sizes.l2_reason[i].clone(),
-                    ),
+                    Layout::Partitioned | Layout::PartitionedLevel1 | Layout::PartitionedLevel2 => {
+                        (
+                            sizes.l1[i],
+                            sizes.l2[i].clone(),
+                            sizes.l1_reason[i].clone(),
+                            sizes.l2_reason[i].clone(),
+                        )
+                    }
                     Layout::Shared | Layout::Alone => {
                         let r = if layout == Layout::Shared {
                             Reason::Shared
@@ -627,6 +645,19 @@ impl Controller {
                 };
                 let predicted = inp.latency(i, l1, &l2);
                 speed += predicted / lat_fair[i].max(1e-12);
+                // A level run as one shared cache per node: the size shown is the node's
+                // (the prediction above is the plan's, at the size the model assumed).
+                let (l1, r1) = if layout.shared_at(1) {
+                    (topo.hosts[t.host].capacity, Reason::Shared)
+                } else {
+                    (l1, r1)
+                };
+                let (l2, r2) = if layout.shared_at(2) && layout != Layout::Shared {
+                    let caps = t.servers.iter().map(|&s| topo.servers[s].capacity);
+                    (caps.collect(), Reason::Shared)
+                } else {
+                    (l2, r2)
+                };
                 let met = targets[i].map(|tg| predicted <= tg * (1.0 + 1e-9));
                 if met == Some(false) && !reported.contains(t.name.as_str()) {
                     infeasible.push(Shortfall {

@@ -151,7 +151,7 @@ impl Engine<'_> {
                 l2_size: tp.l2_total(),
                 target_ms: tp.target_latency_ms,
                 slo_met: None,
-                eviction: running_policy(self.sc, self.scheme.policy_choice.is_some(), tp)
+                eviction: running_policy(self.sc, self.scheme.policy_choice.is_some(), tp, 1)
                     .to_string(),
                 l1_reason: tp.l1.reason.to_string(),
                 l2_reason: tp
