@@ -22,7 +22,7 @@ mod guarding;
 mod previous;
 mod state;
 
-use damping::{damp, pace_write_backs};
+use damping::{damp, pace_write_backs, write_back_budgets};
 use guarding::{baseline_policy, guard, Guarding};
 use previous::Previous;
 use state::SAMPLES;
@@ -225,10 +225,7 @@ impl Controller {
                     });
                 damp(&inp, &mut sizes, &was, h, at_risk);
                 if h.write_back_share > 0.0 {
-                    // Blocks one server's disk writes back in the budgeted share of an
-                    // interval, at the nominal cost of a disk operation.
-                    let per_block_s = topo.service.miss_ms.max(1e-6) / 1e3;
-                    let budget = h.write_back_share * obs.seconds / per_block_s;
+                    let budget = write_back_budgets(topo, &self.state, obs, &active, h);
                     // The share of what a shrink evicts that is dirty: the share of its
                     // resident blocks that are, where the nodes count them (a write-back
                     // cache keeps every block written since its last write-back dirty,
@@ -249,7 +246,7 @@ impl Controller {
                             },
                         )
                         .collect();
-                    pace_write_backs(&inp, &mut sizes, &was, &dirty, budget);
+                    pace_write_backs(&inp, &mut sizes, &was, &dirty, &budget, &fair_all);
                 }
             }
         }
@@ -261,13 +258,14 @@ impl Controller {
         // Eviction policy per tenant.
         if let Some(cfg) = self.scheme.policy_choice.clone() {
             for (i, tp) in plan.tenants.iter_mut().enumerate() {
-                if guarding.floors.get(i).is_some_and(Option::is_some) {
-                    // Guarded: the fair scheme's policy, and SOPA starts afresh once the
-                    // guard lets go.
+                if guarding.fair_policy.get(i).copied().unwrap_or(false) {
+                    // Its nodes fall back: the fair scheme's policy, and SOPA starts
+                    // afresh once the guard lets go.
                     self.state.tenants[i].choice = ChoiceState::default();
                     tp.eviction = baseline_policy(&self.scheme);
                     tp.eviction_reason =
-                        "do no harm: the fair scheme's policy while held at fair share".into();
+                        "do no harm: the fair scheme's policy while its nodes are at fair share"
+                            .into();
                     continue;
                 }
                 let size = (tp.l1.size + tp.l2_total()) as f64;

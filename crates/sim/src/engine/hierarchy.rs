@@ -264,6 +264,7 @@ impl Engine<'_> {
         // Only the partitioned levels of a partitioned layout move (a shared level keeps
         // its one cache; the `alone` baseline keeps its whole-node partitions).
         let moves = |level: u8| plan.layout != Layout::Alone && !plan.layout.shared_at(level);
+        self.start_destaging();
         if moves(1) || moves(2) {
             for (i, tp) in plan.tenants.iter().enumerate() {
                 if self.tenants[i].is_none() {
@@ -292,6 +293,7 @@ impl Engine<'_> {
                 }
             }
         }
+        self.destage(now);
         for b in &plan.boost {
             let Some(tier) = self.servers.get_mut(b.server).and_then(|s| s.tier.as_mut()) else {
                 continue;
