@@ -146,13 +146,14 @@ pub fn run(a: MrcArgs) -> anyhow::Result<()> {
     if let Some(path) = &a.plot {
         let series: Vec<Series> = reports
             .iter()
-            .map(|r| Series {
-                label: format!("{} ({})", r.method, r.policy),
-                points: r
-                    .points
-                    .iter()
-                    .map(|p| (p.cache_size as f64, p.miss_ratio))
-                    .collect(),
+            .map(|r| {
+                Series::solid(
+                    format!("{} ({})", r.method, r.policy),
+                    r.points
+                        .iter()
+                        .map(|p| (p.cache_size as f64, p.miss_ratio))
+                        .collect(),
+                )
             })
             .collect();
         let unit = if mode == KeyMode::Object {

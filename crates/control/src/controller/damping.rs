@@ -98,9 +98,11 @@ pub(super) fn damp(
 /// interval ([`write_back_budgets`]).
 pub(super) struct Budgets {
     /// For shrinks that end at or above the tenant's fair share (a return towards the
-    /// fair split): [`crate::Hysteresis::write_back_share`] of the disk's time. Holding
-    /// these back would keep the plan away from the fair point, which is what no harm is
-    /// measured against.
+    /// fair split): the share `b` below, or, on a server the do-no-harm guard sends back
+    /// to fair share (a measured harm, or a reference to measure), at least
+    /// [`crate::Hysteresis::write_back_share`] of the disk's time: holding those back
+    /// would keep the plan away from the fair point, which is what no harm is measured
+    /// against.
     pub(super) restoring: Vec<f64>,
     /// For shrinks below fair share: the share `b` below.
     pub(super) exploring: Vec<f64>,
@@ -124,10 +126,11 @@ pub(super) fn write_back_budgets(
     obs: &Observations,
     active: &[bool],
     h: crate::scheme::Hysteresis,
+    falls_back: &[bool],
 ) -> Budgets {
     let per_block_s = topo.service.miss_ms.max(1e-6) / 1e3;
     let place = topo.placement();
-    let exploring = (0..topo.servers.len())
+    let exploring: Vec<f64> = (0..topo.servers.len())
         .map(|s| {
             let headroom = place.servers[s]
                 .iter()
@@ -151,8 +154,17 @@ pub(super) fn write_back_budgets(
             share * obs.seconds / per_block_s
         })
         .collect();
+    let fixed = h.write_back_share * obs.seconds / per_block_s;
+    let restoring = exploring
+        .iter()
+        .enumerate()
+        .map(|(s, &b)| match falls_back.get(s) {
+            Some(true) => b.max(fixed),
+            _ => b,
+        })
+        .collect();
     Budgets {
-        restoring: vec![h.write_back_share * obs.seconds / per_block_s; topo.servers.len()],
+        restoring,
         exploring,
     }
 }

@@ -225,7 +225,10 @@ impl Controller {
                     });
                 damp(&inp, &mut sizes, &was, h, at_risk);
                 if h.write_back_share > 0.0 {
-                    let budget = write_back_budgets(topo, &self.state, obs, &active, h);
+                    let falls_back: Vec<bool> =
+                        guarding.servers.iter().map(Option::is_some).collect();
+                    let budget =
+                        write_back_budgets(topo, &self.state, obs, &active, h, &falls_back);
                     // The share of what a shrink evicts that is dirty: the share of its
                     // resident blocks that are, where the nodes count them (a write-back
                     // cache keeps every block written since its last write-back dirty,
