@@ -203,9 +203,9 @@ where
         let mut first = true;
         for run in runs {
             let anno = if s.dashed {
-                chart.draw_series(DashedLineSeries::new(run.into_iter(), 8, 5, style))?
+                chart.draw_series(DashedLineSeries::new(run, 8, 5, style))?
             } else {
-                chart.draw_series(LineSeries::new(run.into_iter(), style))?
+                chart.draw_series(LineSeries::new(run, style))?
             };
             if first {
                 let dashed = s.dashed;
