@@ -42,7 +42,13 @@
 //!    doubles with each failure ([`BASE_PENALTY`] intervals, at most [`MAX_PENALTY`]).
 //!    So model error can cost a tenant at most one probe step for one interval, never its
 //!    SLO for long: the guard, not the model, decides how far below fair it may go.
-//! 3. **Harm it did not choose.** A tenant at or above its proven sizes can still be hurt:
+//! 3. **A workload that changed.** The reference is what fair share gave the workload as
+//!    it was. Each interval the tenant's curve of the fair scheme's policy says what hit
+//!    ratio its fair share would give now; when that moves more than
+//!    [`HIT_RATIO_TOLERANCE`] from what it said when the reference was sampled, the
+//!    reference and every size proven against it are forgotten, and the tenant is
+//!    unreferenced again (its nodes at fair share until it is measured anew).
+//! 4. **Harm it did not choose.** A tenant at or above its proven sizes can still be hurt:
 //!    by a neighbour's move (the disk and links are shared), by another eviction policy,
 //!    or by its workload changing. If one interval passes its harm bound, or the intervals
 //!    since it last stood at fair share beside neighbours at theirs (the last
@@ -145,6 +151,11 @@ pub struct GuardState {
     /// Failed probes in a row (each doubles the next probe penalty).
     #[serde(default)]
     pub probe_failures: u32,
+    /// The hit ratio its curve (of the fair scheme's policy) predicted at its fair share
+    /// when its reference was last sampled: a workload that has moved away from it since
+    /// makes the reference stale.
+    #[serde(default)]
+    pub reference_hit: Option<f64>,
 }
 
 impl GuardState {
@@ -280,6 +291,9 @@ pub struct Held<'a> {
     /// Every other tenant on its nodes held its fair share there too: a measurement then
     /// is one of what the fair scheme gives it.
     pub neighbours_at_fair: bool,
+    /// The hit ratio its curve of the fair scheme's policy, as observed this interval,
+    /// gives at its fair share (both levels), if observed.
+    pub fair_hit: Option<f64>,
 }
 
 impl Held<'_> {
@@ -404,6 +418,21 @@ pub fn step(
             .reference_ms
             .map(|r| limit.allows(r, 0.0) / (1.0 + noise));
         let fair = h.fair_sizes();
+        // A workload that changed since the reference was measured: its curve no longer
+        // predicts what it did at fair share. The reference, and every size proven
+        // against it, are forgotten, and it is measured at fair share again.
+        if let (Some(then), Some(now)) = (st.reference_hit, h.fair_hit) {
+            if (now - then).abs() > HIT_RATIO_TOLERANCE {
+                st.samples.clear();
+                st.reference_ms = None;
+                st.reference_hit = None;
+                st.proven = None;
+                st.probe = None;
+                st.moved.clear();
+                st.step = FIRST_STEP;
+                return Verdict::Unreferenced;
+            }
+        }
         let proven = st.proven(&fair);
         if h.at_or_above_fair() && h.neighbours_at_fair {
             let (at_fair, at_held) = (lat(h.fair.0, h.fair.1), lat(h.held.0, h.held.1));
@@ -417,6 +446,7 @@ pub fn step(
             }
             st.samples.push(m * carry);
             st.reference_ms = Some(st.samples.iter().sum::<f64>() / st.samples.len() as f64);
+            st.reference_hit = h.fair_hit.or(st.reference_hit);
             st.moved.clear();
             st.probe = None;
         } else {

@@ -121,11 +121,16 @@ pub(super) fn guard(
         }
         let neighbours_at_fair =
             host_at_fair[t.host] && t.servers.iter().all(|&s| server_at_fair[s]);
+        let fair_hit = obs.tenants[i].curve(&baseline).map(|c| {
+            let total = fair.l1[i] + fair.l2[i].iter().sum::<u64>();
+            c.hit_ratio(total as f64)
+        });
         let sizes = held[i].as_ref().map(|(l1, l2, policy)| Held {
             held: (*l1, l2),
             fair: (fair.l1[i], &fair.l2[i]),
             fair_policy: *policy,
             neighbours_at_fair,
+            fair_hit,
         });
         let st = &mut state.tenants[i].guard;
         let verdict = crate::guard::step(st, limit, &models[i], sizes, &obs.tenants[i]);

@@ -35,6 +35,7 @@ fn held<'a>(held: (u64, &'a [u64]), fair: (u64, &'a [u64])) -> Held<'a> {
         fair,
         fair_policy: true,
         neighbours_at_fair: true,
+        fair_hit: None,
     }
 }
 
@@ -356,5 +357,37 @@ proptest::proptest! {
                 proptest::prop_assert!(ms <= 2.0 * 1.05 + 1e-9, "proven at {} after {} ms", l1, ms);
             }
         }
+    }
+}
+
+#[test]
+fn a_workload_that_moved_away_from_its_reference_is_measured_again() {
+    let mut st = GuardState::default();
+    for _ in 0..REFERENCE_SAMPLES {
+        step(&mut st, DEG, &model(), Some(held_with(0.6)), &obs(2.0, 0.6));
+    }
+    assert_eq!(st.reference_hit, Some(0.6));
+    // Probed and proven below fair share.
+    let mut p = at(56, &[56]);
+    p.fair_hit = Some(0.62);
+    assert_eq!(step(&mut st, DEG, &model(), Some(p), &obs(2.0, 0.5)), Verdict::Proven);
+    assert_eq!(st.proven(&fair_sizes()).l1, 56);
+    // Its curve now says fair share would give 0.8: the workload changed.
+    let mut p = at(56, &[56]);
+    p.fair_hit = Some(0.8);
+    let v = step(&mut st, DEG, &model(), Some(p), &obs(2.0, 0.7));
+    assert_eq!(v, Verdict::Unreferenced);
+    assert!(st.reference_ms.is_none() && st.samples.is_empty());
+    assert_eq!(st.proven(&fair_sizes()), fair_sizes());
+    assert_eq!(floor(&st, v, &fair_sizes()), fair_sizes());
+}
+
+fn held_with(fair_hit: f64) -> Held<'static> {
+    Held {
+        held: (64, &FAIR),
+        fair: (64, &FAIR),
+        fair_policy: true,
+        neighbours_at_fair: true,
+        fair_hit: Some(fair_hit),
     }
 }
