@@ -44,10 +44,12 @@
 //!    SLO for long: the guard, not the model, decides how far below fair it may go.
 //! 3. **A workload that changed.** The reference is what fair share gave the workload as
 //!    it was. Each interval the tenant's curve of the fair scheme's policy says what hit
-//!    ratio its fair share would give now; when that moves more than
-//!    [`HIT_RATIO_TOLERANCE`] from what it said when the reference was sampled, the
-//!    reference and every size proven against it are forgotten, and the tenant is
-//!    unreferenced again (its nodes at fair share until it is measured anew).
+//!    ratio its fair share would give now; when, [`CHANGED_INTERVALS`] intervals in a
+//!    row, that lies further from the mean of what it said at the reference's samples
+//!    than [`HIT_RATIO_TOLERANCE`] plus those values' own spread (a curve as noisy as the
+//!    workload is no evidence of change), the reference and every size proven against it
+//!    are forgotten, and the tenant is unreferenced again (its nodes at fair share until
+//!    it is measured anew).
 //! 4. **Harm it did not choose.** A tenant at or above its proven sizes can still be hurt:
 //!    by a neighbour's move (the disk and links are shared), by another eviction policy,
 //!    or by its workload changing. If one interval passes its harm bound, or the intervals
@@ -106,6 +108,10 @@ pub const LEAST_STEP: f64 = 1.0 / 64.0;
 /// Intervals a probe may stay undecided (neither failed nor proven) before it ends.
 pub const PROBE_INTERVALS: usize = 3;
 
+/// Intervals in a row a tenant's curve must be away from what it was when its reference
+/// was measured before the workload counts as changed.
+pub const CHANGED_INTERVALS: u32 = 2;
+
 /// Sizes as `(level 1, level 2 per server)`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GuardSizes {
@@ -151,11 +157,14 @@ pub struct GuardState {
     /// Failed probes in a row (each doubles the next probe penalty).
     #[serde(default)]
     pub probe_failures: u32,
-    /// The hit ratio its curve (of the fair scheme's policy) predicted at its fair share
-    /// when its reference was last sampled: a workload that has moved away from it since
-    /// makes the reference stale.
+    /// The hit ratios its curve (of the fair scheme's policy) predicted at its fair share
+    /// when its reference samples were taken (one per sample): a workload that has moved
+    /// away from them since makes the reference stale.
     #[serde(default)]
-    pub reference_hit: Option<f64>,
+    pub reference_hits: Vec<f64>,
+    /// Intervals in a row its curve has been away from `reference_hits`.
+    #[serde(default)]
+    pub changed: u32,
 }
 
 impl GuardState {
@@ -421,11 +430,24 @@ pub fn step(
         // A workload that changed since the reference was measured: its curve no longer
         // predicts what it did at fair share. The reference, and every size proven
         // against it, are forgotten, and it is measured at fair share again.
-        if let (Some(then), Some(now)) = (st.reference_hit, h.fair_hit) {
-            if (now - then).abs() > HIT_RATIO_TOLERANCE {
+        if let (false, Some(now)) = (st.reference_hits.is_empty(), h.fair_hit) {
+            let hits = &st.reference_hits;
+            let mean = hits.iter().sum::<f64>() / hits.len() as f64;
+            let (lo, hi) = hits
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+                    (a.min(v), b.max(v))
+                });
+            if (now - mean).abs() > HIT_RATIO_TOLERANCE + (hi - lo) {
+                st.changed = st.changed.saturating_add(1);
+            } else {
+                st.changed = 0;
+            }
+            if st.changed >= CHANGED_INTERVALS {
                 st.samples.clear();
                 st.reference_ms = None;
-                st.reference_hit = None;
+                st.reference_hits.clear();
+                st.changed = 0;
                 st.proven = None;
                 st.probe = None;
                 st.moved.clear();
@@ -446,7 +468,12 @@ pub fn step(
             }
             st.samples.push(m * carry);
             st.reference_ms = Some(st.samples.iter().sum::<f64>() / st.samples.len() as f64);
-            st.reference_hit = h.fair_hit.or(st.reference_hit);
+            if let Some(hit) = h.fair_hit {
+                if st.reference_hits.len() == REFERENCE_SAMPLES {
+                    st.reference_hits.remove(0);
+                }
+                st.reference_hits.push(hit);
+            }
             st.moved.clear();
             st.probe = None;
         } else {

@@ -366,13 +366,21 @@ fn a_workload_that_moved_away_from_its_reference_is_measured_again() {
     for _ in 0..REFERENCE_SAMPLES {
         step(&mut st, DEG, &model(), Some(held_with(0.6)), &obs(2.0, 0.6));
     }
-    assert_eq!(st.reference_hit, Some(0.6));
+    assert_eq!(st.reference_hits, vec![0.6; REFERENCE_SAMPLES]);
     // Probed and proven below fair share.
     let mut p = at(56, &[56]);
     p.fair_hit = Some(0.62);
-    assert_eq!(step(&mut st, DEG, &model(), Some(p), &obs(2.0, 0.5)), Verdict::Proven);
+    assert_eq!(
+        step(&mut st, DEG, &model(), Some(p), &obs(2.0, 0.5)),
+        Verdict::Proven
+    );
     assert_eq!(st.proven(&fair_sizes()).l1, 56);
-    // Its curve now says fair share would give 0.8: the workload changed.
+    // Its curve now says fair share would give 0.8: once is no evidence, twice in a row
+    // the workload changed.
+    let mut p = at(56, &[56]);
+    p.fair_hit = Some(0.8);
+    let v = step(&mut st, DEG, &model(), Some(p), &obs(2.0, 0.7));
+    assert_ne!(v, Verdict::Unreferenced);
     let mut p = at(56, &[56]);
     p.fair_hit = Some(0.8);
     let v = step(&mut st, DEG, &model(), Some(p), &obs(2.0, 0.7));
@@ -390,4 +398,19 @@ fn held_with(fair_hit: f64) -> Held<'static> {
         neighbours_at_fair: true,
         fair_hit: Some(fair_hit),
     }
+}
+
+#[test]
+fn a_curve_as_noisy_as_the_workload_is_no_evidence_of_change() {
+    let mut st = referenced(&[2.0; REFERENCE_SAMPLES]);
+    st.reference_hits = vec![0.5, 0.7, 0.5, 0.7];
+    for _ in 0..4 {
+        let mut p = at(64, &[64]);
+        p.fair_hit = Some(0.8);
+        assert_eq!(
+            step(&mut st, DEG, &model(), Some(p), &obs(2.0, 0.6)),
+            Verdict::Proven
+        );
+    }
+    assert!(st.reference_ms.is_some());
 }
