@@ -303,6 +303,8 @@ pub struct Held<'a> {
     /// The hit ratio its curve of the fair scheme's policy, as observed this interval,
     /// gives at its fair share (both levels), if observed.
     pub fair_hit: Option<f64>,
+    /// The interval's length (s), for IOPS and bandwidth SLOs.
+    pub seconds: f64,
 }
 
 impl Held<'_> {
@@ -348,16 +350,33 @@ pub enum Limit {
         /// The bound.
         ms: f64,
     },
+    /// An IOPS or bandwidth SLO, judged as its inverse: the interval's milliseconds per
+    /// request (or per megabyte) within `ms`, so that, like a latency, less is better and
+    /// fair share's figure is a reference not to be made worse.
+    PerUnit {
+        /// The bound: 1000 / IOPS, or 1000 / MB/s.
+        ms: f64,
+        /// Per megabyte (a bandwidth SLO) rather than per request.
+        bytes: bool,
+    },
 }
 
 impl Limit {
-    /// The limit of an SLO the guard keeps; `None` for IOPS and bandwidth SLOs.
+    /// The limit of an SLO the guard keeps (every kind; `None` for a target that is not
+    /// positive).
     pub fn of(slo: &crate::topology::Slo) -> Option<Limit> {
         use crate::topology::Slo;
         match *slo {
             Slo::Degradation(x) => Some(Limit::Degradation(x)),
             Slo::LatencyMs(ms) => Some(Limit::LatencyMs(ms)),
-            Slo::Iops(_) | Slo::Mbps(_) => None,
+            Slo::Iops(v) => (v > 0.0).then(|| Limit::PerUnit {
+                ms: 1000.0 / v,
+                bytes: false,
+            }),
+            Slo::Mbps(m) => (m > 0.0).then(|| Limit::PerUnit {
+                ms: 1000.0 / m,
+                bytes: true,
+            }),
             Slo::P95Ms(_) | Slo::P99Ms(_) | Slo::P999Ms(_) => {
                 let (quantile, ms) = slo.tail()?;
                 Some(Limit::Tail { quantile, ms })
@@ -373,7 +392,10 @@ impl Limit {
         let bound = match (self, reference) {
             (_, Some(r)) => self.allows(r, 0.0),
             (Limit::Degradation(x), None) => return x,
-            (Limit::LatencyMs(t) | Limit::Tail { ms: t, .. }, None) => t,
+            (
+                Limit::LatencyMs(t) | Limit::Tail { ms: t, .. } | Limit::PerUnit { ms: t, .. },
+                None,
+            ) => t,
         };
         match measured {
             Some(m) if m > 0.0 => ((bound - m) / m).max(0.0),
@@ -391,7 +413,9 @@ impl Limit {
         let beyond_noise = r * (1.0 + noise);
         match self {
             Limit::Degradation(x) => (1.0 + x) * beyond_noise,
-            Limit::LatencyMs(t) | Limit::Tail { ms: t, .. } => t.max(beyond_noise),
+            Limit::LatencyMs(t) | Limit::Tail { ms: t, .. } | Limit::PerUnit { ms: t, .. } => {
+                t.max(beyond_noise)
+            }
         }
     }
 }
@@ -406,7 +430,7 @@ pub fn step(
     sizes: Option<Held<'_>>,
     o: &TenantObservation,
 ) -> Verdict {
-    let measured = measured_ms(o, limit);
+    let measured = measured_ms(o, limit, sizes.as_ref().map_or(0.0, |h| h.seconds));
     let mut harmed = false;
     let mut probe_outcome: Option<bool> = None; // Some(true): proven; Some(false): failed
     let mut probe_undecided_end = false;
@@ -561,7 +585,7 @@ pub fn step(
     }
     let tolerance = match limit {
         Limit::Degradation(x) => x,
-        Limit::LatencyMs(_) | Limit::Tail { .. } => 0.0,
+        Limit::LatencyMs(_) | Limit::Tail { .. } | Limit::PerUnit { .. } => 0.0,
     };
     if !settled(&st.samples, tolerance) {
         return Verdict::Unreferenced;
@@ -638,10 +662,20 @@ fn settled(samples: &[f64], x: f64) -> bool {
 }
 
 /// The latency the guard judges: of the tenant's reads where writes are observed apart
-/// (what its sizes change), else of all its requests; `None` without requests.
-pub fn measured_ms(o: &TenantObservation, limit: Limit) -> Option<f64> {
+/// (what its sizes change), else of all its requests; the interval's quantile for a tail
+/// SLO; milliseconds per request or per megabyte over the interval of `seconds` for an
+/// IOPS or bandwidth SLO; `None` without requests.
+pub fn measured_ms(o: &TenantObservation, limit: Limit, seconds: f64) -> Option<f64> {
     if o.requests == 0 {
         return None;
+    }
+    if let Limit::PerUnit { bytes, .. } = limit {
+        let units = if bytes {
+            o.bytes as f64 / 1e6
+        } else {
+            o.requests as f64
+        };
+        return (units > 0.0 && seconds > 0.0).then(|| 1000.0 * seconds / units);
     }
     if let Limit::Tail { quantile, .. } = limit {
         let m = o.latency_quantiles.and_then(|q| q.at(quantile));

@@ -137,7 +137,7 @@ pub(super) fn write_back_budgets(
                 .filter(|&&(i, _)| active[i] && obs.tenants[i].requests > 0)
                 .filter_map(|&(i, _)| {
                     let limit = topo.tenants[i].slo.as_ref().and_then(Limit::of)?;
-                    let measured = measured_ms(&obs.tenants[i], limit);
+                    let measured = measured_ms(&obs.tenants[i], limit, obs.seconds);
                     Some(limit.headroom(measured, state.tenants[i].guard.reference_ms))
                 })
                 .fold(None, |acc: Option<f64>, x| {

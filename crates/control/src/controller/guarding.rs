@@ -131,6 +131,7 @@ pub(super) fn guard(
             fair_policy: *policy,
             neighbours_at_fair,
             fair_hit,
+            seconds: obs.seconds,
         });
         let st = &mut state.tenants[i].guard;
         let verdict = crate::guard::step(st, limit, &models[i], sizes, &obs.tenants[i]);

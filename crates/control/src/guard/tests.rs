@@ -36,6 +36,7 @@ fn held<'a>(held: (u64, &'a [u64]), fair: (u64, &'a [u64])) -> Held<'a> {
         fair_policy: true,
         neighbours_at_fair: true,
         fair_hit: None,
+        seconds: 10.0,
     }
 }
 
@@ -397,6 +398,7 @@ fn held_with(fair_hit: f64) -> Held<'static> {
         fair_policy: true,
         neighbours_at_fair: true,
         fair_hit: Some(fair_hit),
+        seconds: 10.0,
     }
 }
 
@@ -413,4 +415,33 @@ fn a_curve_as_noisy_as_the_workload_is_no_evidence_of_change() {
         );
     }
     assert!(st.reference_ms.is_some());
+}
+
+#[test]
+fn an_iops_slo_is_judged_as_milliseconds_per_request() {
+    let lim = Limit::of(&crate::topology::Slo::Iops(50.0)).unwrap();
+    assert_eq!(
+        lim,
+        Limit::PerUnit {
+            ms: 20.0,
+            bytes: false
+        }
+    );
+    // 1000 requests in 10 s: 10 ms a request, 100 IOPS. Fair share gave 100 IOPS too.
+    let mut st = referenced(&[10.0; REFERENCE_SAMPLES]);
+    // A probe that keeps 80 IOPS (12.5 ms a request) still meets the 50-IOPS SLO.
+    let mut o = obs(3.0, 0.4);
+    o.requests = 800;
+    assert_eq!(
+        step(&mut st, lim, &model(), Some(at(56, &[56])), &o),
+        Verdict::Proven
+    );
+    // One that falls to 40 IOPS (25 ms) misses it: the probe fails.
+    let mut st = referenced(&[10.0; REFERENCE_SAMPLES]);
+    o.requests = 400;
+    let v = step(&mut st, lim, &model(), Some(at(56, &[56])), &o);
+    assert!(
+        matches!(v, Verdict::ProbeEnded { intervals } if intervals > 0),
+        "{v:?}"
+    );
 }
