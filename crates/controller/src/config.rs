@@ -30,6 +30,7 @@
 
 use control::{Class, Slo};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use units::ByteSize;
 
@@ -83,7 +84,73 @@ pub struct ControllerSection {
     /// Which scheme chooses bandwidth proportions (`[controller.bandwidth]`, see
     /// [`crate::bandwidth`]).
     #[serde(default)]
-    pub bandwidth: crate::bandwidth::BandwidthSpec,
+    pub bandwidth: BandwidthSpec,
+}
+
+/// Which scheme chooses bandwidth proportions (see [`crate::bandwidth`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The control scheme's own setting.
+    #[default]
+    Scheme,
+    /// No proportions: equal shares.
+    Off,
+    /// Static shares per tenant.
+    Shares,
+    /// A single level of learners, at the storage servers.
+    #[serde(alias = "single")]
+    Server,
+    /// Learners at every resource, learning at once.
+    Uncoordinated,
+    /// Learners at every resource, coordinated by a token.
+    Coordinated,
+}
+
+/// `[controller.bandwidth]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BandwidthSpec {
+    /// The scheme.
+    #[serde(default)]
+    pub mode: Mode,
+    /// With `shares`: weight per tenant name (1 for a tenant not named).
+    #[serde(default)]
+    pub shares: BTreeMap<String, f64>,
+}
+
+/// What is wrong with a `[controller.bandwidth]`.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SpecError {
+    /// A share that is not a positive finite number.
+    #[error("controller.bandwidth.shares.{tenant}: {value} must be a positive finite number")]
+    Share {
+        /// The tenant.
+        tenant: String,
+        /// Its share.
+        value: f64,
+    },
+    /// Shares given without `mode = "shares"`.
+    #[error("controller.bandwidth.shares: given, but mode is not \"shares\"")]
+    Unused,
+}
+
+impl BandwidthSpec {
+    /// Checks the shares.
+    pub fn check(&self) -> Result<(), SpecError> {
+        if !self.shares.is_empty() && self.mode != Mode::Shares {
+            return Err(SpecError::Unused);
+        }
+        for (tenant, &value) in &self.shares {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(SpecError::Share {
+                    tenant: tenant.clone(),
+                    value,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 fn default_listen() -> String {
