@@ -9,7 +9,7 @@
 //! judged is reported with no share (`None`), never as meeting its SLO. Latencies are
 //! what the tenant's clients measured of every request they completed after the warm-up.
 
-use super::{span, ArmResult, DriverLog};
+use super::results::{span, ArmResult, DriverLog};
 use crate::service::IntervalReport;
 use std::collections::BTreeMap;
 
@@ -259,7 +259,7 @@ impl DemoSummary {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{arm, log};
+    use super::super::results::tests::{arm, log};
     use super::*;
     use crate::service::Row;
 
