@@ -34,8 +34,8 @@
 
 use crate::auth::ApiToken;
 use crate::config::{CacheSpec, RuleSpec};
+use crate::error::NodeError;
 use crate::state::NodeState;
-use crate::NodeError;
 use api::node::{
     CacheCurve, CachePatch, CreateCache, CreateRule, CurvePoint, DemoteOutcome, NodeInfo,
     Proportions, Removed,

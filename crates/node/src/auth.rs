@@ -19,7 +19,7 @@
 //! operator makes, with a token they manage.
 
 use crate::config::NodeConfig;
-use crate::NodeError;
+use crate::error::NodeError;
 use axum::extract::{Request, State};
 use axum::http::{header, StatusCode};
 use axum::middleware::Next;

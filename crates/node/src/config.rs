@@ -32,8 +32,8 @@
 //! `cache::write_log`): without one, write-back data not yet flushed lives in the node's
 //! memory only and a crash loses it.
 
+use crate::error::NodeError;
 use crate::units::ByteSize;
-use crate::NodeError;
 use cache::WritePolicy;
 use policy::EvictionSpec;
 use serde::Deserialize;

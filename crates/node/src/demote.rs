@@ -34,7 +34,7 @@
 //! times out ([`SEND_TIMEOUT`]) is taken as not applied; a level 2 that applies it later
 //! still could install a copy a later write already replaced.
 
-use crate::NodeError;
+use crate::error::NodeError;
 use cache::{Backend, DemoteSink};
 use std::collections::{BTreeMap, VecDeque};
 use std::io;

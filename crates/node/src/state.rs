@@ -6,10 +6,10 @@
 //! to `cache::CacheNode` directly (see `export`); this module only adds latency timing.
 
 use crate::config::{CacheSpec, RuleSpec};
+use crate::error::NodeError;
 use crate::hot_tier::HotTier;
 use crate::latency::Latency;
 use crate::observe::TenantObserver;
-use crate::NodeError;
 use api::node::{CacheInfo, RuleInfo, TenantInfo};
 use cache::{
     AccessObserver, CacheConfig, CacheId, CacheNode, CacheStats, Rule, RuleId, WritePolicy,
