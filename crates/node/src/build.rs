@@ -105,23 +105,34 @@ async fn open_backend(
 
 /// Builds the node's state from `cfg`: backends, caches, rules.
 pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
+    build_named(cfg, None, None).await
+}
+
+/// [`build`], named `default_name` when `cfg` gives no name, with the NBD server's
+/// limits `nbd_limits` (for `/metrics`).
+pub(crate) async fn build_named(
+    cfg: &NodeConfig,
+    default_name: Option<String>,
+    nbd_limits: Option<Arc<nbd::Limits>>,
+) -> Result<NodeState, NodeError> {
     if let Some(d) = &cfg.node.data_dir {
         std::fs::create_dir_all(d)?;
     }
     let bs = cfg.node.block_size.0 as usize;
     let blocks = (cfg.node.cache_size.0 / bs as u64) as usize;
-    let mut state = NodeState::new(blocks, bs, cfg.node.level, cfg.node.backend_depth)?;
-    state.phantom_policies = cfg.node.phantom_policies.clone();
-    state.name = cfg.node.name.clone().unwrap_or_default();
-    state.data_dir = cfg.node.data_dir.clone();
-    state.metrics_client_labels = cfg.node.metrics_client_labels;
+    let mut b = NodeState::builder(blocks, bs, cfg.node.level, cfg.node.backend_depth)?
+        .phantom_policies(cfg.node.phantom_policies.clone())
+        .name(cfg.node.name.clone().or(default_name).unwrap_or_default())
+        .data_dir(cfg.node.data_dir.clone())
+        .metrics_client_labels(cfg.node.metrics_client_labels)
+        .nbd_limits(nbd_limits);
     for e in &cfg.exports {
-        let (backend, mut desc) = open_backend(cfg, e, &state.demoter, &state.upstreams).await?;
+        let (backend, mut desc) = open_backend(cfg, e, b.demoter(), b.upstreams()).await?;
         // Below the hot tier: only what reaches the disk or upstream waits its turn.
         let mut backend: Arc<dyn cache::Backend> = Arc::new(bandwidth::QueuedBackend::new(
             backend,
             e.tenant(),
-            state.bandwidth.clone(),
+            b.bandwidth().clone(),
         ));
         let mut tier = None;
         if let Some(h) = &e.hot_tier {
@@ -151,7 +162,7 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
             tier = Some(t);
         }
         let size = backend.size();
-        state.add_export(
+        b.add_export(
             ExportInfo {
                 name: e.name.clone(),
                 tenant: e.tenant().to_string(),
@@ -163,6 +174,7 @@ pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
             tier,
         )?;
     }
+    let state = b.build();
     for c in &cfg.caches {
         state.create_cache(c).map_err(|err| NodeError::Config {
             file: "node.toml".into(),

@@ -18,17 +18,19 @@
 //! copying it first. Only what those decline reaches [`Export::read`], which goes
 //! straight to the cache's ordinary read.
 //! Latency is timed around the whole request (including any wait for the backend, which
-//! happens below the cache, in [`crate::bandwidth`]). Every request is timed once ([`CacheExport::timed`]): into one histogram (the
-//! export's and client's, `latency`) and the tenant's hit/miss sums (`observe`), a read
-//! as a hit when every block was in memory (served by `read_now`, or found by the
-//! cache's read) and as a miss otherwise; its blocks are fed once to the tenant's
-//! profiler.
+//! happens below the cache, in [`crate::bandwidth`]). Every request is timed once
+//! (`CacheExport::timed`) into one recorder (the export's and client's, `latency`: its
+//! histogram and the hit/miss sums), a read as a hit when every block was in memory
+//! (served by `read_now`, or found by the cache's read) and as a miss otherwise, a miss
+//! also into the tenant's misses' histogram (`observe`); its blocks are fed once to the
+//! tenant's profiler.
 //! Block status (`base:allocation`) comes from [`cache::CacheNode::block_status`]: the
 //! backend's holes (a file image's, from `lseek`; other backends report all data), less
 //! every block a cache holds dirty, so data not yet written back is never called a hole.
 
 use crate::latency::Latency;
-use crate::observe::{Service, TenantObserver};
+use crate::latency::Service;
+use crate::observe::TenantObserver;
 use crate::state::NodeState;
 use bytes::Bytes;
 use cache::CacheError;
@@ -94,9 +96,10 @@ impl ExportProvider for NodeExports {
         };
         let info = self.0.export(&name)?;
         let client = client_of(peer);
+        let observer = self.0.observer(&info.tenant)?.clone();
         Some(Arc::new(CacheExport {
-            latency: self.0.latency(&name, &client),
-            observer: self.0.observer(&info.tenant),
+            latency: observer.recorder(&name, &client),
+            observer,
             key_base: self.0.key_base(&name),
             size: info.size,
             read_only: info.read_only,
@@ -124,10 +127,10 @@ pub struct CacheExport {
 }
 
 impl CacheExport {
-    /// Times one request that took `took`: its one histogram and the tenant's sums.
+    /// Times one request that took `took`: into its one recorder (and a miss into the
+    /// tenant's misses' histogram).
     fn timed(&self, write: bool, service: Service, took: std::time::Duration) {
-        self.latency.record(write, took);
-        self.observer.latency(service, took);
+        self.observer.record(&self.latency, write, service, took);
     }
 
     /// Feeds the blocks of `[offset, offset + len)` to the tenant's profiler.
@@ -135,7 +138,7 @@ impl CacheExport {
         if len == 0 {
             return;
         }
-        let bs = self.state.cache.block_size() as u64;
+        let bs = self.state.cache_node().block_size() as u64;
         let base = self.key_base;
         self.observer
             .access((offset / bs..=(offset + len - 1) / bs).map(|b| base | b));
@@ -160,7 +163,7 @@ impl CacheExport {
         f: impl FnOnce(&cache::CacheNode, &str, &str) -> Result<T, CacheError> + Send + 'static,
     ) -> io::Result<T> {
         let start = Instant::now();
-        let node = self.state.cache.clone();
+        let node = self.state.cache_node().clone();
         let (export, client) = (self.export.clone(), self.client.clone());
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
@@ -189,7 +192,7 @@ impl CacheExport {
         &self,
         f: impl FnOnce(&cache::CacheNode, &str) -> Result<T, CacheError> + Send + 'static,
     ) -> io::Result<T> {
-        let node = self.state.cache.clone();
+        let node = self.state.cache_node().clone();
         let export = self.export.clone();
         if tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread
@@ -214,7 +217,7 @@ impl CacheExport {
         let start = Instant::now();
         match self
             .state
-            .cache
+            .cache_node()
             .with_resident(&self.export, &self.client, offset, len, f)
         {
             Ok(Some(())) => {

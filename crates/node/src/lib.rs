@@ -8,7 +8,7 @@
 //! | module | owns |
 //! |---|---|
 //! | [`config`] | `node.toml`: listeners, memory, exports, initial caches and rules |
-//! | [`build`] | the state built from the configuration: backends, hot tiers, caches, rules |
+//! | [`mod@build`] | the state built from the configuration: backends, hot tiers, caches, rules |
 //! | [`images`] | image files opened or created, and listed with their sizes |
 //! | [`recovery`] | dirty blocks written back or kept at a stop, and replayed at the next start |
 //! | [`error`] | the node's error |
@@ -142,10 +142,6 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     auth::check_exposure(cfg, api_addr)?;
     auth::check_nbd_exposure(cfg, nbd_addr)?;
     let api_token = Arc::new(auth::ApiToken::load(cfg)?);
-    let mut state = build(cfg).await?;
-    if state.name.is_empty() {
-        state.name = api_addr.to_string();
-    }
     let server = nbd::ServerConfig {
         busy_poll: std::time::Duration::from_micros(cfg.node.busy_poll_us),
         max_connections: cfg.node.max_connections,
@@ -161,7 +157,8 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         ..nbd::ServerConfig::default()
     };
     let nbd_limits = nbd::Limits::for_config(&server);
-    state.nbd_limits = Some(nbd_limits.clone());
+    let state =
+        build::build_named(cfg, Some(api_addr.to_string()), Some(nbd_limits.clone())).await?;
     let tls = cfg.nbd_tls().map_err(|msg| NodeError::Config {
         file: "node.toml".into(),
         msg,
@@ -192,7 +189,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         file: "node.toml".into(),
         msg: e.to_string(),
     })?;
-    cache::CacheNode::spawn_cleaner(&state.cache, std::time::Duration::from_millis(100))?;
+    cache::CacheNode::spawn_cleaner(state.cache_node(), std::time::Duration::from_millis(100))?;
     let link = match &cfg.node.controller {
         Some(url) => Some(register::ControllerLink {
             url: url.trim_end_matches('/').to_string(),

@@ -102,7 +102,7 @@ fn nbd_budget(o: &mut Out, g: &nbd::LimitsGauge) {
 
 /// The links to upstream NBD exports: up or not, reconnects, replayed writes.
 fn upstream_links(o: &mut Out, state: &NodeState) {
-    let links = state.upstreams.status();
+    let links = state.upstreams().status();
     if links.is_empty() {
         return;
     }
@@ -148,7 +148,7 @@ fn upstream_links(o: &mut Out, state: &NodeState) {
 /// Renders every metric of the node.
 pub fn render(state: &NodeState) -> String {
     let mut o = Out(String::with_capacity(4096));
-    let level = state.level.to_string();
+    let level = state.level().to_string();
     o.help(
         "lachesis_node_info",
         "gauge",
@@ -167,12 +167,12 @@ pub fn render(state: &NodeState) -> String {
     o.sample(
         "lachesis_node_cache_blocks",
         &[("state", "total")],
-        state.cache.total_blocks(),
+        state.cache_node().total_blocks(),
     );
     o.sample(
         "lachesis_node_cache_blocks",
         &[("state", "allocated")],
-        state.cache.allocated_blocks(),
+        state.cache_node().allocated_blocks(),
     );
     o.help(
         "lachesis_node_uptime_seconds",
@@ -182,10 +182,10 @@ pub fn render(state: &NodeState) -> String {
     o.sample(
         "lachesis_node_uptime_seconds",
         &[],
-        state.started.elapsed().as_secs_f64(),
+        state.started().elapsed().as_secs_f64(),
     );
 
-    if let Some(limits) = &state.nbd_limits {
+    if let Some(limits) = &state.nbd_limits() {
         nbd_budget(&mut o, &limits.gauge());
     }
     upstream_links(&mut o, state);
@@ -296,7 +296,7 @@ pub fn render(state: &NodeState) -> String {
             o.sample(name, &[("cache", &c.name), ("level", &level)], f(&c.stats));
         }
     }
-    let d = state.demoter.counters();
+    let d = state.demoter().counters();
     o.help(
         "lachesis_demote_blocks_total",
         "counter",
@@ -522,7 +522,7 @@ fn labels<'a>(t: &'a Series, extra: &[(&'static str, &'a str)]) -> Vec<(&'static
 fn by_client_or_not(state: &NodeState) -> Vec<Series> {
     let mut out: Vec<Series> = Vec::new();
     for t in state.tenants() {
-        let keep = state.metrics_client_labels;
+        let keep = state.metrics_client_labels();
         let found = out
             .iter_mut()
             .find(|s| !keep && s.export == t.export && s.tenant == t.tenant);

@@ -40,7 +40,7 @@ pub(crate) fn write_back_or_keep(
     // Which blocks are dirty now: once written back they are durable only when their
     // export's flush succeeds.
     let at_stop: Vec<(String, u64, usize)> = state
-        .cache
+        .cache_node()
         .dirty_data()
         .into_iter()
         .map(|b| (b.export, b.offset, b.data.len()))
@@ -53,7 +53,7 @@ pub(crate) fn write_back_or_keep(
         .name("stop-write-back".into())
         .spawn(move || {
             for e in todo {
-                let res = st.cache.flush_parallel(&e, STOP_WRITERS);
+                let res = st.cache_node().flush_parallel(&e, STOP_WRITERS);
                 if tx.send((e, res)).is_err() {
                     return;
                 }
@@ -82,7 +82,12 @@ pub(crate) fn write_back_or_keep(
         .into_iter()
         .filter(|(e, _, _)| !flushed.contains(e))
         .collect();
-    let blocks = blocks_to_keep(state, &state.cache.pending_recovery(), &unsure, !timed_out);
+    let blocks = blocks_to_keep(
+        state,
+        &state.cache_node().pending_recovery(),
+        &unsure,
+        !timed_out,
+    );
     if timed_out {
         let why = format!(
             "not on the backends within node.stop_timeout = \"{}\"; {} of {} export(s) flushed",
@@ -92,14 +97,14 @@ pub(crate) fn write_back_or_keep(
         );
         if blocks.is_empty() {
             tracing::warn!("{why}, but no dirty block is held");
-            state.cache.keep_recovery(file, &[])?;
+            state.cache_node().keep_recovery(file, &[])?;
             return Ok(());
         }
         return keep(state, file, reserve, &blocks, why);
     }
     let Some(err) = failed else {
         if blocks.is_empty() {
-            state.cache.keep_recovery(file, &[])?;
+            state.cache_node().keep_recovery(file, &[])?;
             return Ok(());
         }
         // Flushed, yet something is dirty again: keep it all the same.
@@ -114,7 +119,7 @@ pub(crate) fn write_back_or_keep(
     if blocks.is_empty() {
         // Nothing is held dirty: every acknowledged write already left this node, and a
         // backend that cannot flush now (an upstream that went away) is not data we drop.
-        state.cache.keep_recovery(file, &[])?;
+        state.cache_node().keep_recovery(file, &[])?;
         tracing::warn!(%err, "flush at shutdown failed, but no dirty block is held");
         return Ok(());
     }
@@ -146,13 +151,13 @@ fn blocks_to_keep(
         let mut buf = vec![0; len];
         let got = if full_read {
             state
-                .cache
+                .cache_node()
                 .read(export, "recovery", offset, &mut buf)
                 .is_ok()
         } else {
             matches!(
                 state
-                    .cache
+                    .cache_node()
                     .read_if_resident(export, "recovery", offset, &mut buf),
                 Ok(true)
             )
@@ -182,7 +187,7 @@ fn blocks_to_keep(
                 "a block written back during the stop to a backend that did not flush is no longer in memory"),
         }
     }
-    for b in state.cache.dirty_data() {
+    for b in state.cache_node().dirty_data() {
         put(b);
     }
     out
@@ -203,7 +208,7 @@ fn keep(
         "recovery reserve used for the recovery file"
     );
     let kept = state
-        .cache
+        .cache_node()
         .keep_recovery_in(file, blocks, Some(reserve.path()));
     // Whatever is left of the reserve (none, once it became the file) is given back.
     reserve.release();
@@ -241,7 +246,7 @@ pub(crate) fn replay_recovery(state: &NodeState, file: &Path) -> Result<(), Node
     let mut kept = Vec::new();
     for b in blocks {
         state
-            .cache
+            .cache_node()
             .write(&b.export, "recovery", b.offset, &b.data, false)
             .map_err(|e| {
                 at(format!(
@@ -250,7 +255,7 @@ pub(crate) fn replay_recovery(state: &NodeState, file: &Path) -> Result<(), Node
                 ))
             })?;
         let logged = state
-            .cache
+            .cache_node()
             .logged(&b.export, "recovery", b.offset, b.data.len() as u64)
             .unwrap_or(false);
         if !logged {
@@ -268,14 +273,14 @@ pub(crate) fn replay_recovery(state: &NodeState, file: &Path) -> Result<(), Node
     let exports: std::collections::BTreeSet<String> =
         kept.iter().map(|b| b.export.clone()).collect();
     state
-        .cache
+        .cache_node()
         .adopt_recovery(cache::recovery::Pending::new(file.to_path_buf(), kept));
     for e in &exports {
-        if let Err(err) = state.cache.flush(e) {
+        if let Err(err) = state.cache_node().flush(e) {
             tracing::warn!(export = %e, %err, "the backend refuses the replayed blocks; they stay dirty in the cache");
         }
     }
-    let left = state.cache.pending_recovery().len();
+    let left = state.cache_node().pending_recovery().len();
     if left == 0 {
         tracing::info!(blocks = total, file = %file.display(), "replayed the recovery file");
     } else {

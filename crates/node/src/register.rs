@@ -72,15 +72,15 @@ pub fn registration(
     nbd: std::net::SocketAddr,
     token: &str,
 ) -> Registration {
-    let bs = state.cache.block_size() as u64;
+    let bs = state.cache_node().block_size() as u64;
     Registration {
-        name: state.name.clone(),
-        level: state.level,
+        name: state.name().to_string(),
+        level: state.level(),
         api: format!("http://{api}"),
         nbd: Some(nbd.to_string()),
-        cache_size: state.cache.total_blocks() as u64 * bs,
+        cache_size: state.cache_node().total_blocks() as u64 * bs,
         block_size: bs,
-        epoch: state.epoch.clone(),
+        epoch: state.epoch().to_string(),
         exports: state
             .exports()
             .map(|e| ExportRef {
@@ -112,8 +112,8 @@ pub fn spawn(
             let outcome = tokio::task::spawn_blocking(move || {
                 if was_registered {
                     let hb = Heartbeat {
-                        epoch: st.epoch.clone(),
-                        uptime_ms: st.started.elapsed().as_millis() as u64,
+                        epoch: st.epoch().to_string(),
+                        uptime_ms: st.started().elapsed().as_millis() as u64,
                     };
                     match outcome(&path, client(&l).heartbeat(&r.name, &hb)) {
                         // Forgotten: register again at once.

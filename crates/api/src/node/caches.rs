@@ -22,7 +22,7 @@ pub struct CreateCache {
     /// Admission policy spec (`demand`, `mrfu`, `adaptive`, ...; absent: `demand`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admission: Option<String>,
-    /// Keep an online hit-ratio curve for this cache (absent: on).
+    /// Answer this cache's hit-ratio curve, its tenant's (absent: on).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub profile: Option<bool>,
     /// Most dirty data as a fraction of the cache, in (0, 1] (absent: 1).

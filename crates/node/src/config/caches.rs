@@ -25,7 +25,8 @@ pub struct CacheSpec {
     /// Admission policy spec (`demand`, `mrfu`, `adaptive`, ...; default `demand`).
     #[serde(default)]
     pub admission: Option<String>,
-    /// Keep an online hit-ratio curve (SHARDS) for this cache (default on).
+    /// Answer this cache's hit-ratio curve (`GET /v1/caches/{c}/curve`: the curve of the
+    /// tenant its rules serve, from that tenant's one profiler; default on).
     #[serde(default = "default_true")]
     pub profile: bool,
     /// Most dirty data as a fraction of the cache, in (0, 1] (default 1); background

@@ -1,25 +1,16 @@
 //! The node's caches and rules through its verbs (`createCache`, `configureCache`,
 //! `removeCache`, `createRule`, `removeRule`, `getCacheStats`): each request's names,
-//! sizes and policies checked and turned into the cache crate's calls, each cache's
-//! profiler, and the caches, rules and curves as the API shows them.
+//! sizes and policies checked and turned into the cache crate's calls, and the caches,
+//! rules and curves as the API shows them. A cache's curve is its tenant's, from the
+//! tenant's one profiler ([`crate::observe`]).
 
-use super::{lock, NodeState, PROFILER_SMAX, PROFILER_WINDOW};
+use super::{lock, NodeState};
 use crate::config::{CacheSpec, RuleSpec};
 use crate::error::NodeError;
 use api::node::{CacheInfo, CachePatch, RuleInfo};
-use cache::{AccessObserver, CacheConfig, CacheId, CacheStats, Rule, RuleId, WritePolicy};
-use mrc::profiler::OnlineProfiler;
+use cache::{CacheConfig, CacheId, CacheStats, Rule, RuleId, WritePolicy};
 use mrc::HitRatioCurve;
 use policy::EvictionSpec;
-use std::sync::{Arc, Mutex};
-
-struct Profiler(Arc<Mutex<OnlineProfiler>>);
-
-impl AccessObserver for Profiler {
-    fn observe(&mut self, key: u64) {
-        lock(&self.0).record(key);
-    }
-}
 
 /// A cache's stats as the API shows them (the one place the cache crate's snapshot
 /// becomes the contract's).
@@ -105,13 +96,7 @@ impl NodeState {
             }
         }
         if spec.profile {
-            let p = Arc::new(Mutex::new(OnlineProfiler::new(
-                PROFILER_SMAX,
-                PROFILER_WINDOW,
-            )));
-            self.cache
-                .set_observer(id, Some(Box::new(Profiler(p.clone()))))?;
-            lock(&self.profilers).insert(id, p);
+            lock(&self.profiled).insert(id);
         }
         tracing::info!(id, name = %spec.name, blocks, eviction = %spec.eviction, "cache created");
         Ok(id)
@@ -262,7 +247,7 @@ impl NodeState {
     /// Removes a cache after writing its dirty blocks back (`removeCache`).
     pub fn remove_cache(&self, id: CacheId) -> Result<(), NodeError> {
         self.cache.remove_cache(id)?;
-        lock(&self.profilers).remove(&id);
+        lock(&self.profiled).remove(&id);
         tracing::info!(id, "cache removed");
         Ok(())
     }
@@ -370,8 +355,11 @@ impl NodeState {
     }
 
     /// A cache's hit-ratio curve at `points` sizes up to four times its capacity (or the
-    /// windowed curve, recent accesses only); `None` before the cache saw any access (no
-    /// data, rather than a made-up curve).
+    /// windowed curve, recent accesses only): the LRU curve of the tenant whose exports'
+    /// rules route to it. `None` before that tenant's first access, or while no rule
+    /// routes to the cache (no data, rather than a made-up curve). A cache that several
+    /// tenants share has no one tenant's curve: that is a conflict naming them (each
+    /// tenant's curves are in the observations).
     pub fn curve(
         &self,
         id: CacheId,
@@ -379,21 +367,28 @@ impl NodeState {
         points: usize,
     ) -> Result<Option<HitRatioCurve>, NodeError> {
         let view = self.cache(id)?;
-        let p = lock(&self.profilers)
-            .get(&id)
-            .cloned()
-            .ok_or_else(|| NodeError::NotFound(format!("cache {id} has no profiler")))?;
+        if !lock(&self.profiled).contains(&id) {
+            return Err(NodeError::NotFound(format!("cache {id} has no profiler")));
+        }
+        let tenants = self.tenants_of_cache(id);
+        let observer = match tenants.as_slice() {
+            [] => return Ok(None),
+            [t] => self.observer(t),
+            several => {
+                return Err(NodeError::Conflict(format!(
+                    "cache `{}` serves tenants {}: its curve is not one tenant's; each \
+                     tenant's curves are in GET /v1/observations",
+                    view.name,
+                    several.join(", ")
+                )))
+            }
+        };
+        let Some(observer) = observer else {
+            return Ok(None);
+        };
         let points = points.clamp(2, 1000) as u64;
         let top = (view.stats.capacity * 4).max(points);
         let sizes: Vec<u64> = (1..=points).map(|i| top * i / points).collect();
-        let mut p = lock(&p);
-        if p.accesses() == 0 {
-            return Ok(None);
-        }
-        Ok(Some(if windowed {
-            p.windowed_curve(&sizes)
-        } else {
-            p.curve(&sizes)
-        }))
+        Ok(observer.lru_curve(&sizes, windowed))
     }
 }

@@ -1,7 +1,8 @@
-//! The node's tenants (the owners of its exports): their latency recorders, observers
-//! and counters, and the cache their rules route to.
+//! The node's tenants (the owners of its exports): their observers (profile and latency
+//! recorders, see [`crate::observe`]), their counters, and the caches their rules route
+//! to.
 
-use super::{lock, NodeState};
+use super::NodeState;
 use crate::latency::Latency;
 use crate::observe::TenantObserver;
 use api::node::TenantInfo;
@@ -12,35 +13,34 @@ use std::sync::Arc;
 const KEY_BLOCK_BITS: u32 = 44;
 
 impl NodeState {
-    /// The latency recorder of a tenant (export, client).
+    /// The latency recorder of `export`'s `client` (its tenant's, made on first use); a
+    /// recorder of no tenant's for an export the node does not serve.
     pub fn latency(&self, export: &str, client: &str) -> Arc<Latency> {
-        lock(&self.latency)
-            .entry((export.to_string(), client.to_string()))
-            .or_default()
-            .clone()
+        match self
+            .exports
+            .get(export)
+            .and_then(|e| self.observers.get(&e.tenant))
+        {
+            Some(o) => o.recorder(export, client),
+            None => Arc::default(),
+        }
     }
 
-    /// Every request of `tenant` (its exports' recorders, all clients) in one histogram.
-    pub fn tenant_histogram(&self, tenant: &str) -> hdrhistogram::Histogram<u64> {
-        let lat: Vec<Arc<Latency>> = lock(&self.latency)
-            .iter()
-            .filter(|((export, _), _)| self.exports.get(export).is_some_and(|e| e.tenant == tenant))
-            .map(|(_, l)| l.clone())
+    /// Every `(export, client)` that connected, with its recorder, in that order.
+    fn recorders(&self) -> Vec<((String, String), Arc<Latency>)> {
+        let mut all: Vec<_> = self
+            .observers
+            .values()
+            .flat_map(|o| o.recorders())
             .collect();
-        let mut h = Latency::empty();
-        for l in lat {
-            l.merge_into(&mut h);
-        }
-        h
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
     }
 
     /// Every tenant that sent a request.
     pub fn tenants(&self) -> Vec<TenantInfo> {
-        let lat: Vec<_> = lock(&self.latency)
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        lat.into_iter()
+        self.recorders()
+            .into_iter()
             .map(|((export, client), l)| {
                 let counters = self
                     .cache
@@ -88,38 +88,18 @@ impl NodeState {
         t
     }
 
-    /// The profiler and latency of `tenant` (made on first use; its range is the tenant's
-    /// exports, capped at four times the node's cache).
-    pub fn observer(&self, tenant: &str) -> Arc<TenantObserver> {
-        let mut m = lock(&self.observers);
-        if let Some(o) = m.get(tenant) {
-            return o.clone();
-        }
-        let bs = self.cache.block_size() as u64;
-        let blocks: u64 = self
-            .exports
-            .values()
-            .filter(|e| e.tenant == tenant)
-            .map(|e| e.size.div_ceil(bs))
-            .sum();
-        let range = blocks.min(self.cache.total_blocks() as u64 * 4);
-        let o = TenantObserver::new(range, &self.phantom_policies).unwrap_or_else(|e| {
-            tracing::warn!(tenant, error = %e, "phantom caches not built; profiling LRU only");
-            TenantObserver::new(range, &[]).expect("no phantom policies")
-        });
-        let o = Arc::new(o);
-        m.insert(tenant.to_string(), o.clone());
-        o
+    /// The observer of `tenant` (`None` if it owns no export here).
+    pub fn observer(&self, tenant: &str) -> Option<&Arc<TenantObserver>> {
+        self.observers.get(tenant)
     }
 
     /// A tenant's counters summed over its exports and clients.
     pub fn tenant_counters(&self, tenant: &str) -> cache::TenantSnapshot {
-        let keys: Vec<(String, String)> = lock(&self.latency).keys().cloned().collect();
         let mut sum = cache::TenantSnapshot::default();
-        for (export, client) in keys {
-            if self.exports.get(&export).is_none_or(|e| e.tenant != tenant) {
-                continue;
-            }
+        let Some(o) = self.observers.get(tenant) else {
+            return sum;
+        };
+        for ((export, client), _) in o.recorders() {
             let c = self
                 .cache
                 .tenant_stats(&export, &client)
@@ -148,5 +128,19 @@ impl NodeState {
             })
             .min_by_key(|(id, _, _)| *id)
             .map(|(_, _, c)| c)
+    }
+
+    /// The tenants whose exports' rules route to cache `id`.
+    pub fn tenants_of_cache(&self, id: CacheId) -> Vec<String> {
+        let mut t: Vec<String> = self
+            .cache
+            .rules()
+            .into_iter()
+            .filter(|(_, _, c)| *c == id)
+            .filter_map(|(_, r, _)| self.exports.get(&r.export).map(|e| e.tenant.clone()))
+            .collect();
+        t.sort();
+        t.dedup();
+        t
     }
 }

@@ -192,7 +192,7 @@ fn stalled_writers_do_not_lock_out_other_writers() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(300));
-    let held = t.node().state.nbd_limits.as_ref().unwrap().gauge();
+    let held = t.node().state.nbd_limits().as_ref().unwrap().gauge();
     println!(
         "five stalled writers hold {} MiB",
         held.in_flight_bytes >> 20
@@ -222,7 +222,7 @@ fn stalled_writers_do_not_lock_out_other_writers() {
     }
     println!("five stalled writers closed after {:.2?}", start.elapsed());
     // Their tasks end just after their sockets close: the budget comes back.
-    let limits = t.node().state.nbd_limits.clone().unwrap();
+    let limits = t.node().state.nbd_limits().cloned().unwrap();
     let t1 = Instant::now();
     while limits.gauge().in_flight_bytes > 0 {
         let g = limits.gauge();
