@@ -66,7 +66,7 @@ pub fn run(a: ControllerArgs) -> anyhow::Result<()> {
             "lachesis controller: API on http://{} (token in {}), console at {}, store {}, \
              scheme {}, every {} s",
             c.addr,
-            c.token.file.display(),
+            c.token.file().display(),
             c.console_url(),
             c.service.store_description(),
             c.service.scheme_name(),

@@ -25,9 +25,9 @@
 //! 409 conflicts (also: a change sent to a standby replica, naming the leader), 500 the
 //! controller's own failures. A rejected change writes nothing.
 
-use crate::auth::Token;
 use crate::config::TenantSpec;
 use crate::service::{Service, ServiceError};
+use ::api::auth::Token;
 use api::controller::{Heartbeat, Registration, SetSlo};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -80,8 +80,8 @@ pub fn router(svc: Arc<Service>, token: Arc<Token>) -> Router {
         .fallback(|| async { ServiceError::NotFound("no such endpoint".into()) })
         .with_state(svc)
         .layer(axum::middleware::from_fn_with_state(
-            token,
-            crate::auth::require,
+            crate::auth::guard(token),
+            ::api::auth::server::require,
         ))
 }
 

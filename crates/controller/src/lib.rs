@@ -62,7 +62,7 @@ pub struct RunningController {
     /// Where the API and console listen.
     pub addr: SocketAddr,
     /// The API token.
-    pub token: Arc<auth::Token>,
+    pub token: Arc<::api::auth::Token>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -152,7 +152,7 @@ pub async fn start_replica(
     let addr = listener.local_addr()?;
     check_exposure(cfg, addr)?;
     // Nothing is written (no token generated, no state stored) before the check.
-    let token = Arc::new(auth::Token::load(
+    let token = Arc::new(auth::load(
         cfg.controller.token_file.as_deref(),
         &cfg.controller.data_dir,
     )?);

@@ -32,10 +32,10 @@
 //! or a size that does not fit) and 500 for the node's own failures. Verbs that may write
 //! dirty blocks back (a patch leaving write-back, remove) run on the blocking pool.
 
-use crate::auth::ApiToken;
 use crate::config::{CacheSpec, RuleSpec};
 use crate::error::NodeError;
 use crate::state::NodeState;
+use api::auth::Token;
 use api::node::{
     CacheCurve, CachePatch, CreateCache, CreateRule, CurvePoint, DemoteOutcome, NodeInfo,
     Proportions, Removed,
@@ -113,7 +113,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// The API's router over `state`, guarded by `token`.
-pub fn router(state: Arc<NodeState>, token: Arc<ApiToken>) -> Router {
+pub fn router(state: Arc<NodeState>, token: Arc<Token>) -> Router {
     Router::new()
         .route("/", get(page))
         .route("/metrics", get(metrics))
@@ -145,8 +145,8 @@ pub fn router(state: Arc<NodeState>, token: Arc<ApiToken>) -> Router {
         })
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(
-            token,
-            crate::auth::require_token,
+            crate::auth::guard(token),
+            api::auth::server::require,
         ))
 }
 

@@ -103,7 +103,7 @@ pub struct RunningNode {
     /// Where the HTTP API listens.
     pub api_addr: SocketAddr,
     /// The API's bearer token and the file holding it.
-    pub api_token: Arc<auth::ApiToken>,
+    pub api_token: Arc<::api::auth::Token>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -141,7 +141,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     let api_addr = api_listener.local_addr()?;
     auth::check_exposure(cfg, api_addr)?;
     auth::check_nbd_exposure(cfg, nbd_addr)?;
-    let api_token = Arc::new(auth::ApiToken::load(cfg)?);
+    let api_token = Arc::new(auth::load(cfg)?);
     let server = nbd::ServerConfig {
         busy_poll: std::time::Duration::from_micros(cfg.node.busy_poll_us),
         max_connections: cfg.node.max_connections,

@@ -95,7 +95,7 @@ pub(super) async fn start_nodes(
     disk_addr: SocketAddr,
     ctl: &RunningController,
 ) -> Result<Vec<DemoNode>, DemoError> {
-    let (ctl_addr, token_file) = (ctl.addr, ctl.token.file.clone());
+    let (ctl_addr, token_file) = (ctl.addr, ctl.token.file().to_path_buf());
     let link = |name: &str| {
         format!(
             "name = \"{name}\"\ncontroller = \"http://{ctl_addr}\"\n\
