@@ -28,7 +28,7 @@ pub mod builder;
 mod caches;
 mod log;
 mod observations;
-mod tenants;
+pub mod tenants;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())

@@ -6,11 +6,25 @@ use super::NodeState;
 use crate::latency::Latency;
 use crate::observe::TenantObserver;
 use api::node::TenantInfo;
-use cache::CacheId;
+use cache::{CacheId, TenantSnapshot};
 use std::sync::Arc;
 
 /// Bits of a profiled block key left for the block number (the export's index above).
 const KEY_BLOCK_BITS: u32 = 44;
+
+/// One export's client: its tenant, the cache's counters of it, its latency recorder.
+pub struct TenantRow {
+    /// The export.
+    pub export: String,
+    /// The client's address.
+    pub client: String,
+    /// The tenant owning the export.
+    pub tenant: String,
+    /// The cache's counters of this client.
+    pub counters: TenantSnapshot,
+    /// Its latency recorder.
+    pub latency: Arc<Latency>,
+}
 
 impl NodeState {
     /// The latency recorder of `export`'s `client` (its tenant's, made on first use); a
@@ -26,49 +40,58 @@ impl NodeState {
         }
     }
 
-    /// Every `(export, client)` that connected, with its recorder, in that order.
-    fn recorders(&self) -> Vec<((String, String), Arc<Latency>)> {
-        let mut all: Vec<_> = self
+    /// Every `(export, client)` that connected, in that order: its tenant, the cache's
+    /// counters of it and its latency recorder.
+    pub fn tenant_rows(&self) -> Vec<TenantRow> {
+        let mut rows: Vec<TenantRow> = self
             .observers
-            .values()
-            .flat_map(|o| o.recorders())
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all
-    }
-
-    /// Every tenant that sent a request.
-    pub fn tenants(&self) -> Vec<TenantInfo> {
-        self.recorders()
-            .into_iter()
-            .map(|((export, client), l)| {
-                let counters = self
+            .iter()
+            .flat_map(|(tenant, o)| {
+                o.recorders()
+                    .into_iter()
+                    .map(move |((export, client), latency)| (tenant, export, client, latency))
+            })
+            .map(|(tenant, export, client, latency)| TenantRow {
+                counters: self
                     .cache
                     .tenant_stats(&export, &client)
-                    .unwrap_or_default();
-                let lookups = counters.hits + counters.misses;
+                    .unwrap_or_default(),
+                tenant: tenant.clone(),
+                export,
+                client,
+                latency,
+            })
+            .collect();
+        rows.sort_by(|a, b| (&a.export, &a.client).cmp(&(&b.export, &b.client)));
+        rows
+    }
+
+    /// Every tenant that sent a request, per export and client (`GET /v1/tenants`: the
+    /// one place the cache's tenant counters become the contract's).
+    pub fn tenants(&self) -> Vec<TenantInfo> {
+        self.tenant_rows()
+            .into_iter()
+            .map(|r| {
+                let c = r.counters;
+                let lookups = c.hits + c.misses;
                 TenantInfo {
-                    tenant: self
-                        .exports
-                        .get(&export)
-                        .map(|e| e.tenant.clone())
-                        .unwrap_or_default(),
+                    tenant: r.tenant,
                     hit_ratio: if lookups == 0 {
                         0.0
                     } else {
-                        counters.hits as f64 / lookups as f64
+                        c.hits as f64 / lookups as f64
                     },
-                    reads: counters.reads,
-                    writes: counters.writes,
-                    read_bytes: counters.read_bytes,
-                    write_bytes: counters.write_bytes,
-                    hits: counters.hits,
-                    misses: counters.misses,
-                    evictions: counters.evictions,
-                    writebacks: counters.writebacks,
-                    latency: l.summary(),
-                    export,
-                    client,
+                    reads: c.reads,
+                    writes: c.writes,
+                    read_bytes: c.read_bytes,
+                    write_bytes: c.write_bytes,
+                    hits: c.hits,
+                    misses: c.misses,
+                    evictions: c.evictions,
+                    writebacks: c.writebacks,
+                    latency: r.latency.summary(),
+                    export: r.export,
+                    client: r.client,
                 }
             })
             .collect()
@@ -94,24 +117,14 @@ impl NodeState {
     }
 
     /// A tenant's counters summed over its exports and clients.
-    pub fn tenant_counters(&self, tenant: &str) -> cache::TenantSnapshot {
-        let mut sum = cache::TenantSnapshot::default();
-        let Some(o) = self.observers.get(tenant) else {
-            return sum;
-        };
-        for ((export, client), _) in o.recorders() {
-            let c = self
-                .cache
-                .tenant_stats(&export, &client)
-                .unwrap_or_default();
-            sum.reads += c.reads;
-            sum.writes += c.writes;
-            sum.read_bytes += c.read_bytes;
-            sum.write_bytes += c.write_bytes;
-            sum.hits += c.hits;
-            sum.misses += c.misses;
-            sum.evictions += c.evictions;
-            sum.writebacks += c.writebacks;
+    pub fn tenant_counters(&self, tenant: &str) -> TenantSnapshot {
+        let mut sum = TenantSnapshot::default();
+        for r in self
+            .tenant_rows()
+            .into_iter()
+            .filter(|r| r.tenant == tenant)
+        {
+            sum += r.counters;
         }
         sum
     }
