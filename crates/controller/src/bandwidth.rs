@@ -30,7 +30,7 @@
 //! one gets `{}` (equal shares), so switching a scheme off takes effect too. A node that
 //! refuses is reported like any other reconcile failure and tried again next interval.
 
-use crate::placement::Volume;
+use crate::placement::PlacedVolume;
 use crate::registry::NodeEntry;
 use api::node::Proportions;
 use control::{Automata, Plan, ResourceShares, Scheme, Topology};
@@ -58,7 +58,11 @@ impl BandwidthSpec {
 
     /// With `shares`: the plan's proportions (each storage server with two or more
     /// volumes divides between them in their owners' ratio); `None` for other modes.
-    pub fn static_shares(&self, topo: &Topology, vols: &[Volume]) -> Option<Vec<ResourceShares>> {
+    pub fn static_shares(
+        &self,
+        topo: &Topology,
+        vols: &[PlacedVolume],
+    ) -> Option<Vec<ResourceShares>> {
         if self.mode != Mode::Shares {
             return None;
         }
@@ -88,7 +92,7 @@ impl BandwidthSpec {
     }
 
     /// The plan as run: the static shares put in (other modes leave it as it is).
-    pub fn fill(&self, topo: &Topology, vols: &[Volume], plan: &mut Plan) {
+    pub fn fill(&self, topo: &Topology, vols: &[PlacedVolume], plan: &mut Plan) {
         if let Some(s) = self.static_shares(topo, vols) {
             plan.bandwidth = s;
         }
@@ -102,7 +106,7 @@ impl BandwidthSpec {
 pub fn node_proportions(
     topo: &Topology,
     plan: &Plan,
-    vols: &[Volume],
+    vols: &[PlacedVolume],
     e: &NodeEntry,
 ) -> Proportions {
     let (level, nodes) = match e.level {
@@ -169,10 +173,10 @@ mod tests {
         }
     }
 
-    fn vols() -> Vec<Volume> {
+    fn vols() -> Vec<PlacedVolume> {
         [("gold", "g"), ("bronze", "b"), ("tin", "b")]
             .iter()
-            .map(|(v, owner)| Volume {
+            .map(|(v, owner)| PlacedVolume {
                 name: v.to_string(),
                 cache: v.to_string(),
                 owner: owner.to_string(),

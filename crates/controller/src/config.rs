@@ -45,7 +45,7 @@ pub struct ControllerConfig {
     pub nodes: Vec<NodeSpec>,
     /// Tenants at first start (later the store's copy wins).
     #[serde(default, rename = "tenant")]
-    pub tenants: Vec<TenantSpec>,
+    pub tenants: Vec<TenantConfig>,
 }
 
 /// `[controller]`.
@@ -201,7 +201,7 @@ pub struct NodeSpec {
 /// `[[tenant]]`: an owner of volumes with one SLO and class.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct TenantSpec {
+pub struct TenantConfig {
     /// Its name (unique).
     pub name: String,
     /// Its objective: `{ latency_ms = 2.0 }`, `{ p99_ms = 5 }` (or `p95_ms`, `p999_ms`),
@@ -245,7 +245,7 @@ pub struct VolumeSpec {
     pub exclusive: Option<bool>,
 }
 
-impl TenantSpec {
+impl TenantConfig {
     /// The priority class named by `class`.
     pub fn class(&self) -> Result<Class, String> {
         match self.class.as_deref() {
@@ -337,7 +337,10 @@ impl ControllerConfig {
 
 /// Checks tenants on their own and, given the known nodes (`name`, `level`), their
 /// references; the error names the tenant, the volume and the field.
-pub fn check_tenants(tenants: &[TenantSpec], nodes: Option<&[(String, u8)]>) -> Result<(), String> {
+pub fn check_tenants(
+    tenants: &[TenantConfig],
+    nodes: Option<&[(String, u8)]>,
+) -> Result<(), String> {
     for (i, t) in tenants.iter().enumerate() {
         let at = format!("tenant \"{}\"", t.name);
         api::names::check(&format!("tenant[{i}].name"), &t.name).map_err(|e| e.to_string())?;

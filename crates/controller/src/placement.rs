@@ -1,10 +1,10 @@
 //! Where each volume lives: the tenants' volumes placed on the registry's nodes as the
 //! `control` topology ([`topology`]). A volume exported on several hosts is one
-//! `control` tenant, one [`Volume`], per host; nodes are in name order per level and a
+//! `control` tenant, one [`PlacedVolume`], per host; nodes are in name order per level and a
 //! node that is down has capacity 0, so the step plans nothing on it. The poll, the
 //! reconcile and the views all name volumes and nodes through these.
 
-use crate::config::{ControllerSection, TenantSpec};
+use crate::config::{ControllerSection, TenantConfig};
 use crate::registry::NodeEntry;
 use control::{Levels, Node, ServiceTimes, Tenant, Topology};
 use std::collections::BTreeMap;
@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 /// A volume placed on nodes as one `control` tenant: a volume exported on several hosts
 /// is one of these per host (the first named as the volume, the others `VOLUME@HOST`).
 #[derive(Clone, Debug)]
-pub struct Volume {
+pub struct PlacedVolume {
     /// The `control` tenant's name.
     pub name: String,
     /// The volume's name: its export and its cache on every node.
@@ -33,10 +33,10 @@ pub struct Volume {
 /// validation names them.
 pub fn topology(
     cfg: &ControllerSection,
-    tenants: &[TenantSpec],
+    tenants: &[TenantConfig],
     nodes: &BTreeMap<String, NodeEntry>,
     strict: bool,
-) -> (Topology, Vec<Volume>) {
+) -> (Topology, Vec<PlacedVolume>) {
     let bs = cfg.block_size.0;
     let level = |l: u8| -> Vec<Node> {
         nodes
@@ -91,7 +91,7 @@ pub fn topology(
                         Levels::Inclusive
                     }),
                 });
-                vols.push(Volume {
+                vols.push(PlacedVolume {
                     name: cname,
                     cache: v.name.clone(),
                     owner: t.name.clone(),

@@ -6,7 +6,7 @@
 //! upstreams) and turns each believed answer into the interval's numbers per cache
 //! ([`crate::counters::Judge`] over [`crate::observe::Deltas`]).
 
-use crate::counters::{Judge, Verdict};
+use crate::counters::{Judge, Judgement};
 use crate::observe::Deltas;
 use crate::registry::NodeEntry;
 use api::client::NodeClient;
@@ -104,17 +104,17 @@ pub fn absorb(
 }
 
 /// Keeps a node's verdict on its registry entry, logging a change.
-fn note_verdict(e: &mut NodeEntry, v: Verdict) {
+fn note_verdict(e: &mut NodeEntry, v: Judgement) {
     match v {
-        Verdict::Suspect(reason) => {
+        Judgement::Suspect(reason) => {
             if e.suspect.is_none() {
                 tracing::warn!(node = %e.name, %reason, "node suspect: its counters are not believed; its tenants are planned at their last good interval");
             }
             e.suspect = Some(reason);
         }
-        Verdict::Honest | Verdict::Resynced => {
+        Judgement::Honest | Judgement::Resynced => {
             if let Some(was) = e.suspect.take() {
-                tracing::info!(node = %e.name, was = %was, resynced = (v == Verdict::Resynced), "node's counters believed again");
+                tracing::info!(node = %e.name, was = %was, resynced = (v == Judgement::Resynced), "node's counters believed again");
             }
         }
     }

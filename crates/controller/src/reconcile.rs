@@ -14,7 +14,7 @@
 //! transport errors and 5xx answers (`api::client::NodeClient`); a node that still fails is
 //! reported and tried again at the next interval.
 
-use crate::placement::Volume;
+use crate::placement::PlacedVolume;
 use crate::registry::NodeEntry;
 use api::client::{CallError, NodeClient};
 use api::node::{CacheInfo, CachePatch, CreateCache, CreateRule, Proportions, SHARED_CACHE};
@@ -68,9 +68,16 @@ pub struct Action {
 /// The caches the plan wants on node `e`: one per volume placed on it, or under a shared
 /// layout ([`Layout::Shared`], the `uncontrolled` scheme) one cache, [`SHARED_CACHE`], of
 /// the node's whole memory, that every volume the node exports is routed to.
-pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs: u64) -> Desired {
+pub fn desired(
+    topo: &Topology,
+    plan: &Plan,
+    vols: &[PlacedVolume],
+    e: &NodeEntry,
+    bs: u64,
+) -> Desired {
     let mut caches: Vec<WantCache> = Vec::new();
-    let exports = |v: &Volume| e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.cache);
+    let exports =
+        |v: &PlacedVolume| e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.cache);
     for (i, tp) in plan.tenants.iter().enumerate() {
         let v = &vols[i];
         let blocks = if e.level == 1 && topo.hosts[tp.l1.node].name == e.name {
@@ -470,9 +477,9 @@ mod tests {
             infeasible: vec![],
             predicted_fair_speedup: 1.0,
         };
-        let vols: Vec<Volume> = ["a", "b"]
+        let vols: Vec<PlacedVolume> = ["a", "b"]
             .iter()
-            .map(|n| Volume {
+            .map(|n| PlacedVolume {
                 name: n.to_string(),
                 cache: n.to_string(),
                 owner: n.to_string(),

@@ -5,10 +5,10 @@
 //! Views read a [`View`] of the service's state, taken under its lock, and change nothing.
 //! Views that name a volume find it by name in the last observations.
 
-use crate::config::TenantSpec;
+use crate::config::TenantConfig;
 use crate::error::ServiceError;
 use crate::observe::Measured;
-use crate::placement::Volume;
+use crate::placement::PlacedVolume;
 use crate::reconcile::Action;
 use crate::registry::NodeEntry;
 use crate::store::{HistoryEntry, Store};
@@ -39,12 +39,12 @@ pub struct IntervalReport {
 }
 
 /// A tenant as the API shows it: its configuration and its volumes' last rows.
-pub type TenantView = api::controller::TenantView<TenantSpec>;
+pub type TenantView = api::controller::TenantView<TenantConfig>;
 
 /// The service's state as the views read it.
 pub struct View<'a> {
     /// The tenants.
-    pub tenants: &'a [TenantSpec],
+    pub tenants: &'a [TenantConfig],
     /// The last plan.
     pub plan: Option<&'a Plan>,
     /// The last interval.
@@ -163,7 +163,7 @@ impl View<'_> {
 /// interval order, the last `limit`), or of all (`tenant` `None`).
 pub fn history(
     store: &dyn Store,
-    tenants: &[TenantSpec],
+    tenants: &[TenantConfig],
     tenant: Option<&str>,
     limit: usize,
 ) -> Result<Vec<HistoryEntry>, ServiceError> {
@@ -199,7 +199,7 @@ pub struct Interval<'a> {
     /// The topology it was planned on.
     pub topo: &'a Topology,
     /// Its volumes, in the plan's order.
-    pub vols: &'a [Volume],
+    pub vols: &'a [PlacedVolume],
     /// What was measured of each volume.
     pub measured: &'a [Measured],
     /// Unix seconds.
@@ -211,7 +211,7 @@ pub struct Interval<'a> {
 /// The interval's report: a row per volume (its SLO judged on the interval's own
 /// terms), the planned sizes per node, and the reconcile's `actions`.
 pub fn report(
-    tenants: &[TenantSpec],
+    tenants: &[TenantConfig],
     nodes: &BTreeMap<String, NodeEntry>,
     i: &Interval<'_>,
     bs: u64,
@@ -291,7 +291,7 @@ pub fn report(
 
 /// Why volume `v` is failing: its host or a server is down, or reports the link under
 /// the volume's export down; `None` if none is.
-fn failing(v: &Volume, nodes: &BTreeMap<String, NodeEntry>) -> Option<String> {
+fn failing(v: &PlacedVolume, nodes: &BTreeMap<String, NodeEntry>) -> Option<String> {
     let mut why = Vec::new();
     for n in std::iter::once(&v.host).chain(&v.servers) {
         let Some(e) = nodes.get(n) else { continue };

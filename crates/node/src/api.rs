@@ -34,7 +34,7 @@
 
 use crate::config::{CacheSpec, RuleSpec};
 use crate::error::NodeError;
-use crate::state::NodeState;
+use crate::state::ControlPlane;
 use api::auth::Token;
 use api::node::{
     CacheCurve, CachePatch, CreateCache, CreateRule, CurvePoint, DemoteOutcome, NodeInfo,
@@ -52,7 +52,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-type St = State<Arc<NodeState>>;
+type St = State<Arc<ControlPlane>>;
 
 impl IntoResponse for NodeError {
     fn into_response(self) -> Response {
@@ -113,7 +113,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// The API's router over `state`, guarded by `token`.
-pub fn router(state: Arc<NodeState>, token: Arc<Token>) -> Router {
+pub fn router(state: Arc<ControlPlane>, token: Arc<Token>) -> Router {
     Router::new()
         .route("/", get(page))
         .route("/metrics", get(metrics))
@@ -368,7 +368,7 @@ async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, No
 /// when every cache its rules route to is an exclusive lower cache (elsewhere a demoted
 /// block would be served as data the backend never held). An unknown export is left to
 /// the insert, which names it (404).
-fn demotable(s: &NodeState, export: &str) -> Result<(), NodeError> {
+fn demotable(s: &ControlPlane, export: &str) -> Result<(), NodeError> {
     if !s.exports().any(|e| e.name == export) {
         return Ok(());
     }

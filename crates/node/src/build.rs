@@ -7,7 +7,7 @@ use crate::config::{ExportConfig, NodeConfig};
 use crate::error::NodeError;
 use crate::hot_tier::{HotTier, HotTierConfig};
 use crate::images::{open_or_create, IMAGES_FILE};
-use crate::state::{ExportInfo, NodeState};
+use crate::state::{ControlPlane, ExportInfo};
 use crate::{auth, bandwidth, demote, upstream};
 use std::path::Path;
 use std::sync::Arc;
@@ -17,7 +17,7 @@ async fn open_backend(
     cfg: &NodeConfig,
     e: &ExportConfig,
     demoter: &demote::Demoter,
-    links: &upstream::Links,
+    links: &upstream::UpstreamLinks,
 ) -> Result<(Arc<dyn cache::Backend>, String), NodeError> {
     let field = |msg: String| NodeError::Config {
         file: "node.toml".into(),
@@ -80,7 +80,7 @@ async fn open_backend(
             let (_, export) = upstream::parse_address(u).map_err(|err| field(err.to_string()))?;
             with_targets.push((
                 m,
-                demote::Target {
+                demote::DemoteTarget {
                     url: api.url.clone(),
                     token,
                     export,
@@ -104,7 +104,7 @@ async fn open_backend(
 }
 
 /// Builds the node's state from `cfg`: backends, caches, rules.
-pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
+pub async fn build(cfg: &NodeConfig) -> Result<ControlPlane, NodeError> {
     build_named(cfg, None, None).await
 }
 
@@ -114,13 +114,13 @@ pub(crate) async fn build_named(
     cfg: &NodeConfig,
     default_name: Option<String>,
     nbd_limits: Option<Arc<nbd::Limits>>,
-) -> Result<NodeState, NodeError> {
+) -> Result<ControlPlane, NodeError> {
     if let Some(d) = &cfg.node.data_dir {
         std::fs::create_dir_all(d)?;
     }
     let bs = cfg.node.block_size.0 as usize;
     let blocks = (cfg.node.cache_size.0 / bs as u64) as usize;
-    let mut b = NodeState::builder(blocks, bs, cfg.node.level, cfg.node.backend_depth)?
+    let mut b = ControlPlane::builder(blocks, bs, cfg.node.level, cfg.node.backend_depth)?
         .phantom_policies(cfg.node.phantom_policies.clone())
         .name(cfg.node.name.clone().or(default_name).unwrap_or_default())
         .data_dir(cfg.node.data_dir.clone())

@@ -1,4 +1,4 @@
-//! The NBD face of the node: every export of the node's [`NodeState`] served through its
+//! The NBD face of the node: every export of the node's [`ControlPlane`] served through its
 //! caches, with the client's address as the rules' client.
 //!
 //! A connection's export is looked up per client ([`nbd::ExportProvider::lookup_for`]), so
@@ -29,9 +29,9 @@
 //! every block a cache holds dirty, so data not yet written back is never called a hole.
 
 use crate::latency::Latency;
-use crate::latency::Service;
+use crate::latency::LatencyClass;
 use crate::observe::TenantObserver;
-use crate::state::NodeState;
+use crate::state::ControlPlane;
 use bytes::Bytes;
 use cache::CacheError;
 use nbd::server::export::{BoxFuture, Extent};
@@ -69,7 +69,7 @@ pub fn client_of(peer: &str) -> String {
 pub type AllowLists = std::collections::HashMap<String, nbd::server::allow::AllowList>;
 
 /// The node's exports, looked up per client, with their allow-lists.
-pub struct NodeExports(pub Arc<NodeState>, pub Arc<AllowLists>);
+pub struct NodeExports(pub Arc<ControlPlane>, pub Arc<AllowLists>);
 
 impl ExportProvider for NodeExports {
     fn admits(&self, name: &str, peer: &str) -> bool {
@@ -116,7 +116,7 @@ impl ExportProvider for NodeExports {
 
 /// One export as one client sees it.
 pub struct CacheExport {
-    state: Arc<NodeState>,
+    state: Arc<ControlPlane>,
     export: Arc<str>,
     client: Arc<str>,
     size: u64,
@@ -129,7 +129,7 @@ pub struct CacheExport {
 impl CacheExport {
     /// Times one request that took `took`: into its one recorder (and a miss into the
     /// tenant's misses' histogram).
-    fn timed(&self, write: bool, service: Service, took: std::time::Duration) {
+    fn timed(&self, write: bool, service: LatencyClass, took: std::time::Duration) {
         self.observer.record(&self.latency, write, service, took);
     }
 
@@ -151,7 +151,7 @@ impl CacheExport {
         write: bool,
         f: impl FnOnce(&cache::CacheNode, &str, &str) -> Result<T, CacheError> + Send + 'static,
     ) -> io::Result<T> {
-        self.run_as(write, |_| Service::Other, f).await
+        self.run_as(write, |_| LatencyClass::Other, f).await
     }
 
     /// [`CacheExport::run`], with `kind` telling from the answer how the request was
@@ -159,7 +159,7 @@ impl CacheExport {
     async fn run_as<T: Send + 'static>(
         &self,
         write: bool,
-        kind: impl FnOnce(&T) -> Service,
+        kind: impl FnOnce(&T) -> LatencyClass,
         f: impl FnOnce(&cache::CacheNode, &str, &str) -> Result<T, CacheError> + Send + 'static,
     ) -> io::Result<T> {
         let start = Instant::now();
@@ -180,7 +180,7 @@ impl CacheExport {
         };
         let service = match &out {
             Ok(v) => kind(v),
-            Err(_) => Service::Other,
+            Err(_) => LatencyClass::Other,
         };
         self.timed(write, service, start.elapsed());
         out
@@ -221,7 +221,7 @@ impl CacheExport {
             .with_resident(&self.export, &self.client, offset, len, f)
         {
             Ok(Some(())) => {
-                self.timed(false, Service::Hit, start.elapsed());
+                self.timed(false, LatencyClass::Hit, start.elapsed());
                 self.profile(offset, len as u64);
                 Some(Ok(()))
             }
@@ -250,7 +250,13 @@ impl Export for CacheExport {
         Box::pin(async move {
             self.run_as(
                 false,
-                |(_, hit)| if *hit { Service::Hit } else { Service::Miss },
+                |(_, hit)| {
+                    if *hit {
+                        LatencyClass::Hit
+                    } else {
+                        LatencyClass::Miss
+                    }
+                },
                 move |node, export, client| {
                     let mut buf = vec![0u8; len as usize];
                     let o = node.read_outcome(export, client, offset, &mut buf)?;

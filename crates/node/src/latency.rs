@@ -1,12 +1,12 @@
 //! The node's one latency recorder, one per export and client ([`Latency`]), fed once per
 //! request by the NBD adapter: a histogram of reads and one of writes (HdrHistogram,
 //! microseconds, 3 significant digits) and exact sums of every request and of reads
-//! served from this node's memory (hits) and from below it (misses), by [`Service`]. A
+//! served from this node's memory (hits) and from below it (misses), by [`LatencyClass`]. A
 //! tenant's observations (`observe`) take their percentiles from these histograms merged
 //! over the tenant's exports and clients, and their means and hit/miss split from these
 //! sums; `/v1/tenants` and `/metrics` show them per export and client.
 
-use api::node::Served;
+use api::node::LatencySum;
 use hdrhistogram::Histogram;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -17,7 +17,7 @@ pub(crate) const MAX_MICROS: u64 = 60_000_000;
 
 /// How a request was served, for the latency split.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Service {
+pub enum LatencyClass {
     /// A read whose every block was in this node's memory.
     Hit,
     /// A read with at least one block from below this node.
@@ -40,8 +40,8 @@ impl Sum {
             .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
     }
 
-    fn snapshot(&self) -> Served {
-        Served {
+    fn snapshot(&self) -> LatencySum {
+        LatencySum {
             count: self.count.load(Ordering::Relaxed),
             sum_ms: self.nanos.load(Ordering::Relaxed) as f64 / 1e6,
         }
@@ -52,11 +52,11 @@ impl Sum {
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct Sums {
     /// Every request.
-    pub all: Served,
+    pub all: LatencySum,
     /// Reads served wholly from memory.
-    pub hit: Served,
+    pub hit: LatencySum,
     /// Reads with a block from below.
-    pub miss: Served,
+    pub miss: LatencySum,
 }
 
 impl Sums {
@@ -117,15 +117,15 @@ fn percentiles(h: &Histogram<u64>) -> Percentiles {
 impl Latency {
     /// Records one request that took `took`: into the writes' histogram (`write`) or the
     /// reads', and into the sums as `service` says.
-    pub fn record(&self, write: bool, service: Service, took: Duration) {
+    pub fn record(&self, write: bool, service: LatencyClass, took: Duration) {
         let us = (took.as_micros() as u64).clamp(1, MAX_MICROS);
         let h = if write { &self.writes } else { &self.reads };
         lock(h).saturating_record(us);
         self.all.add(took);
         match service {
-            Service::Hit => self.hit.add(took),
-            Service::Miss => self.miss.add(took),
-            Service::Other => {}
+            LatencyClass::Hit => self.hit.add(took),
+            LatencyClass::Miss => self.miss.add(took),
+            LatencyClass::Other => {}
         }
     }
 
@@ -198,9 +198,9 @@ mod tests {
     fn percentiles_of_known_latencies() {
         let l = Latency::default();
         for us in 1..=1000u64 {
-            l.record(false, Service::Hit, Duration::from_micros(us));
+            l.record(false, LatencyClass::Hit, Duration::from_micros(us));
         }
-        l.record(true, Service::Other, Duration::from_millis(5));
+        l.record(true, LatencyClass::Other, Duration::from_millis(5));
         let s = l.summary();
         assert_eq!(s.read.count, 1000);
         assert!((s.read.p50_us as i64 - 500).abs() <= 1, "{:?}", s.read);

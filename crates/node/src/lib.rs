@@ -65,7 +65,7 @@ pub use recovery::{RECOVERY_FILE, STOP_WRITERS};
 
 use crate::config::NodeConfig;
 use crate::recovery::{replay_recovery, write_back_or_keep};
-use crate::state::NodeState;
+use crate::state::ControlPlane;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -97,7 +97,7 @@ async fn listen(what: &'static str, addr: &str, key: &str) -> Result<TcpListener
 /// A running node.
 pub struct RunningNode {
     /// The node's state (for in-process tests and benchmarks).
-    pub state: Arc<NodeState>,
+    pub state: Arc<ControlPlane>,
     /// Where NBD clients connect.
     pub nbd_addr: SocketAddr,
     /// Where the HTTP API listens.

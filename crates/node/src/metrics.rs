@@ -14,7 +14,7 @@
 //! seconds down, reconnects, replayed writes) the `lachesis_upstream_*` series.
 
 use crate::latency::Latency;
-use crate::state::NodeState;
+use crate::state::ControlPlane;
 use cache::TenantSnapshot;
 use std::fmt::Write;
 use std::sync::Arc;
@@ -104,7 +104,7 @@ fn nbd_budget(o: &mut Out, g: &nbd::LimitsGauge) {
 }
 
 /// The links to upstream NBD exports: up or not, reconnects, replayed writes.
-fn upstream_links(o: &mut Out, state: &NodeState) {
+fn upstream_links(o: &mut Out, state: &ControlPlane) {
     let links = state.upstreams().status();
     if links.is_empty() {
         return;
@@ -149,7 +149,7 @@ fn upstream_links(o: &mut Out, state: &NodeState) {
 }
 
 /// Renders every metric of the node.
-pub fn render(state: &NodeState) -> String {
+pub fn render(state: &ControlPlane) -> String {
     let mut o = Out(String::with_capacity(4096));
     let level = state.level().to_string();
     o.help(
@@ -520,7 +520,7 @@ fn labels<'a>(t: &'a Series, extra: &[(&'static str, &'a str)]) -> Vec<(&'static
 
 /// The tenant series: one per (export, client) with `metrics_client_labels`, else one
 /// per export summed over its clients.
-fn by_client_or_not(state: &NodeState) -> Vec<Series> {
+fn by_client_or_not(state: &ControlPlane) -> Vec<Series> {
     let keep = state.metrics_client_labels();
     let mut out: Vec<Series> = Vec::new();
     for t in state.tenant_rows() {

@@ -30,10 +30,10 @@
 //!
 //! Every counter is cumulative since the node started; the LRU curve is the windowed one
 //! (the last one to two windows), the phantoms' curves cover everything since start.
-//! `NodeState::observations` turns the observers into the contract's answer
+//! `ControlPlane::observations` turns the observers into the contract's answer
 //! (`api::node::NodeObservations`).
 
-use crate::latency::{Latency, Service, Sums, MAX_MICROS};
+use crate::latency::{Latency, LatencyClass, Sums, MAX_MICROS};
 use api::node::{LatencyView, PolicyPoints, ServedView};
 use hdrhistogram::Histogram;
 use mrc::profiler::{OnlineProfiler, PhantomCaches};
@@ -139,9 +139,9 @@ impl TenantObserver {
 
     /// Records one request that took `took` in `recorder` (one of this tenant's), and a
     /// miss also in the misses' histogram.
-    pub fn record(&self, recorder: &Latency, write: bool, service: Service, took: Duration) {
+    pub fn record(&self, recorder: &Latency, write: bool, service: LatencyClass, took: Duration) {
         recorder.record(write, service, took);
-        if service == Service::Miss {
+        if service == LatencyClass::Miss {
             let us = (took.as_micros() as u64).clamp(1, MAX_MICROS);
             lock(&self.miss_histogram).saturating_record(us);
         }
@@ -302,14 +302,14 @@ mod tests {
     fn latency_split_and_percentiles() {
         let o = TenantObserver::new(100, &[]).unwrap();
         let h = o.recorder("vol", "127.0.0.1");
-        let timed = |service, took| o.record(&h, service == Service::Other, service, took);
+        let timed = |service, took| o.record(&h, service == LatencyClass::Other, service, took);
         for _ in 0..90 {
-            timed(Service::Hit, Duration::from_micros(100));
+            timed(LatencyClass::Hit, Duration::from_micros(100));
         }
         for _ in 0..10 {
-            timed(Service::Miss, Duration::from_millis(5));
+            timed(LatencyClass::Miss, Duration::from_millis(5));
         }
-        timed(Service::Other, Duration::from_millis(1));
+        timed(LatencyClass::Other, Duration::from_millis(1));
         let (l, s) = o.latency_view();
         assert_eq!(l.count, 101);
         assert!((l.sum_ms - (9.0 + 50.0 + 1.0)).abs() < 1e-9, "{l:?}");

@@ -6,7 +6,7 @@
 
 use crate::error::NodeError;
 use crate::reserve;
-use crate::state::NodeState;
+use crate::state::ControlPlane;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use std::sync::Arc;
 pub const RECOVERY_FILE: &str = "recovery.bin";
 
 /// Dirty blocks written back at once at a stop (parallel batches, see
-/// [`cache::Partition::write_back_parallel`]).
+/// [`cache::CachePartition::write_back_parallel`]).
 pub const STOP_WRITERS: usize = 16;
 
 /// At shutdown: write every dirty block back by `deadline` (in parallel batches, one
@@ -31,7 +31,7 @@ pub const STOP_WRITERS: usize = 16;
 /// removed, so a stale one can never be replayed over newer data (see
 /// [`cache::recovery`]).
 pub(crate) fn write_back_or_keep(
-    state: &Arc<NodeState>,
+    state: &Arc<ControlPlane>,
     file: &Path,
     reserve: &reserve::Reserve,
     deadline: std::time::Instant,
@@ -133,7 +133,7 @@ pub(crate) fn write_back_or_keep(
 /// `full_read` the cache may read the backend; without it only memory is used (the
 /// backend may hang). A block listed twice keeps its last bytes.
 fn blocks_to_keep(
-    state: &NodeState,
+    state: &ControlPlane,
     pending: &[cache::DirtyBlock],
     unsure: &[(String, u64, usize)],
     full_read: bool,
@@ -197,7 +197,7 @@ fn blocks_to_keep(
 /// overwritten in place, so a write-back still running cannot take that space between a
 /// release and the write), and returns the error that names them and the file.
 fn keep(
-    state: &NodeState,
+    state: &ControlPlane,
     file: &Path,
     reserve: &reserve::Reserve,
     blocks: &[cache::DirtyBlock],
@@ -233,7 +233,7 @@ fn keep(
 /// drops each export's blocks from the file once a flush of the export succeeds (tried
 /// here first, for every export the file names). See [`cache::recovery`] for why this
 /// consumes the file exactly once.
-pub(crate) fn replay_recovery(state: &NodeState, file: &Path) -> Result<(), NodeError> {
+pub(crate) fn replay_recovery(state: &ControlPlane, file: &Path) -> Result<(), NodeError> {
     if !file.exists() {
         return Ok(());
     }

@@ -14,7 +14,7 @@
 //! at the next beat; it never stops or slows the node. HTTP calls are blocking (`ureq`,
 //! with a timeout of the beat interval, at most 5 s) and run on the blocking pool.
 
-use crate::state::NodeState;
+use crate::state::ControlPlane;
 use api::client::{CallError, ControllerClient};
 use api::controller::{ExportRef, Heartbeat, Registration};
 use std::sync::Arc;
@@ -67,7 +67,7 @@ fn register(link: &ControllerLink, reg: &Registration) -> Beat {
 
 /// The registration of `state`, listening at `api` and `nbd`, known by `token`.
 pub fn registration(
-    state: &NodeState,
+    state: &ControlPlane,
     api: std::net::SocketAddr,
     nbd: std::net::SocketAddr,
     token: &str,
@@ -95,7 +95,7 @@ pub fn registration(
 
 /// Registers and beats until `stop` fires (or its sender is dropped).
 pub fn spawn(
-    state: Arc<NodeState>,
+    state: Arc<ControlPlane>,
     link: ControllerLink,
     reg: Registration,
     mut stop: oneshot::Receiver<()>,

@@ -37,7 +37,7 @@ pub use caches::{
     Removed, RuleInfo,
 };
 pub use observations::{
-    LatencyView, NodeObservations, PolicyPoints, Served, ServedView, TenantObservations,
+    LatencySum, LatencyView, NodeObservations, PolicyPoints, ServedView, TenantObservations,
     SHARED_CACHE,
 };
 pub use status::{
@@ -80,11 +80,11 @@ mod tests {
                     miss_buckets: vec![(6100, 400)],
                 },
                 served: ServedView {
-                    hit: Served {
+                    hit: LatencySum {
                         count: 600,
                         sum_ms: 60.0,
                     },
-                    miss: Served {
+                    miss: LatencySum {
                         count: 400,
                         sum_ms: 752.5,
                     },

@@ -116,7 +116,7 @@ pub struct LatencyView {
 /// Count and total latency of one class of reads (a mean-latency accumulator).
 #[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct Served {
+pub struct LatencySum {
     /// Reads.
     pub count: u64,
     /// Their total latency (ms).
@@ -128,9 +128,9 @@ pub struct Served {
 #[serde(deny_unknown_fields)]
 pub struct ServedView {
     /// Every block in memory here.
-    pub hit: Served,
+    pub hit: LatencySum,
     /// At least one block from below.
-    pub miss: Served,
+    pub miss: LatencySum,
 }
 
 /// One policy's curve: `[size_bytes, miss_ratio]` pairs, sizes ascending from 0.

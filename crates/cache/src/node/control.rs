@@ -8,8 +8,8 @@ use super::{read_lock, CacheConfig, CacheEntry, CacheNode, Export};
 use crate::backend::Backend;
 use crate::error::{CacheError, Result};
 use crate::ids::{CacheId, RuleId};
-use crate::partition::{DirtyLimits, Partition};
-use crate::rules::{Entry, Rule, RuleTable};
+use crate::partition::{CachePartition, DirtyLimits};
+use crate::rules::{Entry, RoutingRule, RuleTable};
 use crate::stats::{AccessObserver, CacheStats, TenantSnapshot};
 use crate::volume::{lock, Volume, BLOCK_BITS};
 use crate::write_policy::WritePolicy;
@@ -84,7 +84,7 @@ impl CacheNode {
             });
         }
         let id = c.next_cache;
-        let part = Partition::new(
+        let part = CachePartition::new(
             id,
             size,
             self.block_size,
@@ -172,7 +172,7 @@ impl CacheNode {
     }
 
     /// Routes requests matching `rule` to `cache` (Moirai's `createRule`).
-    pub fn create_rule(&self, rule: Rule, cache: CacheId) -> Result<RuleId> {
+    pub fn create_rule(&self, rule: RoutingRule, cache: CacheId) -> Result<RuleId> {
         let mut c = lock(&self.control);
         let mut r = self.write_routing();
         if !r.caches.contains_key(&cache) {
@@ -226,7 +226,7 @@ impl CacheNode {
     }
 
     /// The rules, as `(id, rule, cache)`.
-    pub fn rules(&self) -> Vec<(RuleId, Rule, CacheId)> {
+    pub fn rules(&self) -> Vec<(RuleId, RoutingRule, CacheId)> {
         read_lock(&self.routing)
             .rules
             .all()

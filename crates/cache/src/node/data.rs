@@ -29,7 +29,7 @@ impl CacheNode {
     }
 
     /// Like [`CacheNode::read_if_resident`], lending `f` the data in the cache's memory
-    /// instead of copying it ([`Partition::with_resident`](crate::Partition::with_resident): `f` runs under the partition's
+    /// instead of copying it ([`CachePartition::with_resident`](crate::CachePartition::with_resident): `f` runs under the partition's
     /// lock and must not block); `Ok(None)` when it cannot (`f` not called).
     pub fn with_resident<R>(
         &self,
@@ -174,7 +174,7 @@ impl CacheNode {
     }
 
     /// [`CacheNode::flush`] writing the dirty blocks back in `workers` parallel batches
-    /// (see [`Partition::write_back_parallel`](crate::Partition::write_back_parallel)); a stop uses it to bound its time.
+    /// (see [`CachePartition::write_back_parallel`](crate::CachePartition::write_back_parallel)); a stop uses it to bound its time.
     pub fn flush_parallel(&self, export: &str, workers: usize) -> Result<()> {
         let r = read_lock(&self.routing);
         let ex = Self::export(&r, export, 0, 0)?;
@@ -197,7 +197,7 @@ impl CacheNode {
     /// A demotion from the level above: inserts the whole blocks of `data` (bytes of
     /// `export` at `offset`) clean into the cache a read rule routes each block to
     /// (whatever the client), without writing the backend
-    /// ([`Partition::insert_clean`](crate::Partition::insert_clean)). Blocks no read rule routes to a cache are skipped.
+    /// ([`CachePartition::insert_clean`](crate::CachePartition::insert_clean)). Blocks no read rule routes to a cache are skipped.
     pub fn insert_clean(
         &self,
         export: &str,

@@ -7,7 +7,7 @@
 use super::{read_lock, CacheNode, Routing, LOG_CHECKPOINT_BYTES};
 use crate::error::{CacheError, Result};
 use crate::ids::CacheId;
-use crate::partition::Partition;
+use crate::partition::CachePartition;
 use crate::volume::{lock, BLOCK_BITS};
 use std::sync::Arc;
 
@@ -31,7 +31,7 @@ impl CacheNode {
         Self::checkpoint_with(&r, part)
     }
 
-    pub(super) fn checkpoint_with(r: &Routing, part: &Partition) -> Result<bool> {
+    pub(super) fn checkpoint_with(r: &Routing, part: &CachePartition) -> Result<bool> {
         let Some(log) = part.log() else {
             return Ok(false);
         };
@@ -65,7 +65,7 @@ impl CacheNode {
 
     /// Every dirty block of every cache, for a recovery file ([`crate::recovery`]).
     pub fn dirty_data(&self) -> Vec<crate::DirtyBlock> {
-        let parts: Vec<Arc<Partition>> = read_lock(&self.routing)
+        let parts: Vec<Arc<CachePartition>> = read_lock(&self.routing)
             .caches
             .values()
             .map(|c| c.part.clone())
@@ -92,7 +92,7 @@ impl CacheNode {
     /// back, at most `budget` blocks each (see `partition::DirtyLimits`). Returns the
     /// blocks written; failures are counted in each cache's `writeback_errors`.
     pub fn clean(&self, budget: usize) -> u64 {
-        let parts: Vec<Arc<Partition>> = read_lock(&self.routing)
+        let parts: Vec<Arc<CachePartition>> = read_lock(&self.routing)
             .caches
             .values()
             .map(|c| c.part.clone())

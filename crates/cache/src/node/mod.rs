@@ -39,7 +39,7 @@
 
 use crate::error::{CacheError, Result};
 use crate::ids::{CacheId, RuleId};
-use crate::partition::{DirtyLimits, Partition};
+use crate::partition::{CachePartition, DirtyLimits};
 use crate::rules::{Op, RuleTable, Target};
 use crate::stats::{OpOutcome, TenantStats};
 use crate::volume::{Volume, VolumeTable};
@@ -78,7 +78,7 @@ struct Export {
 
 struct CacheEntry {
     name: String,
-    part: Arc<Partition>,
+    part: Arc<CachePartition>,
 }
 
 #[derive(Default)]
@@ -143,7 +143,7 @@ impl CacheNode {
         r.caches.values().map(|c| c.part.capacity()).sum()
     }
 
-    fn partition(&self, id: CacheId) -> Result<Arc<Partition>> {
+    fn partition(&self, id: CacheId) -> Result<Arc<CachePartition>> {
         read_lock(&self.routing)
             .caches
             .get(&id)
@@ -202,7 +202,7 @@ impl CacheNode {
         f(run_start, end - run_start, cur)
     }
 
-    fn part_of(r: &Routing, id: CacheId) -> Result<&Partition> {
+    fn part_of(r: &Routing, id: CacheId) -> Result<&CachePartition> {
         r.caches
             .get(&id)
             .map(|c| &*c.part)

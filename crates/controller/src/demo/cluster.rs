@@ -9,7 +9,7 @@
 use super::error::{setup, DemoError};
 use super::options::DemoOptions;
 use super::workload::DemoTenant;
-use crate::config::{ControllerConfig, ControllerSection, TenantSpec, VolumeSpec};
+use crate::config::{ControllerConfig, ControllerSection, TenantConfig, VolumeSpec};
 use crate::store::SqliteStore;
 use crate::RunningController;
 use std::collections::HashMap;
@@ -42,9 +42,9 @@ pub(super) async fn start_controller(
     dir: &Path,
     ts: &[DemoTenant],
 ) -> Result<RunningController, DemoError> {
-    let tenant_specs: Vec<TenantSpec> = ts
+    let tenant_specs: Vec<TenantConfig> = ts
         .iter()
-        .map(|t| TenantSpec {
+        .map(|t| TenantConfig {
             name: t.name.into(),
             slo: t.slo,
             class: t.class.map(String::from),

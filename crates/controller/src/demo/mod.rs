@@ -18,7 +18,7 @@
 //! interval's report and what each client measured of every request; given a static
 //! fair-share arm run before on the same workload (fresh nodes, same seeds), it judges
 //! each interval's degradation SLOs against it on those measurements (`judge_against_fair`).
-//! [`Summary::of`] compares the two: the share of intervals after the first three in which
+//! [`ArmComparison::of`] compares the two: the share of intervals after the first three in which
 //! each feasible SLO held, aggregate throughput (level-1 requests per second), and each
 //! tenant's latency over the requests both arms completed.
 //!
@@ -30,7 +30,7 @@
 //! | `workload` | the tenants, their request streams and client connections |
 //! | `results` | what one arm measured ([`ArmResult`], [`DriverLog`]) |
 //! | `judge` | degradation SLOs judged against the fair arm's measurements |
-//! | `summary` | arms compared ([`Summary`]) |
+//! | `summary` | arms compared ([`ArmComparison`]) |
 
 mod cluster;
 mod disks;
@@ -44,7 +44,7 @@ mod workload;
 pub use error::DemoError;
 pub use options::DemoOptions;
 pub use results::{ArmResult, DriverLog};
-pub use summary::{ArmSummary, DemoSummary, Summary, TenantResult, WARMUP_INTERVALS};
+pub use summary::{ArmComparison, ArmSummary, DemoSummary, TenantResult, WARMUP_INTERVALS};
 
 use crate::views::IntervalReport;
 use control::Slo;

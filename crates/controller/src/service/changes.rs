@@ -6,7 +6,7 @@
 //! leader accepts changes; a standby answers 409 naming the leader.
 
 use super::{to_json, unix_now, Inner, Service};
-use crate::config::{check_tenants, TenantSpec};
+use crate::config::{check_tenants, TenantConfig};
 use crate::error::ServiceError;
 use crate::placement::topology;
 use crate::registry::{Heartbeat, NodeEntry, Registration};
@@ -83,7 +83,7 @@ impl Service {
     }
 
     /// Checks a whole tenant list as it would be after a change.
-    fn check_change(&self, g: &Inner, tenants: &[TenantSpec]) -> Result<(), ServiceError> {
+    fn check_change(&self, g: &Inner, tenants: &[TenantConfig]) -> Result<(), ServiceError> {
         check_tenants(tenants, Some(&Self::node_levels(g))).map_err(ServiceError::BadRequest)?;
         let (topo, _) = topology(&self.cfg, tenants, &g.nodes, true);
         topo.validate()
@@ -91,7 +91,11 @@ impl Service {
         Ok(())
     }
 
-    fn commit_tenants(&self, g: &mut Inner, tenants: Vec<TenantSpec>) -> Result<(), ServiceError> {
+    fn commit_tenants(
+        &self,
+        g: &mut Inner,
+        tenants: Vec<TenantConfig>,
+    ) -> Result<(), ServiceError> {
         self.store
             .put(&[(store::TENANTS, Some(to_json(&tenants)))])?;
         g.tenants = tenants;
@@ -99,7 +103,7 @@ impl Service {
     }
 
     /// Creates (`create = true`: 409 if it exists) or replaces a tenant.
-    pub fn put_tenant(&self, spec: TenantSpec, create: bool) -> Result<(), ServiceError> {
+    pub fn put_tenant(&self, spec: TenantConfig, create: bool) -> Result<(), ServiceError> {
         self.must_lead()?;
         let mut g = self.lock();
         let mut next = g.tenants.clone();
@@ -124,7 +128,7 @@ impl Service {
         if !g.tenants.iter().any(|t| t.name == name) {
             return Err(ServiceError::NotFound(format!("unknown tenant `{name}`")));
         }
-        let next: Vec<TenantSpec> = g
+        let next: Vec<TenantConfig> = g
             .tenants
             .iter()
             .filter(|t| t.name != name)

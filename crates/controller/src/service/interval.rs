@@ -5,8 +5,8 @@
 
 use super::{to_json, unix_now, Inner, Service};
 use crate::error::ServiceError;
-use crate::observe::{build, Placement};
-use crate::placement::{topology, Volume};
+use crate::observe::build;
+use crate::placement::{topology, PlacedVolume};
 use crate::poll::{self, client_for};
 use crate::reconcile::{self, Desired, Outcome, Work};
 use crate::registry::NodeEntry;
@@ -60,16 +60,7 @@ impl Service {
         };
         // 2. Observations and 3. the step.
         let (topo, vols) = topology(&self.cfg, &g.tenants, &g.nodes, false);
-        let placements: Vec<Placement> = vols
-            .iter()
-            .map(|v| Placement {
-                name: &v.name,
-                cache: &v.cache,
-                host: &v.host,
-                servers: v.servers.iter().map(String::as_str).collect(),
-            })
-            .collect();
-        let (obs, measured) = build(&placements, &by_node, bs, seconds);
+        let (obs, measured) = build(&vols, &by_node, bs, seconds);
         let plan = self.step(&mut g, &topo, &vols, &obs)?;
         // 4. Reconcile (outside the lock).
         let (work, epochs) = self.work(&g, &topo, plan.as_ref(), &vols);
@@ -104,7 +95,7 @@ impl Service {
         &self,
         g: &mut Inner,
         topo: &Topology,
-        vols: &[Volume],
+        vols: &[PlacedVolume],
         obs: &Observations,
     ) -> Result<Option<Plan>, ServiceError> {
         if topo.tenants.is_empty() {
@@ -146,7 +137,7 @@ impl Service {
         g: &Inner,
         topo: &Topology,
         plan: Option<&Plan>,
-        vols: &[Volume],
+        vols: &[PlacedVolume],
     ) -> (Vec<Work>, HashMap<String, String>) {
         let work = g
             .nodes

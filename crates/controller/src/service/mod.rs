@@ -34,7 +34,7 @@
 mod changes;
 mod interval;
 
-use crate::config::{ControllerConfig, ControllerSection, TenantSpec};
+use crate::config::{ControllerConfig, ControllerSection, TenantConfig};
 use crate::counters::Judge;
 use crate::etcd::{Election, LeaderView};
 use crate::observe::Deltas;
@@ -48,11 +48,11 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use crate::error::ServiceError;
-pub use crate::placement::{topology, Volume};
+pub use crate::placement::{topology, PlacedVolume};
 pub use crate::views::{IntervalReport, Row, TenantView};
 
 struct Inner {
-    tenants: Vec<TenantSpec>,
+    tenants: Vec<TenantConfig>,
     nodes: BTreeMap<String, NodeEntry>,
     state: ControlState,
     deltas: Deltas,
@@ -289,14 +289,14 @@ impl Service {
 
 /// What the store holds, or the configuration where it holds nothing yet.
 struct Loaded {
-    tenants: Vec<TenantSpec>,
+    tenants: Vec<TenantConfig>,
     nodes: BTreeMap<String, NodeEntry>,
     state: ControlState,
     plan: Option<Plan>,
 }
 
 fn load(cfg: &ControllerConfig, store: &dyn Store) -> Result<Loaded, ServiceError> {
-    let tenants: Vec<TenantSpec> =
+    let tenants: Vec<TenantConfig> =
         get_json(store, store::TENANTS)?.unwrap_or_else(|| cfg.tenants.clone());
     let saved: Vec<NodeEntry> = get_json(store, store::NODES)?.unwrap_or_default();
     let mut nodes: BTreeMap<String, NodeEntry> =

@@ -1,29 +1,29 @@
-//! Making a [`NodeState`]: the node's parts first (its cache, the backend's queue, the
+//! Making a [`ControlPlane`]: the node's parts first (its cache, the backend's queue, the
 //! demote path, the upstream links: the exports' backends are built on them), then its
-//! settings and exports, then [`NodeStateBuilder::build`], which makes one observer per
+//! settings and exports, then [`ControlPlaneBuilder::build`], which makes one observer per
 //! tenant owning an export. Nothing of the state changes afterwards but through its verbs.
 
-use super::{ExportInfo, NodeState};
+use super::{ControlPlane, ExportInfo};
 use crate::bandwidth::FairQueue;
 use crate::demote::Demoter;
 use crate::error::NodeError;
 use crate::hot_tier::HotTier;
 use crate::observe::{TenantObserver, DEFAULT_PHANTOM_POLICIES};
-use crate::upstream::Links;
+use crate::upstream::UpstreamLinks;
 use cache::CacheNode;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
-/// A [`NodeState`] being made.
-pub struct NodeStateBuilder {
+/// A [`ControlPlane`] being made.
+pub struct ControlPlaneBuilder {
     cache: Arc<CacheNode>,
     level: u8,
     started: Instant,
     bandwidth: Arc<FairQueue>,
     demoter: Demoter,
-    upstreams: Links,
+    upstreams: UpstreamLinks,
     exports: BTreeMap<String, ExportInfo>,
     hot_tiers: BTreeMap<String, Arc<HotTier>>,
     export_index: BTreeMap<String, u64>,
@@ -44,7 +44,7 @@ fn new_epoch() -> String {
     format!("{h:016x}")
 }
 
-impl NodeState {
+impl ControlPlane {
     /// A node of level `level` with `total_blocks` blocks of `block_size` bytes and
     /// `backend_depth` calls in service at the backend at once (see [`crate::bandwidth`]),
     /// no exports yet.
@@ -53,14 +53,14 @@ impl NodeState {
         block_size: usize,
         level: u8,
         backend_depth: usize,
-    ) -> Result<NodeStateBuilder, NodeError> {
-        Ok(NodeStateBuilder {
+    ) -> Result<ControlPlaneBuilder, NodeError> {
+        Ok(ControlPlaneBuilder {
             cache: Arc::new(CacheNode::new(total_blocks, block_size)?),
             level,
             started: Instant::now(),
             bandwidth: Arc::new(FairQueue::new(backend_depth)),
             demoter: Demoter::new(),
-            upstreams: Links::default(),
+            upstreams: UpstreamLinks::default(),
             exports: BTreeMap::new(),
             hot_tiers: BTreeMap::new(),
             export_index: BTreeMap::new(),
@@ -76,7 +76,7 @@ impl NodeState {
     }
 }
 
-impl NodeStateBuilder {
+impl ControlPlaneBuilder {
     /// The node's name for a controller.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
@@ -119,7 +119,7 @@ impl NodeStateBuilder {
     }
 
     /// The upstream links, for health reports.
-    pub fn upstreams(&self) -> &Links {
+    pub fn upstreams(&self) -> &UpstreamLinks {
         &self.upstreams
     }
 
@@ -143,7 +143,7 @@ impl NodeStateBuilder {
     /// The state, with one observer per tenant owning an export: its profiled range is
     /// the tenant's exports' blocks, capped at four times the node's cache; a phantom
     /// policy it cannot build leaves it profiling LRU only (logged).
-    pub fn build(self) -> NodeState {
+    pub fn build(self) -> ControlPlane {
         let bs = self.cache.block_size() as u64;
         let mut observers = BTreeMap::new();
         for tenant in self.exports.values().map(|e| e.tenant.as_str()) {
@@ -163,7 +163,7 @@ impl NodeStateBuilder {
             });
             observers.insert(tenant.to_string(), Arc::new(o));
         }
-        NodeState {
+        ControlPlane {
             cache: self.cache,
             level: self.level,
             started: self.started,

@@ -4,11 +4,11 @@
 //! rules and curves as the API shows them. A cache's curve is its tenant's, from the
 //! tenant's one profiler ([`crate::observe`]).
 
-use super::{lock, NodeState};
+use super::{lock, ControlPlane};
 use crate::config::{CacheSpec, RuleSpec};
 use crate::error::NodeError;
 use api::node::{CacheInfo, CachePatch, RuleInfo};
-use cache::{CacheConfig, CacheId, CacheStats, Rule, RuleId, WritePolicy};
+use cache::{CacheConfig, CacheId, CacheStats, RoutingRule, RuleId, WritePolicy};
 use mrc::HitRatioCurve;
 use policy::EvictionSpec;
 
@@ -41,7 +41,7 @@ fn stats_info(s: CacheStats) -> api::node::CacheStats {
     }
 }
 
-impl NodeState {
+impl ControlPlane {
     /// Creates a cache (`createCache`), with its profiler if asked.
     pub fn create_cache(&self, spec: &CacheSpec) -> Result<CacheId, NodeError> {
         api::names::check("name", &spec.name).map_err(|e| NodeError::Invalid(e.to_string()))?;
@@ -281,7 +281,7 @@ impl NodeState {
     pub fn create_rule(&self, spec: &RuleSpec) -> Result<RuleId, NodeError> {
         let cache = self.resolve_cache(&spec.cache)?;
         let id = self.cache.create_rule(
-            Rule {
+            RoutingRule {
                 client: spec.client.clone(),
                 op: spec.op,
                 export: spec.export.clone(),

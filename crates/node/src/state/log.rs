@@ -2,13 +2,13 @@
 //! through the node, the exports it names flushed, the replayed files deleted, and a new
 //! log attached.
 
-use super::NodeState;
+use super::ControlPlane;
 use crate::error::NodeError;
 use cache::CacheId;
 use std::path::Path;
 use std::sync::Arc;
 
-impl NodeState {
+impl ControlPlane {
     /// Replays what an earlier run left in the durable write log at `path` (relative to
     /// the data directory) straight through the node (the new cache has no rule yet, so
     /// the records reach the backends or the caches routing them), flushes the exports

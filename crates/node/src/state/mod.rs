@@ -1,11 +1,11 @@
 //! The node's control plane: the [`cache::CacheNode`] plus what the node adds around it —
 //! cache names, online profilers, per-tenant latency histograms and exports' owners.
 //!
-//! Every API verb and every start-up step from `node.toml` goes through [`NodeState`], so
+//! Every API verb and every start-up step from `node.toml` goes through [`ControlPlane`], so
 //! the file and the API can never disagree about what a verb does. Data-path requests go
 //! to `cache::CacheNode` directly (see `export`); this module only adds latency timing.
 //!
-//! A [`builder::NodeStateBuilder`] makes it (`builder.rs`: the node's parts, its exports, one
+//! A [`builder::ControlPlaneBuilder`] makes it (`builder.rs`: the node's parts, its exports, one
 //! observer per tenant); its fields are private and set once. This file holds the state
 //! and its exports; `caches.rs` the verbs on caches and rules, `log.rs` a cache's durable
 //! write log replayed at creation, `tenants.rs` the tenants' observers and counters,
@@ -16,7 +16,7 @@ use crate::demote::Demoter;
 use crate::error::NodeError;
 use crate::hot_tier::HotTier;
 use crate::observe::TenantObserver;
-use crate::upstream::Links;
+use crate::upstream::UpstreamLinks;
 use cache::{CacheId, CacheNode};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
@@ -53,8 +53,8 @@ pub struct ExportInfo {
 pub use api::node::CachePatch;
 
 /// The node's state shared by the NBD server and the API, made by a
-/// [`builder::NodeStateBuilder`] and not changed afterwards but through its verbs.
-pub struct NodeState {
+/// [`builder::ControlPlaneBuilder`] and not changed afterwards but through its verbs.
+pub struct ControlPlane {
     /// The data path and its caches.
     cache: Arc<CacheNode>,
     /// This node's level in the hierarchy.
@@ -79,7 +79,7 @@ pub struct NodeState {
     /// The demote path to level 2 (used by exclusive caches on a level-1 node).
     demoter: Demoter,
     /// The links to upstream NBD exports (level 1 → level 2), for health reports.
-    upstreams: Links,
+    upstreams: UpstreamLinks,
     /// The NBD server's node-wide limits (bytes in flight, workers), for `/metrics`.
     nbd_limits: Option<Arc<nbd::Limits>>,
     /// Where relative paths of caches' write logs are taken from (`[node] data_dir`).
@@ -89,7 +89,7 @@ pub struct NodeState {
     metrics_client_labels: bool,
 }
 
-impl NodeState {
+impl ControlPlane {
     /// The data path and its caches.
     pub fn cache_node(&self) -> &Arc<CacheNode> {
         &self.cache
@@ -126,7 +126,7 @@ impl NodeState {
     }
 
     /// The links to upstream NBD exports, for health reports.
-    pub fn upstreams(&self) -> &Links {
+    pub fn upstreams(&self) -> &UpstreamLinks {
         &self.upstreams
     }
 
@@ -171,14 +171,14 @@ impl NodeState {
 mod tests {
     use super::*;
     use crate::config::{CacheSpec, RuleSpec};
-    use crate::latency::Service;
+    use crate::latency::LatencyClass;
     use std::time::Duration;
 
     /// A node of 1,024 blocks with exports `a`, `b`, `c` of tenants `ta`, `tb`, `tc`, 256
     /// blocks each, and caches `ca` (routing `a`), `shared` (routing `b` and `c`) and
     /// `idle`.
-    fn node() -> NodeState {
-        let mut b = NodeState::builder(1024, 4096, 1, 0).unwrap();
+    fn node() -> ControlPlane {
+        let mut b = ControlPlane::builder(1024, 4096, 1, 0).unwrap();
         for (e, t) in [("a", "ta"), ("b", "tb"), ("c", "tc")] {
             let info = ExportInfo {
                 name: e.into(),
@@ -238,9 +238,9 @@ mod tests {
         // One recorder per client: a request is timed once, a miss once more for the
         // misses' histogram.
         let r = s.latency("a", "10.0.0.1");
-        o.record(&r, false, Service::Hit, Duration::from_micros(100));
-        o.record(&r, false, Service::Miss, Duration::from_millis(4));
-        o.record(&r, true, Service::Other, Duration::from_millis(1));
+        o.record(&r, false, LatencyClass::Hit, Duration::from_micros(100));
+        o.record(&r, false, LatencyClass::Miss, Duration::from_millis(4));
+        o.record(&r, true, LatencyClass::Other, Duration::from_millis(1));
         let (l, served) = o.latency_view();
         assert_eq!(l.count, 3);
         assert!((l.sum_ms - 5.1).abs() < 1e-9, "{l:?}");

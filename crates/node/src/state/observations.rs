@@ -3,11 +3,11 @@
 //! the one place that builds it. A controller takes differences between polls and
 //! recognises a restart by the `epoch`.
 
-use super::NodeState;
+use super::ControlPlane;
 use api::bandwidth::BackendView;
 use api::node::{NodeObservations, TenantObservations};
 
-impl NodeState {
+impl ControlPlane {
     /// Everything the node observed, cumulative since it started.
     pub fn observations(&self) -> NodeObservations {
         let bs = self.cache.block_size() as u64;

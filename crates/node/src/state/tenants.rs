@@ -2,7 +2,7 @@
 //! recorders, see [`crate::observe`]), their counters, and the caches their rules route
 //! to.
 
-use super::NodeState;
+use super::ControlPlane;
 use crate::latency::Latency;
 use crate::observe::TenantObserver;
 use api::node::TenantInfo;
@@ -26,7 +26,7 @@ pub struct TenantRow {
     pub latency: Arc<Latency>,
 }
 
-impl NodeState {
+impl ControlPlane {
     /// The latency recorder of `export`'s `client` (its tenant's, made on first use); a
     /// recorder of no tenant's for an export the node does not serve.
     pub fn latency(&self, export: &str, client: &str) -> Arc<Latency> {
