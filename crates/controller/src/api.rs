@@ -89,7 +89,7 @@ async fn status(State(s): St) -> Json<serde_json::Value> {
     Json(json!({
         "scheme": s.scheme_name(),
         "store": s.store_description(),
-        "interval_secs": s.config().interval_secs,
+        "interval_secs": s.config().interval.as_secs_f64(),
         "leading": s.leading(),
         "replica": s.leader_view(),
         "last": s.last(),

@@ -102,7 +102,7 @@ pub fn topology(
             }
         }
     }
-    let [a, b, c] = cfg.service_ms;
+    let [a, b, c] = cfg.service.map(|d| d.as_nanos() as f64 / 1e6);
     (
         Topology {
             block_size: bs,

@@ -26,14 +26,14 @@ pub type ByNode = HashMap<String, HashMap<String, TenantObservations>>;
 pub fn client_for(
     e: &NodeEntry,
     config_tokens: &HashMap<String, String>,
-    interval_secs: f64,
+    interval: Duration,
 ) -> Option<NodeClient> {
     let api = e.api.as_deref()?;
     let token = e
         .token
         .clone()
         .or_else(|| config_tokens.get(&e.name).cloned())?;
-    let timeout = Duration::from_secs_f64((interval_secs / 2.0).clamp(0.2, 5.0));
+    let timeout = Duration::from_secs_f64((interval.as_secs_f64() / 2.0).clamp(0.2, 5.0));
     Some(NodeClient::new(api, Some(&token), timeout))
 }
 

@@ -143,10 +143,9 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     auth::check_nbd_exposure(cfg, nbd_addr)?;
     let api_token = Arc::new(auth::load(cfg)?);
     let server = nbd::ServerConfig {
-        busy_poll: std::time::Duration::from_micros(cfg.node.busy_poll_us),
+        busy_poll: cfg.node.busy_poll,
         max_connections: cfg.node.max_connections,
-        idle_timeout: (cfg.node.idle_timeout_secs > 0.0)
-            .then(|| std::time::Duration::from_secs_f64(cfg.node.idle_timeout_secs)),
+        idle_timeout: (!cfg.node.idle_timeout.is_zero()).then_some(cfg.node.idle_timeout),
         payload_timeout: (!cfg.node.payload_timeout.is_zero()).then_some(cfg.node.payload_timeout),
         in_flight_total: usize::try_from(cfg.node.in_flight_budget.0).unwrap_or(usize::MAX),
         max_workers: cfg.node.max_workers,
@@ -202,7 +201,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
                 ),
                 None => None,
             },
-            every: std::time::Duration::from_secs_f64(cfg.node.heartbeat_secs),
+            every: cfg.node.heartbeat,
         }),
         None => None,
     };

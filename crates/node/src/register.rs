@@ -3,7 +3,7 @@
 //! With `[node] controller = "http://HOST:PORT"` the node, once its listeners are up,
 //! `POST`s `{controller}/v1/nodes/register` with what a controller needs to drive it
 //! (`api::controller::Registration`: name, level, API and NBD addresses, cache and block
-//! size, epoch, exports, and the node's own API token), then every `heartbeat_secs`
+//! size, epoch, exports, and the node's own API token), then every `heartbeat`
 //! `POST {controller}/v1/nodes/{name}/heartbeat` with `api::controller::Heartbeat`
 //! (`{"epoch", "uptime_ms"}`), both through `api::client::ControllerClient`. Both carry
 //! `Authorization: Bearer` the token read from `controller_token_file`, if one is given.

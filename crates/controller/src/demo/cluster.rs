@@ -63,12 +63,16 @@ pub(super) async fn start_controller(
         controller: ControllerSection {
             listen: opts.listen.clone(),
             data_dir: dir.join("controller"),
-            interval_secs: opts.interval.as_secs_f64(),
+            interval: opts.interval,
             scheme: scheme.into(),
             block_size: units::ByteSize(4096),
             token_file: None,
             down_after: 3,
-            service_ms: [0.05, 0.3, opts.seek_ms + 0.5],
+            service: [
+                Duration::from_micros(50),
+                Duration::from_micros(300),
+                Duration::from_secs_f64((opts.seek_ms + 0.5) / 1e3),
+            ],
             exclusive: opts.exclusive,
             bandwidth: Default::default(),
         },
@@ -99,7 +103,7 @@ pub(super) async fn start_nodes(
     let link = |name: &str| {
         format!(
             "name = \"{name}\"\ncontroller = \"http://{ctl_addr}\"\n\
-             controller_token_file = \"{}\"\nheartbeat_secs = {}\n",
+             controller_token_file = \"{}\"\nheartbeat = \"{}s\"\n",
             token_file.display(),
             opts.interval.as_secs_f64()
         )
@@ -108,7 +112,7 @@ pub(super) async fn start_nodes(
     for s in SERVERS {
         let mut toml = format!(
             "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = {}\nlevel = 2\n\
-             data_dir = \"{}\"\nbusy_poll_us = 0\nstop_timeout = \"2s\"\n{}",
+             data_dir = \"{}\"\nbusy_poll = \"0s\"\nstop_timeout = \"2s\"\n{}",
             opts.l2_cache,
             dir.join(s).display(),
             link(s)
@@ -146,7 +150,7 @@ pub(super) async fn start_nodes(
     for h in HOSTS {
         let mut toml = format!(
             "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = {}\nlevel = 1\n\
-             data_dir = \"{}\"\nbusy_poll_us = 0\nstop_timeout = \"2s\"\n{}",
+             data_dir = \"{}\"\nbusy_poll = \"0s\"\nstop_timeout = \"2s\"\n{}",
             opts.l1_cache,
             dir.join(h).display(),
             link(h)

@@ -22,7 +22,7 @@ const SERIES: usize = 240;
 
 impl Service {
     fn client_for(&self, e: &NodeEntry) -> Option<api::client::NodeClient> {
-        client_for(e, &self.config_tokens, self.cfg.interval_secs)
+        client_for(e, &self.config_tokens, self.cfg.interval)
     }
 
     /// One enforcement interval (blocking: polls and programs the nodes).
@@ -42,7 +42,7 @@ impl Service {
         let seconds = g
             .last_poll
             .map(|t| t.elapsed().as_secs_f64())
-            .unwrap_or(self.cfg.interval_secs)
+            .unwrap_or(self.cfg.interval.as_secs_f64())
             .max(1e-3);
         g.last_poll = Some(Instant::now());
         let bs = self.cfg.block_size.0;

@@ -210,7 +210,7 @@ impl Service {
 
     /// The interval length.
     pub fn interval(&self) -> Duration {
-        Duration::from_secs_f64(self.cfg.interval_secs)
+        self.cfg.interval
     }
 
     // ----- views -----

@@ -11,7 +11,7 @@ use std::sync::Arc;
 const CONFIG: &str = r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 1
+interval = "1s"
 scheme = "lachesis"
 exclusive = false
 [[tenant]]
@@ -260,7 +260,7 @@ fn a_volume_on_two_hosts_is_planned_on_each_and_merged_at_level_2() {
         r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 1
+interval = "1s"
 scheme = "lachesis"
 exclusive = false
 [[tenant]]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 const CONFIG: &str = r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 1
+interval = "1s"
 scheme = "uncontrolled"
 exclusive = false
 [[tenant]]

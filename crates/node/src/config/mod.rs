@@ -4,7 +4,8 @@
 //! Everything the file sets can also be changed later through the API, except the
 //! listeners, the block size and the exports. Relative file paths are taken from
 //! `data_dir` (itself relative to the working directory), which `--data-dir` overrides.
-//! Sizes are bytes or strings with a unit (`"1GiB"`). Unknown keys are errors, so a typo
+//! Sizes are bytes or strings with a unit (`"1GiB"`); durations are strings with a unit
+//! (`"30s"`, `"100us"`, see `duration`). Unknown keys are errors, so a typo
 //! never silently falls back to a default; every error names the file and the field.
 //!
 //! ```toml
@@ -34,9 +35,11 @@
 
 //!
 //! `section` holds the `[node]` table, `export` an `[[export]]`, `caches` the caches and
-//! rules; this file the whole file, its checks across tables, and paths.
+//! rules, `duration` how durations are written; this file the whole file, its checks
+//! across tables, and paths.
 
 mod caches;
+pub mod duration;
 mod export;
 mod section;
 
@@ -48,6 +51,7 @@ use crate::error::NodeError;
 use cache::WritePolicy;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// A parsed, checked `node.toml`.
 #[derive(Clone, Debug, Deserialize)]
@@ -85,6 +89,7 @@ impl NodeConfig {
 
     /// Parses and checks the text of a `node.toml`; the error names the field.
     pub fn parse(text: &str) -> Result<Self, String> {
+        duration::refuse_renamed(text, &section::RENAMED)?;
         let cfg: NodeConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         cfg.check()?;
         Ok(cfg)
@@ -103,16 +108,18 @@ impl NodeConfig {
         if self.node.in_flight_budget.0 < 1 << 20 {
             return Err("node.in_flight_budget: must be at least 1MiB".into());
         }
-        let idle = self.node.idle_timeout_secs;
-        if !idle.is_finite() || !(0.0..=1e9).contains(&idle) {
+        let idle = self.node.idle_timeout;
+        if idle > Duration::from_secs(1_000_000_000) {
             return Err(format!(
-                "node.idle_timeout_secs: {idle} must be a number of seconds from 0 (never) to 1e9"
+                "node.idle_timeout: {} must be from 0s (never) to 1e9 s",
+                humantime::format_duration(idle)
             ));
         }
-        let hb = self.node.heartbeat_secs;
-        if !hb.is_finite() || !(0.05..=3600.0).contains(&hb) {
+        let hb = self.node.heartbeat;
+        if !(Duration::from_millis(50)..=Duration::from_secs(3600)).contains(&hb) {
             return Err(format!(
-                "node.heartbeat_secs: {hb} must be a number of seconds from 0.05 to 3600"
+                "node.heartbeat: {} must be from 50ms to 1h",
+                humantime::format_duration(hb)
             ));
         }
         if let Some(c) = &self.node.controller {

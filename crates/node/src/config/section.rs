@@ -1,9 +1,11 @@
 //! The `[node]` table: listeners, memory, block size, the node's level, the NBD server's
 //! limits, TLS, the controller it registers with, profiling, and how long a stop may take.
 
+use super::duration::Renamed;
 use crate::units::ByteSize;
 use serde::Deserialize;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// The `[node]` table.
 #[derive(Clone, Debug, Deserialize)]
@@ -23,8 +25,9 @@ pub struct NodeSection {
     /// Directory for relative file paths (default: the working directory).
     #[serde(default)]
     pub data_dir: Option<PathBuf>,
-    /// The node's level in the hierarchy (1 = host cache, 2 = storage-server cache); a
-    /// label on metrics.
+    /// The node's level in the hierarchy (1 = host cache, 2 = storage-server cache): it
+    /// decides what an exclusive cache does (level 1 demotes its clean victims to level 2,
+    /// level 2 keeps nothing it serves to reads) and labels the metrics.
     #[serde(default = "default_level")]
     pub level: u8,
     /// Calls in service at the backend at once (default 32, [`crate::bandwidth`]): when
@@ -33,11 +36,11 @@ pub struct NodeSection {
     /// waits; service times are still measured).
     #[serde(default = "default_backend_depth")]
     pub backend_depth: usize,
-    /// Microseconds a connection's reader polls its socket for the next request before it
-    /// blocks (adaptive; 0 turns polling off). Polling spends CPU to spare queue-depth-1
-    /// clients the server thread's wake-up (default 100).
-    #[serde(default = "default_busy_poll")]
-    pub busy_poll_us: u64,
+    /// How long a connection's reader polls its socket for the next request before it
+    /// blocks (adaptive; `"0s"` turns polling off). Polling spends CPU to spare
+    /// queue-depth-1 clients the server thread's wake-up (default `"100us"`).
+    #[serde(default = "default_busy_poll", deserialize_with = "duration")]
+    pub busy_poll: Duration,
     /// A file holding the API's bearer token (relative to `data_dir`). Without it the
     /// token is generated into `DATA_DIR/api.token`, and the API must listen on a
     /// loopback address (see the `auth` module).
@@ -47,10 +50,10 @@ pub struct NodeSection {
     /// the connection quiet longest is closed to admit a new client.
     #[serde(default = "default_max_connections")]
     pub max_connections: usize,
-    /// Seconds after which a negotiated NBD connection that sends no request is closed
-    /// (default 300; 0: never).
-    #[serde(default = "default_idle_timeout")]
-    pub idle_timeout_secs: f64,
+    /// How long a negotiated NBD connection may send no request before it is closed
+    /// (default `"5m"`; `"0s"`: never).
+    #[serde(default = "default_idle_timeout", deserialize_with = "duration")]
+    pub idle_timeout: Duration,
     /// The node's name for a controller (default: its API address).
     #[serde(default)]
     pub name: Option<String>,
@@ -61,9 +64,9 @@ pub struct NodeSection {
     /// A file holding the bearer token the controller expects (relative to `data_dir`).
     #[serde(default)]
     pub controller_token_file: Option<PathBuf>,
-    /// Seconds between heartbeats to the controller (default 2).
-    #[serde(default = "default_heartbeat")]
-    pub heartbeat_secs: f64,
+    /// Time between heartbeats to the controller (default `"2s"`).
+    #[serde(default = "default_heartbeat", deserialize_with = "duration")]
+    pub heartbeat: Duration,
     /// Candidate eviction policies profiled by phantom caches besides LRU (default
     /// `["arc", "lirs", "s3fifo"]`, the control crate's candidates).
     #[serde(default = "default_phantoms")]
@@ -98,12 +101,12 @@ pub struct NodeSection {
     /// not on the backends by then is kept in the recovery file and the node exits
     /// non-zero, naming the count; a hung backend ends the same way.
     #[serde(default = "default_stop_timeout", deserialize_with = "duration")]
-    pub stop_timeout: std::time::Duration,
+    pub stop_timeout: Duration,
     /// How long requests wait for a link to an upstream that went down before they fail
     /// (default 5 s): the link reconnects with backoff meanwhile; after this long down,
     /// requests fail at once until it is back (see the `upstream` module).
     #[serde(default = "default_upstream_wait", deserialize_with = "duration")]
-    pub upstream_wait: std::time::Duration,
+    pub upstream_wait: Duration,
     /// Disk space held in the data directory for the recovery file (see the `reserve`
     /// module), so a full disk cannot make a stop drop dirty blocks; default: enough for
     /// the whole `cache_size` dirty; `"0"`: none.
@@ -112,7 +115,7 @@ pub struct NodeSection {
     /// A connection whose WRITE payload makes no progress for this long is closed and the
     /// budget it held for the payload freed (default `"10s"`; `"0s"`: never).
     #[serde(default = "default_payload_timeout", deserialize_with = "duration")]
-    pub payload_timeout: std::time::Duration,
+    pub payload_timeout: Duration,
     /// Serve NBD on an address other machines can reach although an export has no
     /// `allow` list and `tls` is off (default false: such a start is refused).
     #[serde(default)]
@@ -124,34 +127,48 @@ pub struct NodeSection {
     pub metrics_client_labels: bool,
 }
 
-fn default_payload_timeout() -> std::time::Duration {
-    std::time::Duration::from_secs(10)
+fn default_payload_timeout() -> Duration {
+    Duration::from_secs(10)
 }
 
-fn default_upstream_wait() -> std::time::Duration {
+fn default_upstream_wait() -> Duration {
     crate::upstream::DEFAULT_WAIT
 }
 
-fn default_stop_timeout() -> std::time::Duration {
-    std::time::Duration::from_secs(30)
+fn default_stop_timeout() -> Duration {
+    Duration::from_secs(30)
 }
 
-/// A duration written as humantime does (`"30s"`, `"1m 30s"`, `"500ms"`).
-fn duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<std::time::Duration, D::Error> {
-    let s = String::deserialize(d)?;
-    humantime::parse_duration(&s).map_err(|e| {
-        serde::de::Error::custom(format!(
-            "`{s}` is not a duration such as \"30s\" or \"2m\": {e}"
-        ))
-    })
-}
+use super::duration::deserialize as duration;
+
+/// The keys of `[node]` that were numbers of seconds or microseconds.
+pub(super) const RENAMED: [Renamed; 3] = [
+    Renamed {
+        table: "node",
+        old: "busy_poll_us",
+        new: "busy_poll",
+        example: "\"100us\"",
+    },
+    Renamed {
+        table: "node",
+        old: "idle_timeout_secs",
+        new: "idle_timeout",
+        example: "\"5m\"",
+    },
+    Renamed {
+        table: "node",
+        old: "heartbeat_secs",
+        new: "heartbeat",
+        example: "\"2s\"",
+    },
+];
 
 pub(super) fn default_tls() -> String {
     "off".into()
 }
 
-fn default_heartbeat() -> f64 {
-    2.0
+fn default_heartbeat() -> Duration {
+    Duration::from_secs(2)
 }
 fn default_phantoms() -> Vec<String> {
     crate::observe::DEFAULT_PHANTOM_POLICIES
@@ -172,14 +189,14 @@ fn default_block() -> ByteSize {
 fn default_level() -> u8 {
     1
 }
-fn default_busy_poll() -> u64 {
-    100
+fn default_busy_poll() -> Duration {
+    Duration::from_micros(100)
 }
 fn default_max_connections() -> usize {
     512
 }
-fn default_idle_timeout() -> f64 {
-    300.0
+fn default_idle_timeout() -> Duration {
+    Duration::from_secs(300)
 }
 fn default_in_flight_budget() -> ByteSize {
     ByteSize(128 << 20)
