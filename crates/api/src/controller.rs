@@ -145,7 +145,7 @@ pub struct Row {
 }
 
 /// A tenant as `GET /v1/tenants` shows it: its specification `T` (the controller's
-/// `config::TenantSpec`; a client may read a [`TenantHead`]) and its volumes' last rows.
+/// `config::TenantConfig`; a client may read a [`TenantHead`]) and its volumes' last rows.
 /// (serde cannot refuse unknown fields of a flattened struct: `T` decides what it takes.)
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq)]
 pub struct TenantView<T> {

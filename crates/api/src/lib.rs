@@ -11,6 +11,7 @@
 //! | [`node`] | the node API (`/v1/...` on a node): observations for a controller, cache and rule requests and rows, node and tenant counters, curves, bandwidth proportions, demote and removal answers |
 //! | [`bandwidth`] | each tenant's use of a node's backend (service time, queueing delay) and the proportions' rules |
 //! | [`controller`] | the controller API (`/v1/...` on a controller): a node's registration and heartbeat, SLO changes, interval rows, history entries, tenants with their status |
+//! | [`auth`] | the bearer token both APIs require: read or generated, checked in constant time, and (feature `server`) the middleware answering 401 |
 //! | [`names`] | the one rule for tenant, volume, cache, export and node names, checked where a name comes in |
 //! | [`client`] | [`client::NodeClient`] (a node's API, with timeouts and retries, used by the controller and `ctl`) and [`client::ControllerClient`] (the controller's API, used by the node's registration and by `ctl`); their errors |
 //!
@@ -21,8 +22,10 @@
 //! `#[serde(deny_unknown_fields)]`, which names the field.
 //!
 //! This crate depends on nothing of ours but [`units`] (byte sizes written by people), so
-//! `node`, `controller` and `cli` all sit above it.
+//! `node`, `controller` and `cli` all sit above it; its `server` feature adds `axum` for
+//! the middleware the node and the controller share.
 
+pub mod auth;
 pub mod bandwidth;
 pub mod client;
 pub mod controller;

@@ -213,8 +213,8 @@ pub fn run(demo: Option<Duration>, trace: Option<std::path::PathBuf>) -> crate::
         None,
     )?;
     let ours = run(&opts, "lachesis", Some(&fair))?;
-    let s = controller::demo::Summary::of(&ours, Some(&fair));
-    let sf = controller::demo::Summary::of(&fair, None);
+    let s = controller::demo::ArmComparison::of(&ours, Some(&fair));
+    let sf = controller::demo::ArmComparison::of(&fair, None);
     println!(
         "demo workload, {:.0} s per arm, {} s intervals, the first three not counted:",
         duration.as_secs_f64(),

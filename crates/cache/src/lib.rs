@@ -2,7 +2,7 @@
 //!
 //! The concurrent block cache on Lachesis's data path: a node's programmable caches
 //! (Moirai's `createCache` / `removeCache` / `configureCache` / `createRule` /
-//! `removeRule` / `getCacheStats`), each a [`Partition`] with its own capacity, eviction
+//! `removeRule` / `getCacheStats`), each a [`CachePartition`] with its own capacity, eviction
 //! policy (any [`policy`] spec, switched online by SOPA's reconstruction), admission
 //! policy and [`WritePolicy`], in front of [`Backend`]s.
 //!
@@ -51,9 +51,11 @@ pub use backend::{Backend, FileBackend, MemBackend};
 pub use error::{CacheError, Result};
 pub use ids::{CacheId, RuleId};
 pub use node::{CacheConfig, CacheNode};
-pub use partition::{DemoteOutcome, DemoteSink, DirtyLimits, Exclusive, Lent, Partition, Route};
+pub use partition::{
+    CachePartition, DemoteOutcome, DemoteSink, DirtyLimits, Exclusive, Lent, Route,
+};
 pub use recovery::DirtyBlock;
-pub use rules::{Op, Rule, Target};
+pub use rules::{Op, RoutingRule, Target};
 pub use stats::{AccessObserver, CacheStats, OpOutcome, TenantSnapshot, TenantStats};
 pub use striped::StripedBackend;
 pub use volume::{Volume, VolumeTable};

@@ -1,7 +1,7 @@
 //! Rules: which cache a request goes to (Moirai's `createRule(<source, op, file, range> ->
 //! cache)`).
 //!
-//! A [`Rule`] matches requests by client (`None` = any), operation (`None` = both), export
+//! A [`RoutingRule`] matches requests by client (`None` = any), operation (`None` = both), export
 //! and byte range (`None` = the whole export; bounds must be block-aligned, the end may be
 //! the export's size). A request is split per block; each block goes to the cache of the
 //! rule that matches it ([`Target::Cached`]). A block no rule matches goes straight to the
@@ -34,7 +34,7 @@ pub enum Op {
 
 /// Which requests go to a cache.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Rule {
+pub struct RoutingRule {
     /// The client (NBD peer or tenant name); `None` matches every client.
     pub client: Option<String>,
     /// The operation; `None` matches reads and writes.
@@ -59,7 +59,7 @@ pub enum Target {
 #[derive(Clone, Debug)]
 pub(crate) struct Entry {
     pub id: RuleId,
-    pub rule: Rule,
+    pub rule: RoutingRule,
     pub cache: CacheId,
     pub blocks: Range<u64>,
 }
@@ -84,7 +84,7 @@ pub(crate) struct RuleTable {
 
 impl RuleTable {
     /// Converts `rule`'s byte range to blocks, checking alignment and bounds.
-    pub fn blocks_of(rule: &Rule, block_size: u64, export_size: u64) -> Result<Range<u64>> {
+    pub fn blocks_of(rule: &RoutingRule, block_size: u64, export_size: u64) -> Result<Range<u64>> {
         let blocks = export_size.div_ceil(block_size);
         let Some((start, end)) = rule.range else {
             return Ok(0..blocks);
@@ -109,7 +109,13 @@ impl RuleTable {
     }
 
     /// Checks a new rule against the existing ones.
-    pub fn check(&self, vol: u32, rule: &Rule, cache: CacheId, blocks: &Range<u64>) -> Result<()> {
+    pub fn check(
+        &self,
+        vol: u32,
+        rule: &RoutingRule,
+        cache: CacheId,
+        blocks: &Range<u64>,
+    ) -> Result<()> {
         for e in self.by_vol.get(&vol).into_iter().flatten() {
             if !overlaps(&e.blocks, blocks) {
                 continue;
@@ -228,8 +234,8 @@ impl RuleTable {
 mod tests {
     use super::*;
 
-    fn rule(client: Option<&str>, op: Option<Op>, range: Option<(u64, u64)>) -> Rule {
-        Rule {
+    fn rule(client: Option<&str>, op: Option<Op>, range: Option<(u64, u64)>) -> RoutingRule {
+        RoutingRule {
             client: client.map(Into::into),
             op,
             export: "vol".into(),
@@ -237,7 +243,7 @@ mod tests {
         }
     }
 
-    fn add(t: &mut RuleTable, id: RuleId, r: Rule, cache: CacheId) -> Result<()> {
+    fn add(t: &mut RuleTable, id: RuleId, r: RoutingRule, cache: CacheId) -> Result<()> {
         let blocks = RuleTable::blocks_of(&r, 10, 1000)?;
         t.check(0, &r, cache, &blocks)?;
         t.insert(

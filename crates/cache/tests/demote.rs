@@ -4,7 +4,7 @@
 //! and reads always returning the latest write whatever the write policies.
 
 use cache::{
-    Backend, CacheNode, DemoteSink, Exclusive, MemBackend, Rule, TenantSnapshot, WritePolicy,
+    Backend, CacheNode, DemoteSink, Exclusive, MemBackend, RoutingRule, TenantSnapshot, WritePolicy,
 };
 use proptest::prelude::*;
 use std::io;
@@ -62,8 +62,8 @@ struct Pair {
     low: u64,
 }
 
-fn all() -> Rule {
-    Rule {
+fn all() -> RoutingRule {
+    RoutingRule {
         client: None,
         op: None,
         export: "vol".into(),

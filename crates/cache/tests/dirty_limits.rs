@@ -9,7 +9,7 @@
 //! 8 MiB cache in the issue).
 
 use cache::{
-    Backend, CacheConfig, CacheError, CacheNode, DirtyLimits, MemBackend, Rule, WritePolicy,
+    Backend, CacheConfig, CacheError, CacheNode, DirtyLimits, MemBackend, RoutingRule, WritePolicy,
 };
 use std::io;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -85,7 +85,7 @@ fn setup(blocks: u64, cache: usize, limits: DirtyLimits) -> (Arc<CacheNode>, Arc
     )
     .unwrap();
     node.create_rule(
-        Rule {
+        RoutingRule {
             client: None,
             op: None,
             export: "vol".into(),

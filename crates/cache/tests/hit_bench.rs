@@ -2,7 +2,7 @@
 //! partition lock, policy update, copy, tenant counters), with 1 and 2 threads.
 //! Run: `cargo test --release -p cache --test hit_bench -- --ignored --nocapture`.
 
-use cache::{CacheNode, MemBackend, Rule, WritePolicy};
+use cache::{CacheNode, MemBackend, RoutingRule, WritePolicy};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -23,7 +23,7 @@ fn run(threads: u64, policy: &str) -> f64 {
         )
         .unwrap();
     node.create_rule(
-        Rule {
+        RoutingRule {
             client: None,
             op: None,
             export: "vol".into(),

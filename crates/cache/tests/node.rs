@@ -2,7 +2,7 @@
 //! coherence across rule changes, removal with write-back, per-tenant counters.
 
 use cache::{
-    AccessObserver, CacheConfig, CacheError, CacheNode, MemBackend, Op, Rule, WritePolicy,
+    AccessObserver, CacheConfig, CacheError, CacheNode, MemBackend, Op, RoutingRule, WritePolicy,
 };
 use policy::EvictionSpec;
 use proptest::prelude::*;
@@ -27,8 +27,8 @@ fn cached_vol(size: usize, policy: &str, write: WritePolicy) -> (CacheNode, Arc<
     (node, mem, c)
 }
 
-fn all(export: &str) -> Rule {
-    Rule {
+fn all(export: &str) -> RoutingRule {
+    RoutingRule {
         client: None,
         op: None,
         export: export.into(),
@@ -113,7 +113,7 @@ fn bad_requests_name_the_problem() {
     let e = node.create_rule(all("vol"), 42).unwrap_err();
     assert_eq!(e.to_string(), "unknown cache 42");
     node.create_rule(
-        Rule {
+        RoutingRule {
             client: Some("c1".into()),
             ..all("vol")
         },
@@ -122,7 +122,7 @@ fn bad_requests_name_the_problem() {
     .unwrap();
     let e = node
         .create_rule(
-            Rule {
+            RoutingRule {
                 client: Some("c1".into()),
                 op: Some(Op::Read),
                 ..all("vol")
@@ -136,7 +136,7 @@ fn bad_requests_name_the_problem() {
     );
     let e = node
         .create_rule(
-            Rule {
+            RoutingRule {
                 client: Some("c1".into()),
                 range: Some((100, 1024)),
                 ..all("vol")
@@ -182,7 +182,7 @@ fn rules_route_and_stay_coherent() {
         .unwrap();
     // reads and writes of client a over the first 32 blocks are cached (write-back)
     node.create_rule(
-        Rule {
+        RoutingRule {
             client: Some("a".into()),
             range: Some((0, 32 * BS as u64)),
             ..all("vol")

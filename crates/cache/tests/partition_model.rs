@@ -3,7 +3,7 @@
 //! read must equal a plain byte-vector model of acknowledged writes, and after a flush the
 //! backend must equal the model.
 
-use cache::{Backend, MemBackend, Partition, Route, Volume, VolumeTable, WritePolicy};
+use cache::{Backend, CachePartition, MemBackend, Route, Volume, VolumeTable, WritePolicy};
 use proptest::prelude::*;
 use std::sync::Arc;
 
@@ -35,11 +35,11 @@ fn cmd() -> impl Strategy<Value = Cmd> {
     ]
 }
 
-fn setup(cap: usize, wp: WritePolicy) -> (Arc<MemBackend>, Arc<Volume>, Partition) {
+fn setup(cap: usize, wp: WritePolicy) -> (Arc<MemBackend>, Arc<Volume>, CachePartition) {
     let mem = Arc::new(MemBackend::new(SIZE));
     let table = Arc::new(VolumeTable::default());
     let vol = table.add(|id| Volume::new(id, "v", mem.clone(), BS));
-    let p = Partition::new(0, cap, BS, &"lru".parse().unwrap(), wp, table).unwrap();
+    let p = CachePartition::new(0, cap, BS, &"lru".parse().unwrap(), wp, table).unwrap();
     (mem, vol, p)
 }
 

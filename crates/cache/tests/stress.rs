@@ -7,7 +7,7 @@
 //! every block it gets is whole and not older (no stale read). At the end a flush must
 //! leave the backend holding the last acknowledged number of every block.
 
-use cache::{Backend, CacheConfig, CacheNode, MemBackend, Rule, WritePolicy};
+use cache::{Backend, CacheConfig, CacheNode, MemBackend, RoutingRule, WritePolicy};
 use policy::EvictionSpec;
 use rand::{Rng, SeedableRng};
 use std::io;
@@ -67,7 +67,7 @@ fn no_stale_reads_under_control_churn() {
     let c = node
         .create_cache("c", 16, &lru(), WritePolicy::WriteBack)
         .unwrap();
-    let all = Rule {
+    let all = RoutingRule {
         client: None,
         op: None,
         export: "vol".into(),
@@ -252,7 +252,7 @@ fn misses_read_back_the_backend_bytes_under_concurrency() {
     let c = node
         .create_cache("c", 8, &lru(), WritePolicy::WriteThrough)
         .unwrap();
-    let all = Rule {
+    let all = RoutingRule {
         client: None,
         op: None,
         export: "vol".into(),

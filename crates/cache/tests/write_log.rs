@@ -3,7 +3,7 @@
 //! empties the log; removing a rule or the cache checkpoints or deletes it.
 
 use cache::write_log::{generations, read_log, LogRecord, WriteLog};
-use cache::{Backend, CacheNode, MemBackend, Rule, WritePolicy};
+use cache::{Backend, CacheNode, MemBackend, RoutingRule, WritePolicy};
 use rand::{Rng, SeedableRng};
 use std::path::Path;
 use std::sync::Arc;
@@ -19,7 +19,7 @@ fn setup(log: &Path) -> (Arc<CacheNode>, Arc<MemBackend>, u64) {
         .create_cache("c", 32, &"lru".parse().unwrap(), WritePolicy::WriteBack)
         .unwrap();
     node.create_rule(
-        Rule {
+        RoutingRule {
             client: None,
             op: None,
             export: "e".into(),

@@ -50,7 +50,7 @@ pub fn run(a: ControllerArgs) -> anyhow::Result<()> {
                     .unwrap_or_else(|_| "controller".into());
                 format!("{host}-{}", std::process::id())
             });
-            let el = controller::etcd::Election::new(st.clone(), &id, cfg.controller.interval_secs);
+            let el = controller::etcd::Election::new(st.clone(), &id, cfg.controller.interval);
             (st as Arc<dyn controller::Store>, Some(el))
         }
         _ if a.replica.is_some() => bail!("--replica: only with --store etcd://"),
@@ -66,11 +66,11 @@ pub fn run(a: ControllerArgs) -> anyhow::Result<()> {
             "lachesis controller: API on http://{} (token in {}), console at {}, store {}, \
              scheme {}, every {} s",
             c.addr,
-            c.token.file.display(),
+            c.token.file().display(),
             c.console_url(),
             c.service.store_description(),
             c.service.scheme_name(),
-            cfg.controller.interval_secs
+            cfg.controller.interval.as_secs_f64()
         );
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
         tokio::select! {

@@ -50,7 +50,7 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             node.nbd_addr,
             node.nbd_addr,
             node.api_addr,
-            node.api_token.file.display(),
+            node.api_token.file().display(),
             node.api_addr
         );
         let stop = node.stopper();

@@ -62,7 +62,7 @@ pub enum Source {
 }
 
 /// Footprint and length of a source under one key mode.
-pub struct Summary {
+pub struct SourceSummary {
     /// Requests.
     pub requests: u64,
     /// Unique keys (objects or blocks).
@@ -130,7 +130,7 @@ impl Source {
     }
 
     /// One pass counting requests and unique keys.
-    pub fn summary(&self, mode: KeyMode) -> anyhow::Result<Summary> {
+    pub fn summary(&self, mode: KeyMode) -> anyhow::Result<SourceSummary> {
         let (stream, _) = self.open()?;
         let mut keys = rustc_hash::FxHashSet::default();
         let mut requests = 0u64;
@@ -143,7 +143,7 @@ impl Source {
                 });
             }
         }
-        Ok(Summary {
+        Ok(SourceSummary {
             requests,
             footprint: keys.len() as u64,
         })

@@ -5,7 +5,7 @@
 //! | GET | `/` | the operator's console (static page; polls the endpoints below) |
 //! | GET | `/healthz` | `{"status":"ok"}` |
 //! | GET | `/v1/status` | scheme, store, interval, whether this replica leads and who does (`replica`: `{me, leading, leader, leader_api}`, `null` for a sole controller), the last interval's table |
-//! | GET, POST | `/v1/tenants` | list (with status) / create a tenant (`TenantSpec`) |
+//! | GET, POST | `/v1/tenants` | list (with status) / create a tenant (`TenantConfig`) |
 //! | GET, PUT, DELETE | `/v1/tenants/{t}` | one / replace / remove |
 //! | PUT | `/v1/tenants/{t}/slo` | `{"slo": {"latency_ms": 2.0} or {"p99_ms": 5} or null, "class": "gold"}` |
 //! | GET | `/v1/nodes` | the registry and each node's health (`up`, `suspect`: why its counters are not believed, `degraded`: the upstream links it reports down) |
@@ -25,9 +25,9 @@
 //! 409 conflicts (also: a change sent to a standby replica, naming the leader), 500 the
 //! controller's own failures. A rejected change writes nothing.
 
-use crate::auth::Token;
-use crate::config::TenantSpec;
+use crate::config::TenantConfig;
 use crate::service::{Service, ServiceError};
+use ::api::auth::Token;
 use api::controller::{Heartbeat, Registration, SetSlo};
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -80,8 +80,8 @@ pub fn router(svc: Arc<Service>, token: Arc<Token>) -> Router {
         .fallback(|| async { ServiceError::NotFound("no such endpoint".into()) })
         .with_state(svc)
         .layer(axum::middleware::from_fn_with_state(
-            token,
-            crate::auth::require,
+            crate::auth::guard(token),
+            ::api::auth::server::require,
         ))
 }
 
@@ -89,7 +89,7 @@ async fn status(State(s): St) -> Json<serde_json::Value> {
     Json(json!({
         "scheme": s.scheme_name(),
         "store": s.store_description(),
-        "interval_secs": s.config().interval_secs,
+        "interval_secs": s.config().interval.as_secs_f64(),
         "leading": s.leading(),
         "replica": s.leader_view(),
         "last": s.last(),
@@ -105,7 +105,7 @@ async fn tenant(State(s): St, Path(t): Path<String>) -> Result<impl IntoResponse
 }
 
 async fn create_tenant(State(s): St, b: Bytes) -> Result<impl IntoResponse, ServiceError> {
-    let spec: TenantSpec = body(&b)?;
+    let spec: TenantConfig = body(&b)?;
     let name = spec.name.clone();
     s.put_tenant(spec, true)?;
     Ok((StatusCode::CREATED, Json(s.tenant(&name)?)))
@@ -116,7 +116,7 @@ async fn replace_tenant(
     Path(t): Path<String>,
     b: Bytes,
 ) -> Result<impl IntoResponse, ServiceError> {
-    let spec: TenantSpec = body(&b)?;
+    let spec: TenantConfig = body(&b)?;
     if spec.name != t {
         return Err(ServiceError::BadRequest(format!(
             "name: the body names `{}`, the path `{t}`",
@@ -224,7 +224,7 @@ mod tests {
         assert_eq!((got.slo, got.class), (None, None));
 
         // A tenant as `GET /v1/tenants/{t}` writes it, read as `ctl` reads it.
-        let spec: TenantSpec = serde_json::from_value(serde_json::json!({
+        let spec: TenantConfig = serde_json::from_value(serde_json::json!({
             "name": "t1", "slo": {"latency_ms": 2.0}, "class": "gold",
             "volume": [{"name": "v1", "host": "h", "servers": ["a", "b"]}]
         }))

@@ -30,78 +30,14 @@
 //! one gets `{}` (equal shares), so switching a scheme off takes effect too. A node that
 //! refuses is reported like any other reconcile failure and tried again next interval.
 
+use crate::placement::PlacedVolume;
 use crate::registry::NodeEntry;
-use crate::service::Volume;
 use api::node::Proportions;
 use control::{Automata, Plan, ResourceShares, Scheme, Topology};
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
-/// Which scheme chooses bandwidth proportions (see the module doc).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Mode {
-    /// The control scheme's own setting.
-    #[default]
-    Scheme,
-    /// No proportions: equal shares.
-    Off,
-    /// Static shares per tenant.
-    Shares,
-    /// A single level of learners, at the storage servers.
-    #[serde(alias = "single")]
-    Server,
-    /// Learners at every resource, learning at once.
-    Uncoordinated,
-    /// Learners at every resource, coordinated by a token.
-    Coordinated,
-}
-
-/// `[controller.bandwidth]`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct BandwidthSpec {
-    /// The scheme.
-    #[serde(default)]
-    pub mode: Mode,
-    /// With `shares`: weight per tenant name (1 for a tenant not named).
-    #[serde(default)]
-    pub shares: BTreeMap<String, f64>,
-}
-
-/// What is wrong with a `[controller.bandwidth]`.
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum SpecError {
-    /// A share that is not a positive finite number.
-    #[error("controller.bandwidth.shares.{tenant}: {value} must be a positive finite number")]
-    Share {
-        /// The tenant.
-        tenant: String,
-        /// Its share.
-        value: f64,
-    },
-    /// Shares given without `mode = "shares"`.
-    #[error("controller.bandwidth.shares: given, but mode is not \"shares\"")]
-    Unused,
-}
+pub use crate::config::{BandwidthSpec, Mode, SpecError};
 
 impl BandwidthSpec {
-    /// Checks the shares.
-    pub fn check(&self) -> Result<(), SpecError> {
-        if !self.shares.is_empty() && self.mode != Mode::Shares {
-            return Err(SpecError::Unused);
-        }
-        for (tenant, &value) in &self.shares {
-            if !(value.is_finite() && value > 0.0) {
-                return Err(SpecError::Share {
-                    tenant: tenant.clone(),
-                    value,
-                });
-            }
-        }
-        Ok(())
-    }
-
     /// Sets `scheme`'s learners as the mode says.
     pub fn apply_to(&self, scheme: &mut Scheme) {
         let learners = |coordinated, servers_only| {
@@ -122,7 +58,11 @@ impl BandwidthSpec {
 
     /// With `shares`: the plan's proportions (each storage server with two or more
     /// volumes divides between them in their owners' ratio); `None` for other modes.
-    pub fn static_shares(&self, topo: &Topology, vols: &[Volume]) -> Option<Vec<ResourceShares>> {
+    pub fn static_shares(
+        &self,
+        topo: &Topology,
+        vols: &[PlacedVolume],
+    ) -> Option<Vec<ResourceShares>> {
         if self.mode != Mode::Shares {
             return None;
         }
@@ -152,7 +92,7 @@ impl BandwidthSpec {
     }
 
     /// The plan as run: the static shares put in (other modes leave it as it is).
-    pub fn fill(&self, topo: &Topology, vols: &[Volume], plan: &mut Plan) {
+    pub fn fill(&self, topo: &Topology, vols: &[PlacedVolume], plan: &mut Plan) {
         if let Some(s) = self.static_shares(topo, vols) {
             plan.bandwidth = s;
         }
@@ -166,7 +106,7 @@ impl BandwidthSpec {
 pub fn node_proportions(
     topo: &Topology,
     plan: &Plan,
-    vols: &[Volume],
+    vols: &[PlacedVolume],
     e: &NodeEntry,
 ) -> Proportions {
     let (level, nodes) = match e.level {
@@ -205,6 +145,7 @@ pub fn node_proportions(
 mod tests {
     use super::*;
     use api::controller::ExportRef;
+    use std::collections::BTreeMap;
 
     fn topo() -> Topology {
         let node = |name: &str| control::Node {
@@ -232,10 +173,10 @@ mod tests {
         }
     }
 
-    fn vols() -> Vec<Volume> {
+    fn vols() -> Vec<PlacedVolume> {
         [("gold", "g"), ("bronze", "b"), ("tin", "b")]
             .iter()
-            .map(|(v, owner)| Volume {
+            .map(|(v, owner)| PlacedVolume {
                 name: v.to_string(),
                 cache: v.to_string(),
                 owner: owner.to_string(),

@@ -11,7 +11,7 @@
 //! ```toml
 //! [controller]
 //! listen = "127.0.0.1:7070"
-//! interval_secs = 5
+//! interval = "5s"
 //! scheme = "lachesis"
 //!
 //! [[node]]
@@ -29,8 +29,11 @@
 //! ```
 
 use control::{Class, Slo};
+use node::config::duration::{self, Renamed};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use units::ByteSize;
 
 /// A parsed, checked `controller.toml`.
@@ -44,7 +47,7 @@ pub struct ControllerConfig {
     pub nodes: Vec<NodeSpec>,
     /// Tenants at first start (later the store's copy wins).
     #[serde(default, rename = "tenant")]
-    pub tenants: Vec<TenantSpec>,
+    pub tenants: Vec<TenantConfig>,
 }
 
 /// `[controller]`.
@@ -57,9 +60,12 @@ pub struct ControllerSection {
     /// Directory of the SQLite store and the generated token (default `controller-data`).
     #[serde(default = "default_data_dir")]
     pub data_dir: PathBuf,
-    /// Seconds between enforcement steps.
-    #[serde(default = "default_interval")]
-    pub interval_secs: f64,
+    /// Time between enforcement steps (default `"5s"`).
+    #[serde(
+        default = "default_interval",
+        deserialize_with = "duration::deserialize"
+    )]
+    pub interval: Duration,
     /// The objective pipeline, a `control` scheme name (`lachesis`, `mlms`, `fair`, ...).
     #[serde(default = "default_scheme")]
     pub scheme: String,
@@ -72,10 +78,10 @@ pub struct ControllerSection {
     /// Intervals without a heartbeat or a successful poll before a node is marked down.
     #[serde(default = "default_down_after")]
     pub down_after: u32,
-    /// Mean service times assumed before any is observed (ms): level-1 hit, level-2 hit,
-    /// miss to disk.
-    #[serde(default = "default_service")]
-    pub service_ms: [f64; 3],
+    /// Mean service times assumed before any is observed: level-1 hit, level-2 hit, miss
+    /// to disk (default `["50us", "500us", "5ms"]`).
+    #[serde(default = "default_service", deserialize_with = "three_durations")]
+    pub service: [Duration; 3],
     /// Exclusive (`true`, default) or inclusive levels, for volumes that do not say
     /// (`[[tenant.volume]] exclusive`).
     #[serde(default = "default_true")]
@@ -83,7 +89,73 @@ pub struct ControllerSection {
     /// Which scheme chooses bandwidth proportions (`[controller.bandwidth]`, see
     /// [`crate::bandwidth`]).
     #[serde(default)]
-    pub bandwidth: crate::bandwidth::BandwidthSpec,
+    pub bandwidth: BandwidthSpec,
+}
+
+/// Which scheme chooses bandwidth proportions (see [`crate::bandwidth`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// The control scheme's own setting.
+    #[default]
+    Scheme,
+    /// No proportions: equal shares.
+    Off,
+    /// Static shares per tenant.
+    Shares,
+    /// A single level of learners, at the storage servers.
+    #[serde(alias = "single")]
+    Server,
+    /// Learners at every resource, learning at once.
+    Uncoordinated,
+    /// Learners at every resource, coordinated by a token.
+    Coordinated,
+}
+
+/// `[controller.bandwidth]`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BandwidthSpec {
+    /// The scheme.
+    #[serde(default)]
+    pub mode: Mode,
+    /// With `shares`: weight per tenant name (1 for a tenant not named).
+    #[serde(default)]
+    pub shares: BTreeMap<String, f64>,
+}
+
+/// What is wrong with a `[controller.bandwidth]`.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum SpecError {
+    /// A share that is not a positive finite number.
+    #[error("controller.bandwidth.shares.{tenant}: {value} must be a positive finite number")]
+    Share {
+        /// The tenant.
+        tenant: String,
+        /// Its share.
+        value: f64,
+    },
+    /// Shares given without `mode = "shares"`.
+    #[error("controller.bandwidth.shares: given, but mode is not \"shares\"")]
+    Unused,
+}
+
+impl BandwidthSpec {
+    /// Checks the shares.
+    pub fn check(&self) -> Result<(), SpecError> {
+        if !self.shares.is_empty() && self.mode != Mode::Shares {
+            return Err(SpecError::Unused);
+        }
+        for (tenant, &value) in &self.shares {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(SpecError::Share {
+                    tenant: tenant.clone(),
+                    value,
+                });
+            }
+        }
+        Ok(())
+    }
 }
 
 fn default_listen() -> String {
@@ -92,8 +164,8 @@ fn default_listen() -> String {
 fn default_data_dir() -> PathBuf {
     "controller-data".into()
 }
-fn default_interval() -> f64 {
-    5.0
+fn default_interval() -> Duration {
+    Duration::from_secs(5)
 }
 fn default_scheme() -> String {
     "lachesis".into()
@@ -104,9 +176,36 @@ fn default_block() -> ByteSize {
 fn default_down_after() -> u32 {
     3
 }
-fn default_service() -> [f64; 3] {
-    [0.05, 0.5, 5.0]
+fn default_service() -> [Duration; 3] {
+    [
+        Duration::from_micros(50),
+        Duration::from_micros(500),
+        Duration::from_millis(5),
+    ]
 }
+
+/// Three durations, each written as humantime does.
+fn three_durations<'de, D: serde::Deserializer<'de>>(d: D) -> Result<[Duration; 3], D::Error> {
+    let [a, b, c] = <[String; 3]>::deserialize(d)?;
+    let p = |s: &str| duration::parse(s).map_err(serde::de::Error::custom);
+    Ok([p(&a)?, p(&b)?, p(&c)?])
+}
+
+/// The keys of `[controller]` that were numbers of seconds or milliseconds.
+const RENAMED: [Renamed; 2] = [
+    Renamed {
+        table: "controller",
+        old: "interval_secs",
+        new: "interval",
+        example: "\"5s\"",
+    },
+    Renamed {
+        table: "controller",
+        old: "service_ms",
+        new: "service",
+        example: "[\"50us\", \"500us\", \"5ms\"]",
+    },
+];
 fn default_true() -> bool {
     true
 }
@@ -134,7 +233,7 @@ pub struct NodeSpec {
 /// `[[tenant]]`: an owner of volumes with one SLO and class.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
-pub struct TenantSpec {
+pub struct TenantConfig {
     /// Its name (unique).
     pub name: String,
     /// Its objective: `{ latency_ms = 2.0 }`, `{ p99_ms = 5 }` (or `p95_ms`, `p999_ms`),
@@ -178,7 +277,7 @@ pub struct VolumeSpec {
     pub exclusive: Option<bool>,
 }
 
-impl TenantSpec {
+impl TenantConfig {
     /// The priority class named by `class`.
     pub fn class(&self) -> Result<Class, String> {
         match self.class.as_deref() {
@@ -215,6 +314,7 @@ impl ControllerConfig {
 
     /// Parses and checks a configuration text; the error names the field.
     pub fn parse(text: &str) -> Result<Self, String> {
+        duration::refuse_renamed(text, &RENAMED)?;
         let cfg: ControllerConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         cfg.check()?;
         Ok(cfg)
@@ -223,11 +323,8 @@ impl ControllerConfig {
     /// Checks numbers, names and references.
     pub fn check(&self) -> Result<(), String> {
         let c = &self.controller;
-        if !(c.interval_secs.is_finite() && c.interval_secs > 0.0) {
-            return Err(format!(
-                "controller.interval_secs = {} must be above 0",
-                c.interval_secs
-            ));
+        if c.interval.is_zero() {
+            return Err("controller.interval = \"0s\" must be above 0".into());
         }
         let scheme =
             control::Scheme::named(&c.scheme).map_err(|e| format!("controller.scheme: {e}"))?;
@@ -249,8 +346,8 @@ impl ControllerConfig {
         if c.down_after == 0 {
             return Err("controller.down_after must be at least 1".into());
         }
-        if !c.service_ms.iter().all(|v| v.is_finite() && *v > 0.0) {
-            return Err("controller.service_ms: three times above 0 (ms)".into());
+        if c.service.iter().any(Duration::is_zero) {
+            return Err("controller.service: three times above 0".into());
         }
         for (i, n) in self.nodes.iter().enumerate() {
             api::names::check(&format!("node[{i}].name"), &n.name).map_err(|e| e.to_string())?;
@@ -270,7 +367,10 @@ impl ControllerConfig {
 
 /// Checks tenants on their own and, given the known nodes (`name`, `level`), their
 /// references; the error names the tenant, the volume and the field.
-pub fn check_tenants(tenants: &[TenantSpec], nodes: Option<&[(String, u8)]>) -> Result<(), String> {
+pub fn check_tenants(
+    tenants: &[TenantConfig],
+    nodes: Option<&[(String, u8)]>,
+) -> Result<(), String> {
     for (i, t) in tenants.iter().enumerate() {
         let at = format!("tenant \"{}\"", t.name);
         api::names::check(&format!("tenant[{i}].name"), &t.name).map_err(|e| e.to_string())?;
@@ -354,7 +454,7 @@ mod tests {
 
     const GOOD: &str = r#"
 [controller]
-interval_secs = 2
+interval = "2s"
 scheme = "lachesis"
 [[node]]
 name = "l1"
@@ -375,7 +475,7 @@ servers = ["l2"]
     #[test]
     fn parses_a_good_file() {
         let c = ControllerConfig::parse(GOOD).unwrap();
-        assert_eq!(c.controller.interval_secs, 2.0);
+        assert_eq!(c.controller.interval, Duration::from_secs(2));
         assert_eq!(c.tenants[0].slo, Some(Slo::LatencyMs(2.0)));
         assert_eq!(c.tenants[0].class().unwrap(), Class::Gold);
         assert_eq!(c.tenants[0].volumes[0].servers, vec!["l2".to_string()]);
@@ -398,7 +498,7 @@ servers = ["l2"]
         let bad = GOOD.replace("latency_ms = 2.0", "latency_ms = -1.0");
         let e = ControllerConfig::parse(&bad).unwrap_err();
         assert!(e.contains("tenant \"db\".slo"), "{e}");
-        let bad = GOOD.replace("interval_secs = 2", "interval_secs = 2\ncolour = 1");
+        let bad = GOOD.replace("interval = \"2s\"", "interval = \"2s\"\ncolour = 1");
         let e = ControllerConfig::parse(&bad).unwrap_err();
         assert!(e.contains("colour"), "{e}");
         let c = ControllerConfig::parse(GOOD).unwrap();

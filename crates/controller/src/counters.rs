@@ -152,7 +152,7 @@ struct Record {
 
 /// What the controller made of one answer.
 #[derive(Debug, PartialEq)]
-pub enum Verdict {
+pub enum Judgement {
     /// Taken.
     Honest,
     /// Taken as the new baseline after [`RESYNC`] answers that agree with each other;
@@ -178,7 +178,7 @@ impl Judge {
         node: &str,
         now: &NodeObservations,
         at: Instant,
-    ) -> (HashMap<String, TenantObservations>, Verdict) {
+    ) -> (HashMap<String, TenantObservations>, Judgement) {
         let r = self.nodes.entry(node.to_string()).or_default();
         let elapsed = r
             .accepted
@@ -190,7 +190,7 @@ impl Judge {
                 r.good = d.clone();
                 r.refused = None;
                 r.agreeing = 0;
-                return (d, Verdict::Honest);
+                return (d, Judgement::Honest);
             }
             Err(reason) => reason,
         };
@@ -204,9 +204,9 @@ impl Judge {
             r.accepted = Some(at);
             r.refused = None;
             r.agreeing = 0;
-            return (r.good.clone(), Verdict::Resynced);
+            return (r.good.clone(), Judgement::Resynced);
         }
-        (r.good.clone(), Verdict::Suspect(reason))
+        (r.good.clone(), Judgement::Suspect(reason))
     }
 
     /// Forgets a node that stopped answering (its next answer starts a new baseline).
@@ -271,28 +271,28 @@ mod tests {
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
         let (x, v) = j.judge(&mut d, "n", &obs("e", 1_000, 100), at(0));
-        assert_eq!((x["v"].requests, v), (100, Verdict::Honest));
+        assert_eq!((x["v"].requests, v), (100, Judgement::Honest));
         let (x, v) = j.judge(&mut d, "n", &obs("e", 2_000, 300), at(1));
-        assert_eq!((x["v"].requests, v), (200, Verdict::Honest));
+        assert_eq!((x["v"].requests, v), (200, Judgement::Honest));
         // Backwards, then a jump: refused, the last good interval stands.
         let (x, v) = j.judge(&mut d, "n", &obs("e", 3_000, 50), at(2));
-        assert!(matches!(v, Verdict::Suspect(_)));
+        assert!(matches!(v, Judgement::Suspect(_)));
         assert_eq!(x["v"].requests, 200);
         let (x, v) = j.judge(&mut d, "n", &obs("e", 4_000, 1 << 50), at(3));
-        assert!(matches!(v, Verdict::Suspect(_)));
+        assert!(matches!(v, Judgement::Suspect(_)));
         assert_eq!(x["v"].requests, 200);
         // Honest again: the difference against the last accepted answer.
         let (x, v) = j.judge(&mut d, "n", &obs("e", 5_000, 700), at(4));
-        assert_eq!((x["v"].requests, v), (400, Verdict::Honest));
+        assert_eq!((x["v"].requests, v), (400, Judgement::Honest));
         // Counters that restart without a new epoch and then agree with themselves
         // become the baseline after RESYNC answers.
         let (_, v) = j.judge(&mut d, "n", &obs("e", 6_000, 10), at(5));
-        assert!(matches!(v, Verdict::Suspect(_)));
+        assert!(matches!(v, Judgement::Suspect(_)));
         let (_, v) = j.judge(&mut d, "n", &obs("e", 7_000, 20), at(6));
-        assert!(matches!(v, Verdict::Suspect(_)));
+        assert!(matches!(v, Judgement::Suspect(_)));
         let (x, v) = j.judge(&mut d, "n", &obs("e", 8_000, 30), at(7));
-        assert_eq!((x["v"].requests, v), (400, Verdict::Resynced));
+        assert_eq!((x["v"].requests, v), (400, Judgement::Resynced));
         let (x, v) = j.judge(&mut d, "n", &obs("e", 9_000, 45), at(8));
-        assert_eq!((x["v"].requests, v), (15, Verdict::Honest));
+        assert_eq!((x["v"].requests, v), (15, Judgement::Honest));
     }
 }

@@ -456,9 +456,9 @@ pub struct Election {
 
 impl Election {
     /// A replica called `id` competing through `store`'s leader key, with a lease lasting
-    /// `max(ceil(interval_secs), 2)` seconds.
-    pub fn new(store: Arc<EtcdStore>, id: &str, interval_secs: f64) -> Arc<Election> {
-        let ttl = (interval_secs.ceil() as u64).max(2);
+    /// `max(ceil(interval), 2)` seconds.
+    pub fn new(store: Arc<EtcdStore>, id: &str, interval: Duration) -> Arc<Election> {
+        let ttl = (interval.as_secs_f64().ceil() as u64).max(2);
         Arc::new(Election {
             store,
             id: id.to_string(),

@@ -17,7 +17,11 @@
 //! | [`counters`] | whether a node's counters can be believed (monotonic, bounded by the interval); suspect nodes planned at their last good interval |
 //! | [`private`] | the modes of its files at rest (store, token: 0600; their directory: 0700) |
 //! | [`reconcile`] | a node's actual caches and rules made to match the plan (through `api::client::NodeClient`) |
-//! | [`service`] | the loop and the state behind the API |
+//! | [`service`] | the state behind the API, changes through it, and the interval's steps in order |
+//! | [`placement`] | the tenants' volumes placed on the known nodes: the `control` topology |
+//! | [`poll`] | asking every node for its counters and health; what the answers say, into the registry |
+//! | [`views`] | what the API and console show: the interval's report, tenants, explanations, curves, history |
+//! | [`error`] | the service's error (one HTTP status per variant) |
 //! | [`fanout`] | one blocking call per node on a bounded number of threads (polls, reconciles) |
 //! | [`api`], [`auth`], [`console`] | HTTP: JSON verbs, bearer token, operator's page |
 //! | [`demo`] | `lachesis demo`: disks, nodes, controller and tenants on loopback |
@@ -31,14 +35,18 @@ pub mod config;
 pub mod console;
 pub mod counters;
 pub mod demo;
+pub mod error;
 pub mod etcd;
 pub mod fanout;
 pub mod observe;
+pub mod placement;
+pub mod poll;
 pub mod private;
 pub mod reconcile;
 pub mod registry;
 pub mod service;
 pub mod store;
+pub mod views;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -54,7 +62,7 @@ pub struct RunningController {
     /// Where the API and console listen.
     pub addr: SocketAddr,
     /// The API token.
-    pub token: Arc<auth::Token>,
+    pub token: Arc<::api::auth::Token>,
     stop: tokio::sync::watch::Sender<bool>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
@@ -144,7 +152,7 @@ pub async fn start_replica(
     let addr = listener.local_addr()?;
     check_exposure(cfg, addr)?;
     // Nothing is written (no token generated, no state stored) before the check.
-    let token = Arc::new(auth::Token::load(
+    let token = Arc::new(auth::load(
         cfg.controller.token_file.as_deref(),
         &cfg.controller.data_dir,
     )?);

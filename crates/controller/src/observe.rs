@@ -17,7 +17,8 @@
 //! ([`quantiles`]): of all requests as the level-1 node saw them, and of the reads that
 //! went to a disk as the level-2 nodes saw them.
 
-use api::node::{NodeObservations, Served, TenantObservations};
+use crate::placement::PlacedVolume;
+use api::node::{LatencySum, NodeObservations, TenantObservations};
 use control::{LevelCount, Observations, ObservedService, PolicyCurve, TenantObservation};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -28,8 +29,8 @@ pub struct Deltas {
     last: HashMap<String, NodeObservations>,
 }
 
-fn sub_acc(a: Served, b: Served) -> Served {
-    Served {
+fn sub_acc(a: LatencySum, b: LatencySum) -> LatencySum {
+    LatencySum {
         count: a.count.saturating_sub(b.count),
         sum_ms: (a.sum_ms - b.sum_ms).max(0.0),
     }
@@ -177,26 +178,15 @@ pub struct Measured {
     pub mbps: f64,
 }
 
-fn mean(a: Served) -> Option<f64> {
+fn mean(a: LatencySum) -> Option<f64> {
     (a.count > 0).then(|| a.sum_ms / a.count as f64)
 }
 
-/// Where a volume lives: its host's name and its servers' names.
-pub struct Placement<'a> {
-    /// The `control` tenant's name.
-    pub name: &'a str,
-    /// The volume's name (its cache on every node).
-    pub cache: &'a str,
-    /// Level-1 node.
-    pub host: &'a str,
-    /// Level-2 nodes.
-    pub servers: Vec<&'a str>,
-}
-
-/// One interval's observations, volumes in `placements` order, from the per-node deltas
-/// (`by_node[node][cache]`); `block_size` turns curve sizes into blocks.
+/// One interval's observations, volumes in `placements` order (where each lives: its
+/// host's name and its servers'), from the per-node deltas (`by_node[node][cache]`);
+/// `block_size` turns curve sizes into blocks.
 pub fn build(
-    placements: &[Placement<'_>],
+    placements: &[PlacedVolume],
     by_node: &HashMap<String, HashMap<String, TenantObservations>>,
     block_size: u64,
     seconds: f64,
@@ -209,10 +199,10 @@ pub fn build(
     };
     let mut measured = Vec::new();
     let empty = TenantObservations::default();
-    let l1_of = |p: &Placement<'_>| {
+    let l1_of = |p: &PlacedVolume| {
         by_node
-            .get(p.host)
-            .and_then(|m| m.get(p.cache))
+            .get(&p.host)
+            .and_then(|m| m.get(&p.cache))
             .unwrap_or(&empty)
     };
     // A volume on several hosts: its level-2 counters serve every host's misses, so each
@@ -220,13 +210,13 @@ pub fn build(
     let mut misses: HashMap<&str, (u64, usize)> = HashMap::new();
     for p in placements {
         let l1 = l1_of(p);
-        let e = misses.entry(p.cache).or_default();
+        let e = misses.entry(p.cache.as_str()).or_default();
         e.0 += l1.lookups.saturating_sub(l1.hits);
         e.1 += 1;
     }
     for p in placements {
         let l1 = l1_of(p);
-        let share = match misses.get(p.cache) {
+        let share = match misses.get(p.cache.as_str()) {
             Some(&(_, 1)) | None => 1.0,
             Some(&(0, n)) => 1.0 / n as f64,
             Some(&(all, _)) => l1.lookups.saturating_sub(l1.hits) as f64 / all as f64,
@@ -235,19 +225,19 @@ pub fn build(
         let l2: Vec<&TenantObservations> = p
             .servers
             .iter()
-            .filter_map(|s| by_node.get(*s).and_then(|m| m.get(p.cache)))
+            .filter_map(|s| by_node.get(s).and_then(|m| m.get(&p.cache)))
             .collect();
         let l2_lookups: u64 = scale(l2.iter().map(|c| c.lookups).sum());
         let l2_hits: u64 = scale(l2.iter().map(|c| c.hits).sum());
-        let sum = |f: &dyn Fn(&TenantObservations) -> Served| {
-            let a = l2.iter().fold(Served::default(), |a, c| {
+        let sum = |f: &dyn Fn(&TenantObservations) -> LatencySum| {
+            let a = l2.iter().fold(LatencySum::default(), |a, c| {
                 let x = f(c);
-                Served {
+                LatencySum {
                     count: a.count + x.count,
                     sum_ms: a.sum_ms + x.sum_ms,
                 }
             });
-            Served {
+            LatencySum {
                 count: scale(a.count),
                 sum_ms: a.sum_ms * share,
             }
@@ -303,7 +293,7 @@ pub fn build(
                 })
             })
             .collect();
-        let mean_ms = mean(Served {
+        let mean_ms = mean(LatencySum {
             count: l1.latency.count,
             sum_ms: l1.latency.sum_ms,
         });
@@ -336,7 +326,7 @@ pub fn build(
             miss_quantiles: disk_misses(l1, &l2),
         });
         measured.push(Measured {
-            tenant: p.name.to_string(),
+            tenant: p.name.clone(),
             requests: l1.requests,
             bytes,
             latency_ms: mean_ms,
@@ -372,7 +362,7 @@ struct WriteSplit {
 
 impl WriteSplit {
     fn of(l1: &TenantObservations, bytes: u64) -> WriteSplit {
-        let reads = Served {
+        let reads = LatencySum {
             count: l1.served.hit.count + l1.served.miss.count,
             sum_ms: l1.served.hit.sum_ms + l1.served.miss.sum_ms,
         };
@@ -387,7 +377,7 @@ impl WriteSplit {
                 write_ms: None,
             };
         }
-        let others = Served {
+        let others = LatencySum {
             count: l1.latency.count - reads.count,
             sum_ms: (l1.latency.sum_ms - reads.sum_ms).max(0.0),
         };
@@ -416,6 +406,18 @@ mod tests {
     use super::*;
     use api::node::{LatencyView, PolicyPoints, ServedView};
 
+    /// Volume `name` (cache `cache`) on `host` over `servers`.
+    fn placed(name: &str, cache: &str, host: &str, servers: &[&str]) -> PlacedVolume {
+        PlacedVolume {
+            name: name.into(),
+            cache: cache.into(),
+            owner: cache.into(),
+            host: host.into(),
+            servers: servers.iter().map(|s| s.to_string()).collect(),
+            exclusive: false,
+        }
+    }
+
     fn counters(
         cache: &str,
         requests: u64,
@@ -437,11 +439,11 @@ mod tests {
                 ..Default::default()
             },
             served: ServedView {
-                hit: Served {
+                hit: LatencySum {
                     count: hits,
                     sum_ms: hits as f64 * hit_ms,
                 },
-                miss: Served {
+                miss: LatencySum {
                     count: requests - hits,
                     sum_ms: (requests - hits) as f64 * miss_ms,
                 },
@@ -514,12 +516,7 @@ mod tests {
         by.insert("h".to_string(), HashMap::from([("v".to_string(), l1)]));
         by.insert("a".to_string(), HashMap::from([("v".to_string(), s1)]));
         by.insert("b".to_string(), HashMap::from([("v".to_string(), s2)]));
-        let p = [Placement {
-            name: "v",
-            cache: "v",
-            host: "h",
-            servers: vec!["a", "b"],
-        }];
+        let p = [placed("v", "v", "h", &["a", "b"])];
         let (o, m) = build(&p, &by, 4096, 2.0);
         let t = &o.tenants[0];
         assert_eq!(t.requests, 1000);
@@ -546,12 +543,7 @@ mod tests {
         l1.latency.count = 1000;
         l1.latency.sum_ms += 400.0 * 50.0;
         let by = HashMap::from([("h".to_string(), HashMap::from([("v".to_string(), l1)]))]);
-        let p = [Placement {
-            name: "v",
-            cache: "v",
-            host: "h",
-            servers: vec![],
-        }];
+        let p = [placed("v", "v", "h", &[])];
         let (o, m) = build(&p, &by, 4096, 1.0);
         let t = &o.tenants[0];
         assert_eq!(t.writes, 400);
@@ -598,18 +590,8 @@ mod tests {
             HashMap::from([("v".to_string(), counters("v", 400, 200, 0.5, 4.5))]),
         );
         let p = [
-            Placement {
-                name: "v",
-                cache: "v",
-                host: "h1",
-                servers: vec!["s"],
-            },
-            Placement {
-                name: "v@h2",
-                cache: "v",
-                host: "h2",
-                servers: vec!["s"],
-            },
+            placed("v", "v", "h1", &["s"]),
+            placed("v@h2", "v", "h2", &["s"]),
         ];
         let (o, m) = build(&p, &by, 4096, 1.0);
         assert_eq!(o.tenants[0].l2.lookups, 300);

@@ -14,8 +14,8 @@
 //! transport errors and 5xx answers (`api::client::NodeClient`); a node that still fails is
 //! reported and tried again at the next interval.
 
+use crate::placement::PlacedVolume;
 use crate::registry::NodeEntry;
-use crate::service::Volume;
 use api::client::{CallError, NodeClient};
 use api::node::{CacheInfo, CachePatch, CreateCache, CreateRule, Proportions, SHARED_CACHE};
 use control::{Plan, Topology};
@@ -70,9 +70,16 @@ pub struct Action {
 /// `uncontrolled` scheme; the other level of MLMS's one-level baselines) one cache,
 /// [`SHARED_CACHE`], of the node's whole memory, that every volume the node exports is
 /// routed to.
-pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs: u64) -> Desired {
+pub fn desired(
+    topo: &Topology,
+    plan: &Plan,
+    vols: &[PlacedVolume],
+    e: &NodeEntry,
+    bs: u64,
+) -> Desired {
     let mut caches: Vec<WantCache> = Vec::new();
-    let exports = |v: &Volume| e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.cache);
+    let exports =
+        |v: &PlacedVolume| e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.cache);
     for (i, tp) in plan.tenants.iter().enumerate() {
         let v = &vols[i];
         let blocks = if e.level == 1 && topo.hosts[tp.l1.node].name == e.name {
@@ -141,6 +148,50 @@ pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs:
         caches,
         proportions: Some(crate::bandwidth::node_proportions(topo, plan, vols, e)),
     }
+}
+
+/// One node to reconcile: its client, what the plan wants on it, and whether it is
+/// fresh (not yet programmed at its current epoch: logged when it is).
+pub struct Work {
+    /// The node.
+    pub node: String,
+    /// Its client.
+    pub client: NodeClient,
+    /// What the plan wants on it.
+    pub want: Desired,
+    /// Not yet programmed at its current epoch.
+    pub fresh: bool,
+}
+
+/// A node's reconcile: done, or the error it stopped at.
+pub type Outcome = (String, Result<(), CallError>);
+
+/// Every node of `work` made to match its plan, all at once (bounded): a node busy
+/// writing back what a shrink evicts holds up only its own reconcile. The actions done on
+/// all nodes, and each node's outcome.
+pub fn apply_all(work: &[Work]) -> (Vec<Action>, Vec<Outcome>) {
+    let done: Vec<_> =
+        crate::fanout::map_bounded(work, crate::fanout::MAX_CONCURRENT_NODE_CALLS, |w| {
+            if w.fresh {
+                tracing::info!(node = %w.node, "programming the node from the plan");
+            }
+            (w.node.clone(), apply(&w.client, &w.node, &w.want))
+        });
+    let mut actions = Vec::new();
+    let mut outcomes = Vec::new();
+    for (name, r) in done {
+        match r {
+            Ok(a) => {
+                actions.extend(a);
+                outcomes.push((name, Ok(())));
+            }
+            Err((a, e)) => {
+                actions.extend(a);
+                outcomes.push((name, Err(e)));
+            }
+        }
+    }
+    (actions, outcomes)
 }
 
 /// Makes node `name` match `want`; on failure, the actions done so far and the error.
@@ -428,9 +479,9 @@ mod tests {
             infeasible: vec![],
             predicted_fair_speedup: 1.0,
         };
-        let vols: Vec<Volume> = ["a", "b"]
+        let vols: Vec<PlacedVolume> = ["a", "b"]
             .iter()
-            .map(|n| Volume {
+            .map(|n| PlacedVolume {
                 name: n.to_string(),
                 cache: n.to_string(),
                 owner: n.to_string(),

@@ -10,7 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 use std::sync::Mutex;
 
-/// Key of the tenants (JSON list of `TenantSpec`).
+/// Key of the tenants (JSON list of `TenantConfig`).
 pub const TENANTS: &str = "tenants";
 /// Key of the node registry (JSON list).
 pub const NODES: &str = "nodes";

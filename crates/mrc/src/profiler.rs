@@ -137,6 +137,17 @@ impl PhantomCaches {
     }
 }
 
+/// Sampled keys of a tenant's profiler on the node and in the simulator (bounded memory,
+/// about 100 KiB): [`OnlineProfiler::tenant`].
+pub const TENANT_SMAX: usize = 8192;
+
+/// Accesses per window of a tenant's profiler on the node and in the simulator: the
+/// windowed curve covers the last one to two windows. 200,000 accesses are a few seconds
+/// of a busy tenant, about one enforcement interval, so a phase change shows in the curve
+/// the control step reads within an interval or two; the simulator's experiments were
+/// tuned with this window, so the node feeds `control` curves of the same memory.
+pub const TENANT_WINDOW: u64 = 200_000;
+
 /// Online hit-ratio profiler of one tenant or partition.
 pub struct OnlineProfiler {
     shards: ShardsFixedSize,
@@ -154,6 +165,11 @@ pub struct OnlineProfiler {
 }
 
 impl OnlineProfiler {
+    /// A tenant's profiler: [`TENANT_SMAX`] sampled keys, windows of [`TENANT_WINDOW`].
+    pub fn tenant() -> Self {
+        Self::new(TENANT_SMAX, TENANT_WINDOW)
+    }
+
     /// A profiler keeping at most `s_max` sampled keys, with windows of `window` accesses
     /// (both taken as at least 1).
     pub fn new(s_max: usize, window: u64) -> Self {

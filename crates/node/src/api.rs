@@ -10,7 +10,7 @@
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends |
 //! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile","exclusive","dirty_ratio","dirty_bytes","log","durable"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
 //! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission","exclusive","dirty_ratio","dirty_bytes"}` / remove |
-//! | GET | `/v1/caches/{id or name}/curve?window=true&points=N` | online hit-ratio curve (`"status": "no data"` and no points before any access) |
+//! | GET | `/v1/caches/{id or name}/curve?window=true&points=N` | online hit-ratio curve of the tenant the cache serves (`"status": "no data"` and no points before any access; 409 for a cache several tenants share) |
 //! | GET, POST | `/v1/rules` | list / create `{"export","cache","client","op","range"}` |
 //! | DELETE | `/v1/rules/{id}` | remove |
 //! | GET | `/v1/tenants` | per (export, client) counters and latency percentiles |
@@ -32,10 +32,10 @@
 //! or a size that does not fit) and 500 for the node's own failures. Verbs that may write
 //! dirty blocks back (a patch leaving write-back, remove) run on the blocking pool.
 
-use crate::auth::ApiToken;
 use crate::config::{CacheSpec, RuleSpec};
-use crate::state::NodeState;
-use crate::NodeError;
+use crate::error::NodeError;
+use crate::state::ControlPlane;
+use api::auth::Token;
 use api::node::{
     CacheCurve, CachePatch, CreateCache, CreateRule, CurvePoint, DemoteOutcome, NodeInfo,
     Proportions, Removed,
@@ -52,7 +52,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-type St = State<Arc<NodeState>>;
+type St = State<Arc<ControlPlane>>;
 
 impl IntoResponse for NodeError {
     fn into_response(self) -> Response {
@@ -113,7 +113,7 @@ async fn blocking<T: Send + 'static>(
 }
 
 /// The API's router over `state`, guarded by `token`.
-pub fn router(state: Arc<NodeState>, token: Arc<ApiToken>) -> Router {
+pub fn router(state: Arc<ControlPlane>, token: Arc<Token>) -> Router {
     Router::new()
         .route("/", get(page))
         .route("/metrics", get(metrics))
@@ -145,8 +145,8 @@ pub fn router(state: Arc<NodeState>, token: Arc<ApiToken>) -> Router {
         })
         .with_state(state)
         .layer(axum::middleware::from_fn_with_state(
-            token,
-            crate::auth::require_token,
+            crate::auth::guard(token),
+            api::auth::server::require,
         ))
 }
 
@@ -154,7 +154,7 @@ pub fn router(state: Arc<NodeState>, token: Arc<ApiToken>) -> Router {
 /// down) while one reconnects.
 async fn healthz(State(s): St) -> impl IntoResponse {
     let down: Vec<serde_json::Value> = s
-        .upstreams
+        .upstreams()
         .status()
         .into_iter()
         .filter(|(_, l)| !l.up)
@@ -190,14 +190,14 @@ async fn metrics(State(s): St) -> impl IntoResponse {
 
 async fn node(State(s): St) -> Json<NodeInfo> {
     Json(NodeInfo {
-        level: s.level,
-        block_size: s.cache.block_size() as u64,
-        total_blocks: s.cache.total_blocks() as u64,
-        allocated_blocks: s.cache.allocated_blocks() as u64,
-        uptime_seconds: s.started.elapsed().as_secs_f64(),
+        level: s.level(),
+        block_size: s.cache_node().block_size() as u64,
+        total_blocks: s.cache_node().total_blocks() as u64,
+        allocated_blocks: s.cache_node().allocated_blocks() as u64,
+        uptime_seconds: s.started().elapsed().as_secs_f64(),
         // Proportions are of the backend's service time, not of a byte budget.
         bandwidth_bytes_per_sec: 0,
-        demote: s.demoter.counters(),
+        demote: s.demoter().counters(),
     })
 }
 
@@ -296,7 +296,7 @@ async fn curve(
     Ok(Json(CacheCurve {
         cache: id,
         windowed: window,
-        block_size: s.cache.block_size() as u64,
+        block_size: s.cache_node().block_size() as u64,
         status: if c.is_some() { "ok" } else { "no data" }.into(),
         points: c.map_or_else(Vec::new, |c| {
             c.points()
@@ -331,7 +331,7 @@ async fn remove_rule(State(s): St, Path(id): Path<String>) -> Result<impl IntoRe
 }
 
 async fn observations(State(s): St) -> impl IntoResponse {
-    Json(crate::observe::observations(&s))
+    Json(s.observations())
 }
 
 async fn tenants(State(s): St) -> impl IntoResponse {
@@ -340,9 +340,9 @@ async fn tenants(State(s): St) -> impl IntoResponse {
 
 async fn get_proportions(State(s): St) -> impl IntoResponse {
     Json(json!({
-        "proportions": s.bandwidth.proportions(),
-        "backend_depth": s.bandwidth.depth(),
-        "backend": s.bandwidth.stats().into_iter().map(|(t, b)| (t, json!({
+        "proportions": s.bandwidth().proportions(),
+        "backend_depth": s.bandwidth().depth(),
+        "backend": s.bandwidth().stats().into_iter().map(|(t, b)| (t, json!({
             "requests": b.requests, "bytes": b.bytes,
             "service_ms": b.service_ns as f64 / 1e6, "queue_ms": b.queue_ns as f64 / 1e6,
         }))).collect::<serde_json::Map<_, _>>(),
@@ -358,25 +358,25 @@ async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, No
             known.join(", ")
         )));
     }
-    s.bandwidth
+    s.bandwidth()
         .set_proportions(p)
         .map_err(|e| NodeError::Invalid(e.to_string()))?;
-    Ok(Json(s.bandwidth.proportions()))
+    Ok(Json(s.bandwidth().proportions()))
 }
 
 /// Whether `export` of this node takes demoted blocks: only on a level-2 node, and only
 /// when every cache its rules route to is an exclusive lower cache (elsewhere a demoted
 /// block would be served as data the backend never held). An unknown export is left to
 /// the insert, which names it (404).
-fn demotable(s: &NodeState, export: &str) -> Result<(), NodeError> {
+fn demotable(s: &ControlPlane, export: &str) -> Result<(), NodeError> {
     if !s.exports().any(|e| e.name == export) {
         return Ok(());
     }
-    if s.level < 2 {
+    if s.level() < 2 {
         return Err(NodeError::Conflict(format!(
             "this node is level {}: it takes no demoted blocks (only a level-2 node below an \
              exclusive level 1 does)",
-            s.level
+            s.level()
         )));
     }
     let caches = s.caches();
@@ -417,7 +417,7 @@ async fn demote(
         let mut out = cache::DemoteOutcome::default();
         for (i, (offset, data)) in records.into_iter().enumerate() {
             let o = s
-                .cache
+                .cache_node()
                 .insert_clean(&export, offset, data)
                 .map_err(|e| match e {
                     CacheError::OutOfRange { .. } => {

@@ -34,7 +34,7 @@
 //! times out ([`SEND_TIMEOUT`]) is taken as not applied; a level 2 that applies it later
 //! still could install a copy a later write already replaced.
 
-use crate::NodeError;
+use crate::error::NodeError;
 use cache::{Backend, DemoteSink};
 use std::collections::{BTreeMap, VecDeque};
 use std::io;
@@ -57,7 +57,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 /// A level-2 node's API where one upstream member's demotions go.
 #[derive(Clone, Debug)]
-pub struct Target {
+pub struct DemoteTarget {
     /// `http://HOST:PORT`.
     pub url: String,
     /// The level-2 node's API token.
@@ -125,7 +125,7 @@ struct Counters {
 struct Shared {
     q: Mutex<Queue>,
     cv: Condvar,
-    targets: RwLock<Vec<Target>>,
+    targets: RwLock<Vec<DemoteTarget>>,
     routes: RwLock<BTreeMap<String, Route>>,
     counters: Counters,
 }
@@ -192,7 +192,7 @@ impl Demoter {
     pub fn add_export(
         &self,
         export: &str,
-        members: Vec<(Arc<dyn Backend>, Target)>,
+        members: Vec<(Arc<dyn Backend>, DemoteTarget)>,
         unit: u64,
     ) -> Result<Vec<Arc<dyn Backend>>, NodeError> {
         let mut out: Vec<Arc<dyn Backend>> = Vec::new();

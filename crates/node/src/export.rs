@@ -1,4 +1,4 @@
-//! The NBD face of the node: every export of the node's [`NodeState`] served through its
+//! The NBD face of the node: every export of the node's [`ControlPlane`] served through its
 //! caches, with the client's address as the rules' client.
 //!
 //! A connection's export is looked up per client ([`nbd::ExportProvider::lookup_for`]), so
@@ -18,18 +18,20 @@
 //! copying it first. Only what those decline reaches [`Export::read`], which goes
 //! straight to the cache's ordinary read.
 //! Latency is timed around the whole request (including any wait for the backend, which
-//! happens below the cache, in [`crate::bandwidth`]). Every request is timed once ([`CacheExport::timed`]): into one histogram (the
-//! export's and client's, `latency`) and the tenant's hit/miss sums (`observe`), a read
-//! as a hit when every block was in memory (served by `read_now`, or found by the
-//! cache's read) and as a miss otherwise; its blocks are fed once to the tenant's
-//! profiler.
+//! happens below the cache, in [`crate::bandwidth`]). Every request is timed once
+//! (`CacheExport::timed`) into one recorder (the export's and client's, `latency`: its
+//! histogram and the hit/miss sums), a read as a hit when every block was in memory
+//! (served by `read_now`, or found by the cache's read) and as a miss otherwise, a miss
+//! also into the tenant's misses' histogram (`observe`); its blocks are fed once to the
+//! tenant's profiler.
 //! Block status (`base:allocation`) comes from [`cache::CacheNode::block_status`]: the
 //! backend's holes (a file image's, from `lseek`; other backends report all data), less
 //! every block a cache holds dirty, so data not yet written back is never called a hole.
 
 use crate::latency::Latency;
-use crate::observe::{Service, TenantObserver};
-use crate::state::NodeState;
+use crate::latency::LatencyClass;
+use crate::observe::TenantObserver;
+use crate::state::ControlPlane;
 use bytes::Bytes;
 use cache::CacheError;
 use nbd::server::export::{BoxFuture, Extent};
@@ -67,7 +69,7 @@ pub fn client_of(peer: &str) -> String {
 pub type AllowLists = std::collections::HashMap<String, nbd::server::allow::AllowList>;
 
 /// The node's exports, looked up per client, with their allow-lists.
-pub struct NodeExports(pub Arc<NodeState>, pub Arc<AllowLists>);
+pub struct NodeExports(pub Arc<ControlPlane>, pub Arc<AllowLists>);
 
 impl ExportProvider for NodeExports {
     fn admits(&self, name: &str, peer: &str) -> bool {
@@ -94,9 +96,10 @@ impl ExportProvider for NodeExports {
         };
         let info = self.0.export(&name)?;
         let client = client_of(peer);
+        let observer = self.0.observer(&info.tenant)?.clone();
         Some(Arc::new(CacheExport {
-            latency: self.0.latency(&name, &client),
-            observer: self.0.observer(&info.tenant),
+            latency: observer.recorder(&name, &client),
+            observer,
             key_base: self.0.key_base(&name),
             size: info.size,
             read_only: info.read_only,
@@ -113,7 +116,7 @@ impl ExportProvider for NodeExports {
 
 /// One export as one client sees it.
 pub struct CacheExport {
-    state: Arc<NodeState>,
+    state: Arc<ControlPlane>,
     export: Arc<str>,
     client: Arc<str>,
     size: u64,
@@ -124,10 +127,10 @@ pub struct CacheExport {
 }
 
 impl CacheExport {
-    /// Times one request that took `took`: its one histogram and the tenant's sums.
-    fn timed(&self, write: bool, service: Service, took: std::time::Duration) {
-        self.latency.record(write, took);
-        self.observer.latency(service, took);
+    /// Times one request that took `took`: into its one recorder (and a miss into the
+    /// tenant's misses' histogram).
+    fn timed(&self, write: bool, service: LatencyClass, took: std::time::Duration) {
+        self.observer.record(&self.latency, write, service, took);
     }
 
     /// Feeds the blocks of `[offset, offset + len)` to the tenant's profiler.
@@ -135,7 +138,7 @@ impl CacheExport {
         if len == 0 {
             return;
         }
-        let bs = self.state.cache.block_size() as u64;
+        let bs = self.state.cache_node().block_size() as u64;
         let base = self.key_base;
         self.observer
             .access((offset / bs..=(offset + len - 1) / bs).map(|b| base | b));
@@ -148,7 +151,7 @@ impl CacheExport {
         write: bool,
         f: impl FnOnce(&cache::CacheNode, &str, &str) -> Result<T, CacheError> + Send + 'static,
     ) -> io::Result<T> {
-        self.run_as(write, |_| Service::Other, f).await
+        self.run_as(write, |_| LatencyClass::Other, f).await
     }
 
     /// [`CacheExport::run`], with `kind` telling from the answer how the request was
@@ -156,11 +159,11 @@ impl CacheExport {
     async fn run_as<T: Send + 'static>(
         &self,
         write: bool,
-        kind: impl FnOnce(&T) -> Service,
+        kind: impl FnOnce(&T) -> LatencyClass,
         f: impl FnOnce(&cache::CacheNode, &str, &str) -> Result<T, CacheError> + Send + 'static,
     ) -> io::Result<T> {
         let start = Instant::now();
-        let node = self.state.cache.clone();
+        let node = self.state.cache_node().clone();
         let (export, client) = (self.export.clone(), self.client.clone());
         let multi_thread = tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread;
@@ -177,7 +180,7 @@ impl CacheExport {
         };
         let service = match &out {
             Ok(v) => kind(v),
-            Err(_) => Service::Other,
+            Err(_) => LatencyClass::Other,
         };
         self.timed(write, service, start.elapsed());
         out
@@ -189,7 +192,7 @@ impl CacheExport {
         &self,
         f: impl FnOnce(&cache::CacheNode, &str) -> Result<T, CacheError> + Send + 'static,
     ) -> io::Result<T> {
-        let node = self.state.cache.clone();
+        let node = self.state.cache_node().clone();
         let export = self.export.clone();
         if tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::MultiThread
@@ -214,11 +217,11 @@ impl CacheExport {
         let start = Instant::now();
         match self
             .state
-            .cache
+            .cache_node()
             .with_resident(&self.export, &self.client, offset, len, f)
         {
             Ok(Some(())) => {
-                self.timed(false, Service::Hit, start.elapsed());
+                self.timed(false, LatencyClass::Hit, start.elapsed());
                 self.profile(offset, len as u64);
                 Some(Ok(()))
             }
@@ -247,7 +250,13 @@ impl Export for CacheExport {
         Box::pin(async move {
             self.run_as(
                 false,
-                |(_, hit)| if *hit { Service::Hit } else { Service::Miss },
+                |(_, hit)| {
+                    if *hit {
+                        LatencyClass::Hit
+                    } else {
+                        LatencyClass::Miss
+                    }
+                },
                 move |node, export, client| {
                     let mut buf = vec![0u8; len as usize];
                     let o = node.read_outcome(export, client, offset, &mut buf)?;

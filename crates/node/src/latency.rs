@@ -1,19 +1,85 @@
-//! Per-tenant latency histograms (HdrHistogram, microseconds, 3 significant digits), one for
-//! reads and one for writes, recorded by the NBD adapter around each data request: the
-//! node's one latency histogram per request. A tenant's observations (`observe`) take
-//! their percentiles from these, merged over the tenant's exports and clients.
+//! The node's one latency recorder, one per export and client ([`Latency`]), fed once per
+//! request by the NBD adapter: a histogram of reads and one of writes (HdrHistogram,
+//! microseconds, 3 significant digits) and exact sums of every request and of reads
+//! served from this node's memory (hits) and from below it (misses), by [`LatencyClass`]. A
+//! tenant's observations (`observe`) take their percentiles from these histograms merged
+//! over the tenant's exports and clients, and their means and hit/miss split from these
+//! sums; `/v1/tenants` and `/metrics` show them per export and client.
 
+use api::node::LatencySum;
 use hdrhistogram::Histogram;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 /// Largest latency recorded exactly (larger values are clamped): one minute.
 pub(crate) const MAX_MICROS: u64 = 60_000_000;
 
-/// Read and write latency of one tenant.
+/// How a request was served, for the latency split.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LatencyClass {
+    /// A read whose every block was in this node's memory.
+    Hit,
+    /// A read with at least one block from below this node.
+    Miss,
+    /// Not a read (writes, flushes, trims): counted in the latency, not in the split.
+    Other,
+}
+
+/// Count and total latency of a class of requests.
+#[derive(Default)]
+struct Sum {
+    count: AtomicU64,
+    nanos: AtomicU64,
+}
+
+impl Sum {
+    fn add(&self, took: Duration) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.nanos
+            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+    }
+
+    fn snapshot(&self) -> LatencySum {
+        LatencySum {
+            count: self.count.load(Ordering::Relaxed),
+            sum_ms: self.nanos.load(Ordering::Relaxed) as f64 / 1e6,
+        }
+    }
+}
+
+/// The exact sums of a recorder: every request, hits and misses.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Sums {
+    /// Every request.
+    pub all: LatencySum,
+    /// Reads served wholly from memory.
+    pub hit: LatencySum,
+    /// Reads with a block from below.
+    pub miss: LatencySum,
+}
+
+impl Sums {
+    /// `self` plus `o`.
+    pub fn add(&mut self, o: Sums) {
+        for (a, b) in [
+            (&mut self.all, o.all),
+            (&mut self.hit, o.hit),
+            (&mut self.miss, o.miss),
+        ] {
+            a.count += b.count;
+            a.sum_ms += b.sum_ms;
+        }
+    }
+}
+
+/// Read and write latency of one export's client, and its exact sums.
 pub struct Latency {
     reads: Mutex<Histogram<u64>>,
     writes: Mutex<Histogram<u64>>,
+    all: Sum,
+    hit: Sum,
+    miss: Sum,
 }
 
 impl Default for Latency {
@@ -22,6 +88,9 @@ impl Default for Latency {
         Latency {
             reads: h(),
             writes: h(),
+            all: Sum::default(),
+            hit: Sum::default(),
+            miss: Sum::default(),
         }
     }
 }
@@ -46,11 +115,27 @@ fn percentiles(h: &Histogram<u64>) -> Percentiles {
 }
 
 impl Latency {
-    /// Records one request.
-    pub fn record(&self, write: bool, took: Duration) {
+    /// Records one request that took `took`: into the writes' histogram (`write`) or the
+    /// reads', and into the sums as `service` says.
+    pub fn record(&self, write: bool, service: LatencyClass, took: Duration) {
         let us = (took.as_micros() as u64).clamp(1, MAX_MICROS);
         let h = if write { &self.writes } else { &self.reads };
         lock(h).saturating_record(us);
+        self.all.add(took);
+        match service {
+            LatencyClass::Hit => self.hit.add(took),
+            LatencyClass::Miss => self.miss.add(took),
+            LatencyClass::Other => {}
+        }
+    }
+
+    /// The exact sums now.
+    pub fn sums(&self) -> Sums {
+        Sums {
+            all: self.all.snapshot(),
+            hit: self.hit.snapshot(),
+            miss: self.miss.snapshot(),
+        }
     }
 
     /// Reads and writes in one histogram.
@@ -113,9 +198,9 @@ mod tests {
     fn percentiles_of_known_latencies() {
         let l = Latency::default();
         for us in 1..=1000u64 {
-            l.record(false, Duration::from_micros(us));
+            l.record(false, LatencyClass::Hit, Duration::from_micros(us));
         }
-        l.record(true, Duration::from_millis(5));
+        l.record(true, LatencyClass::Other, Duration::from_millis(5));
         let s = l.summary();
         assert_eq!(s.read.count, 1000);
         assert!((s.read.p50_us as i64 - 500).abs() <= 1, "{:?}", s.read);
@@ -126,5 +211,12 @@ mod tests {
         assert_eq!(n, 1000);
         assert_eq!(counts, vec![100, 1000]);
         assert!((sum - 0.5005).abs() < 0.001, "{sum}");
+        // The exact sums: 1,001 requests, the 1,000 reads hits, 500.5 + 5 ms in all.
+        let sums = l.sums();
+        assert_eq!(
+            (sums.all.count, sums.hit.count, sums.miss.count),
+            (1001, 1000, 0)
+        );
+        assert!((sums.all.sum_ms - 505.5).abs() < 1e-6, "{sums:?}");
     }
 }

@@ -8,6 +8,10 @@
 //! | module | owns |
 //! |---|---|
 //! | [`config`] | `node.toml`: listeners, memory, exports, initial caches and rules |
+//! | [`mod@build`] | the state built from the configuration: backends, hot tiers, caches, rules |
+//! | [`images`] | image files opened or created, and listed with their sizes |
+//! | [`recovery`] | dirty blocks written back or kept at a stop, and replayed at the next start |
+//! | [`error`] | the node's error |
 //! | [`state`] | the control plane: verbs, cache names, profilers, tenants |
 //! | [`export`] | the NBD face: per-client exports over the cache's data path |
 //! | [`upstream`] | backends over upstream NBD exports (level 1 → level 2) |
@@ -35,14 +39,18 @@
 pub mod api;
 pub mod auth;
 pub mod bandwidth;
+pub mod build;
 pub mod config;
 pub mod demote;
+pub mod error;
 pub mod export;
 pub mod hot_tier;
+pub mod images;
 pub mod latency;
 pub mod metrics;
 pub mod observe;
 pub mod page;
+pub mod recovery;
 pub mod register;
 pub mod replay;
 pub mod reserve;
@@ -50,53 +58,20 @@ pub mod state;
 pub use units;
 pub mod upstream;
 
-use crate::config::{ExportConfig, NodeConfig};
-use crate::hot_tier::{HotTier, HotTierConfig};
-use crate::state::{ExportInfo, NodeState};
+pub use build::build;
+pub use error::NodeError;
+pub use images::IMAGES_FILE;
+pub use recovery::{RECOVERY_FILE, STOP_WRITERS};
+
+use crate::config::NodeConfig;
+use crate::recovery::{replay_recovery, write_back_or_keep};
+use crate::state::ControlPlane;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
-
-/// An error of the node.
-#[derive(Debug, thiserror::Error)]
-pub enum NodeError {
-    /// The configuration file is wrong.
-    #[error("{file}: {msg}")]
-    Config {
-        /// The file.
-        file: String,
-        /// What is wrong, naming the field.
-        msg: String,
-    },
-    /// A request names something that does not exist.
-    #[error("{0}")]
-    NotFound(String),
-    /// A request is malformed or its values are invalid.
-    #[error("{0}")]
-    Invalid(String),
-    /// A request conflicts with the node's state.
-    #[error("{0}")]
-    Conflict(String),
-    /// The cache refused.
-    #[error(transparent)]
-    Cache(#[from] cache::CacheError),
-    /// I/O failed (a backend).
-    #[error("{0}")]
-    Io(#[from] std::io::Error),
-    /// A listener could not be opened.
-    #[error("{what} listener {addr}: {reason}")]
-    Listen {
-        /// `NBD` or `API`.
-        what: &'static str,
-        /// The address asked for.
-        addr: String,
-        /// Why, and what to do.
-        reason: String,
-    },
-}
 
 /// Opens the `what` listener on `addr`; an address in use says how to choose another.
 async fn listen(what: &'static str, addr: &str, key: &str) -> Result<TcpListener, NodeError> {
@@ -122,13 +97,13 @@ async fn listen(what: &'static str, addr: &str, key: &str) -> Result<TcpListener
 /// A running node.
 pub struct RunningNode {
     /// The node's state (for in-process tests and benchmarks).
-    pub state: Arc<NodeState>,
+    pub state: Arc<ControlPlane>,
     /// Where NBD clients connect.
     pub nbd_addr: SocketAddr,
     /// Where the HTTP API listens.
     pub api_addr: SocketAddr,
     /// The API's bearer token and the file holding it.
-    pub api_token: Arc<auth::ApiToken>,
+    pub api_token: Arc<::api::auth::Token>,
     stop: Option<oneshot::Sender<()>>,
     task: JoinHandle<std::io::Result<()>>,
 }
@@ -155,280 +130,6 @@ impl RunningNode {
     }
 }
 
-/// The data directory's list of image files this node has used, one a line as `PATH`, a
-/// tab and its size in bytes (a line of a bare path, from older versions, gets its size
-/// at the next start): a missing image is never silently recreated after its first start,
-/// and an image that shrank while the node was stopped is refused.
-pub const IMAGES_FILE: &str = "images.list";
-
-/// The entries of the images file (`path`, recorded size); none if it does not exist.
-fn read_images(images: &Path) -> Vec<(String, Option<u64>)> {
-    let Ok(text) = std::fs::read_to_string(images) else {
-        return Vec::new();
-    };
-    text.lines()
-        .filter(|l| !l.is_empty())
-        .map(|l| match l.rsplit_once('\t') {
-            Some((p, n)) if n.parse::<u64>().is_ok() => (p.to_string(), n.parse().ok()),
-            _ => (l.to_string(), None),
-        })
-        .collect()
-}
-
-/// Rewrites the images file with `entries` (temporary file, sync, rename).
-fn write_images(images: &Path, entries: &[(String, Option<u64>)]) -> std::io::Result<()> {
-    use std::io::Write;
-    let mut text = String::new();
-    for (p, n) in entries {
-        match n {
-            Some(n) => text.push_str(&format!("{p}\t{n}\n")),
-            None => text.push_str(&format!("{p}\n")),
-        }
-    }
-    let tmp = images.with_extension("list.tmp");
-    {
-        let mut f = std::fs::File::create(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-    }
-    std::fs::rename(&tmp, images)
-}
-
-/// Opens `path`, creating it sparse with `size` bytes if it is missing and no earlier start
-/// used it (listed in `images`), or if `recreate` says so; records it and its size in
-/// `images`. An image smaller than the size recorded at an earlier start was truncated
-/// while the node was stopped: that is an error naming the image and both sizes.
-fn open_or_create(
-    path: &Path,
-    size: Option<u64>,
-    images: &Path,
-    recreate: bool,
-) -> Result<cache::FileBackend, String> {
-    let name = path.display().to_string();
-    let mut entries = read_images(images);
-    let listed = entries.iter().position(|(p, _)| *p == name);
-    if !path.exists() && listed.is_some() && !recreate {
-        return Err(format!(
-            "image {name} is missing, but an earlier start of this node used it (listed in \
-             {}): it was deleted or moved. Restore it, or set `recreate_missing = true` on \
-             the export to start over with an empty image",
-            images.display()
-        ));
-    }
-    let mut created = false;
-    if !path.exists() {
-        let size = size.ok_or_else(|| {
-            format!(
-                "{} does not exist and no `size` says how big to create it",
-                path.display()
-            )
-        })?;
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-        let f = std::fs::File::create(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        f.set_len(size)
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        tracing::info!(path = %path.display(), size, "created sparse file");
-        created = true;
-    }
-    let b = cache::FileBackend::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-    let actual = cache::Backend::size(&b);
-    if let Some(size) = size {
-        if actual != size {
-            tracing::warn!(path = %path.display(), configured = size, actual,
-                "file exists with another size; using its actual size");
-        }
-    }
-    let recorded = listed.and_then(|i| entries[i].1);
-    if let Some(was) = recorded.filter(|&was| actual < was && !created) {
-        return Err(format!(
-            "image {name} is {actual} bytes, but it was {was} bytes when this node last used \
-             it (recorded in {}): it was truncated while the node was stopped, and the data \
-             past byte {actual} is gone. Restore it; or, to go on without that data, grow it \
-             back (`truncate -s {was} {name}`) or remove its line from {}",
-            images.display(),
-            images.display()
-        ));
-    }
-    if recorded != Some(actual) {
-        if let Some(was) = recorded {
-            tracing::warn!(path = %path.display(), was, now = actual, "image grew while the node was stopped");
-        }
-        match listed {
-            Some(i) => entries[i].1 = Some(actual),
-            None => entries.push((name.clone(), Some(actual))),
-        }
-        write_images(images, &entries).map_err(|e| format!("{}: {e}", images.display()))?;
-    }
-    Ok(b)
-}
-
-async fn open_backend(
-    cfg: &NodeConfig,
-    e: &ExportConfig,
-    demoter: &demote::Demoter,
-    links: &upstream::Links,
-) -> Result<(Arc<dyn cache::Backend>, String), NodeError> {
-    let field = |msg: String| NodeError::Config {
-        file: "node.toml".into(),
-        msg: format!("export `{}`: {msg}", e.name),
-    };
-    if let Some(file) = &e.file {
-        let path = cfg.path(file);
-        let images = cfg.path(Path::new(IMAGES_FILE));
-        let b = open_or_create(&path, e.size.map(|s| s.0), &images, e.recreate_missing)
-            .map_err(field)?;
-        return Ok((Arc::new(b), format!("file:{}", path.display())));
-    }
-    let mode: nbd::TlsMode = e.upstream_tls.parse().map_err(field)?;
-    let tls = match (&e.upstream_tls_ca, mode) {
-        (_, nbd::TlsMode::Off) => None,
-        (None, _) => return Err(field("upstream_tls_ca: missing".into())),
-        (Some(ca), mode) => {
-            let client = match (&e.upstream_tls_cert, &e.upstream_tls_key) {
-                (Some(c), Some(k)) => Some((cfg.path(c), cfg.path(k))),
-                _ => None,
-            };
-            let client = client.as_ref().map(|(c, k)| (c.as_path(), k.as_path()));
-            let t = nbd::ClientTls::from_pem_files(mode, &cfg.path(ca), client)
-                .map_err(|err| field(format!("upstream_tls_ca / upstream_tls_cert: {err}")))?;
-            Some((t, cfg.path(ca)))
-        }
-    };
-    let mut members: Vec<Arc<dyn cache::Backend>> = Vec::new();
-    for u in &e.upstream {
-        let b = upstream::UpstreamBackend::connect_tls(
-            u,
-            tls.as_ref().map(|t| &t.0),
-            cfg.node.upstream_wait,
-        )
-        .await
-        .map_err(|err| match &tls {
-            // Name the setting to check when the TLS handshake itself failed.
-            Some((_, ca)) if err.to_string().contains("TLS handshake failed") => field(format!(
-                "{err} (is the upstream's certificate signed by the CA in upstream_tls_ca = {}?)",
-                ca.display()
-            )),
-            Some(_) if err.to_string().contains("refused NBD_OPT_STARTTLS") => {
-                field(format!("{err} (upstream_tls = \"{}\")", e.upstream_tls))
-            }
-            _ => field(err.to_string()),
-        })?;
-        links.add(&e.name, b.link());
-        members.push(Arc::new(b));
-    }
-    let unit = e.stripe_unit.map(|u| u.0).unwrap_or(1 << 20);
-    if !e.upstream_api.is_empty() {
-        let mut with_targets = Vec::new();
-        for (j, (m, (u, api))) in members
-            .into_iter()
-            .zip(e.upstream.iter().zip(&e.upstream_api))
-            .enumerate()
-        {
-            let token = auth::read_token(&cfg.path(&api.token_file))
-                .map_err(|err| field(format!("upstream_api[{j}].token_file: {err}")))?;
-            let (_, export) = upstream::parse_address(u).map_err(|err| field(err.to_string()))?;
-            with_targets.push((
-                m,
-                demote::Target {
-                    url: api.url.clone(),
-                    token,
-                    export,
-                },
-            ));
-        }
-        members = demoter.add_export(&e.name, with_targets, unit)?;
-    }
-    if members.len() == 1 {
-        return Ok((
-            members.pop().expect("one member"),
-            format!("nbd:{}", e.upstream[0]),
-        ));
-    }
-    let striped =
-        cache::StripedBackend::new(members, unit).map_err(|err| field(err.to_string()))?;
-    Ok((
-        Arc::new(striped),
-        format!("stripe({}; unit {unit})", e.upstream.join(", ")),
-    ))
-}
-
-/// Builds the node's state from `cfg`: backends, caches, rules.
-pub async fn build(cfg: &NodeConfig) -> Result<NodeState, NodeError> {
-    if let Some(d) = &cfg.node.data_dir {
-        std::fs::create_dir_all(d)?;
-    }
-    let bs = cfg.node.block_size.0 as usize;
-    let blocks = (cfg.node.cache_size.0 / bs as u64) as usize;
-    let mut state = NodeState::new(blocks, bs, cfg.node.level, cfg.node.backend_depth)?;
-    state.phantom_policies = cfg.node.phantom_policies.clone();
-    state.name = cfg.node.name.clone().unwrap_or_default();
-    state.data_dir = cfg.node.data_dir.clone();
-    state.metrics_client_labels = cfg.node.metrics_client_labels;
-    for e in &cfg.exports {
-        let (backend, mut desc) = open_backend(cfg, e, &state.demoter, &state.upstreams).await?;
-        // Below the hot tier: only what reaches the disk or upstream waits its turn.
-        let mut backend: Arc<dyn cache::Backend> = Arc::new(bandwidth::QueuedBackend::new(
-            backend,
-            e.tenant(),
-            state.bandwidth.clone(),
-        ));
-        let mut tier = None;
-        if let Some(h) = &e.hot_tier {
-            let at = |msg: String| NodeError::Config {
-                file: "node.toml".into(),
-                msg: format!("export `{}`.hot_tier: {msg}", e.name),
-            };
-            let path = cfg.path(&h.file);
-            let images = cfg.path(Path::new(IMAGES_FILE));
-            let fast =
-                open_or_create(&path, Some(h.size.0), &images, e.recreate_missing).map_err(at)?;
-            let t = Arc::new(
-                HotTier::new(
-                    backend,
-                    Arc::new(fast),
-                    HotTierConfig {
-                        chunk_size: h.chunk.0,
-                        capacity_chunks: h.size.0 / h.chunk.0,
-                        admission: h.admission.clone(),
-                        max_migrations_per_sec: h.max_migrations_per_sec,
-                    },
-                )
-                .map_err(|err| at(err.to_string()))?,
-            );
-            desc = format!("{desc} + hot tier {} ({})", path.display(), h.admission);
-            backend = t.clone();
-            tier = Some(t);
-        }
-        let size = backend.size();
-        state.add_export(
-            ExportInfo {
-                name: e.name.clone(),
-                tenant: e.tenant().to_string(),
-                size,
-                read_only: e.read_only,
-                backend: desc,
-            },
-            backend,
-            tier,
-        )?;
-    }
-    for c in &cfg.caches {
-        state.create_cache(c).map_err(|err| NodeError::Config {
-            file: "node.toml".into(),
-            msg: format!("cache `{}`: {err}", c.name),
-        })?;
-    }
-    for (i, r) in cfg.rules.iter().enumerate() {
-        state.create_rule(r).map_err(|err| NodeError::Config {
-            file: "node.toml".into(),
-            msg: format!("rule[{i}]: {err}"),
-        })?;
-    }
-    Ok(state)
-}
-
 /// Builds a node from `cfg` and starts serving NBD and the API.
 pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     if let Some(d) = &cfg.node.data_dir {
@@ -440,16 +141,11 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
     let api_addr = api_listener.local_addr()?;
     auth::check_exposure(cfg, api_addr)?;
     auth::check_nbd_exposure(cfg, nbd_addr)?;
-    let api_token = Arc::new(auth::ApiToken::load(cfg)?);
-    let mut state = build(cfg).await?;
-    if state.name.is_empty() {
-        state.name = api_addr.to_string();
-    }
+    let api_token = Arc::new(auth::load(cfg)?);
     let server = nbd::ServerConfig {
-        busy_poll: std::time::Duration::from_micros(cfg.node.busy_poll_us),
+        busy_poll: cfg.node.busy_poll,
         max_connections: cfg.node.max_connections,
-        idle_timeout: (cfg.node.idle_timeout_secs > 0.0)
-            .then(|| std::time::Duration::from_secs_f64(cfg.node.idle_timeout_secs)),
+        idle_timeout: (!cfg.node.idle_timeout.is_zero()).then_some(cfg.node.idle_timeout),
         payload_timeout: (!cfg.node.payload_timeout.is_zero()).then_some(cfg.node.payload_timeout),
         in_flight_total: usize::try_from(cfg.node.in_flight_budget.0).unwrap_or(usize::MAX),
         max_workers: cfg.node.max_workers,
@@ -460,7 +156,8 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         ..nbd::ServerConfig::default()
     };
     let nbd_limits = nbd::Limits::for_config(&server);
-    state.nbd_limits = Some(nbd_limits.clone());
+    let state =
+        build::build_named(cfg, Some(api_addr.to_string()), Some(nbd_limits.clone())).await?;
     let tls = cfg.nbd_tls().map_err(|msg| NodeError::Config {
         file: "node.toml".into(),
         msg,
@@ -491,7 +188,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         file: "node.toml".into(),
         msg: e.to_string(),
     })?;
-    cache::CacheNode::spawn_cleaner(&state.cache, std::time::Duration::from_millis(100))?;
+    cache::CacheNode::spawn_cleaner(state.cache_node(), std::time::Duration::from_millis(100))?;
     let link = match &cfg.node.controller {
         Some(url) => Some(register::ControllerLink {
             url: url.trim_end_matches('/').to_string(),
@@ -504,7 +201,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
                 ),
                 None => None,
             },
-            every: std::time::Duration::from_secs_f64(cfg.node.heartbeat_secs),
+            every: cfg.node.heartbeat,
         }),
         None => None,
     };
@@ -596,280 +293,6 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         stop: Some(stop_tx),
         task,
     })
-}
-
-/// Dirty blocks that could not be written back at the last stop, in the data directory
-/// (see [`cache::recovery`]); the next start replays them.
-pub const RECOVERY_FILE: &str = "recovery.bin";
-
-/// Dirty blocks written back at once at a stop (parallel batches, see
-/// [`cache::Partition::write_back_parallel`]).
-pub const STOP_WRITERS: usize = 16;
-
-/// At shutdown: write every dirty block back by `deadline` (in parallel batches, one
-/// export after another), or keep what is not on the backends by then in `file` and
-/// fail, naming the count and the file (so the process exits non-zero and nothing is
-/// dropped). A backend that hangs ends the same way: the write-back thread is left
-/// behind and the file is written from memory.
-///
-/// The recovery file a start replayed is settled by each successful flush; what is left
-/// of it (exports that did not flush) is kept with the newest bytes the cache has for
-/// those blocks, together with every dirty block and the blocks written back during this
-/// stop to a backend that did not flush. When nothing is left, any recovery file is
-/// removed, so a stale one can never be replayed over newer data (see
-/// [`cache::recovery`]).
-fn write_back_or_keep(
-    state: &Arc<NodeState>,
-    file: &Path,
-    reserve: &reserve::Reserve,
-    deadline: std::time::Instant,
-    timeout: std::time::Duration,
-) -> std::io::Result<()> {
-    // Which blocks are dirty now: once written back they are durable only when their
-    // export's flush succeeds.
-    let at_stop: Vec<(String, u64, usize)> = state
-        .cache
-        .dirty_data()
-        .into_iter()
-        .map(|b| (b.export, b.offset, b.data.len()))
-        .collect();
-    let names: Vec<String> = state.exports().map(|e| e.name.clone()).collect();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let st = state.clone();
-    let todo = names.clone();
-    std::thread::Builder::new()
-        .name("stop-write-back".into())
-        .spawn(move || {
-            for e in todo {
-                let res = st.cache.flush_parallel(&e, STOP_WRITERS);
-                if tx.send((e, res)).is_err() {
-                    return;
-                }
-            }
-        })?;
-    let mut flushed = std::collections::BTreeSet::new();
-    let mut failed = None;
-    let mut timed_out = false;
-    for _ in &names {
-        let left = deadline.saturating_duration_since(std::time::Instant::now());
-        match rx.recv_timeout(left) {
-            Ok((e, Ok(()))) => {
-                flushed.insert(e);
-            }
-            Ok((e, Err(err))) => {
-                tracing::error!(export = %e, %err, "write-back at shutdown failed");
-                failed.get_or_insert(err.to_string());
-            }
-            Err(_) => {
-                timed_out = true;
-                break;
-            }
-        }
-    }
-    let unsure: Vec<(String, u64, usize)> = at_stop
-        .into_iter()
-        .filter(|(e, _, _)| !flushed.contains(e))
-        .collect();
-    let blocks = blocks_to_keep(state, &state.cache.pending_recovery(), &unsure, !timed_out);
-    if timed_out {
-        let why = format!(
-            "not on the backends within node.stop_timeout = \"{}\"; {} of {} export(s) flushed",
-            humantime::format_duration(timeout),
-            flushed.len(),
-            names.len()
-        );
-        if blocks.is_empty() {
-            tracing::warn!("{why}, but no dirty block is held");
-            state.cache.keep_recovery(file, &[])?;
-            return Ok(());
-        }
-        return keep(state, file, reserve, &blocks, why);
-    }
-    let Some(err) = failed else {
-        if blocks.is_empty() {
-            state.cache.keep_recovery(file, &[])?;
-            return Ok(());
-        }
-        // Flushed, yet something is dirty again: keep it all the same.
-        return keep(
-            state,
-            file,
-            reserve,
-            &blocks,
-            "dirty after the last flush".to_string(),
-        );
-    };
-    if blocks.is_empty() {
-        // Nothing is held dirty: every acknowledged write already left this node, and a
-        // backend that cannot flush now (an upstream that went away) is not data we drop.
-        state.cache.keep_recovery(file, &[])?;
-        tracing::warn!(%err, "flush at shutdown failed, but no dirty block is held");
-        return Ok(());
-    }
-    keep(state, file, reserve, &blocks, err)
-}
-
-/// The blocks a recovery file written now must hold, each with the newest bytes the
-/// cache has: the `pending` blocks of the file a start replayed (their old bytes if the
-/// cache cannot tell), the `unsure` blocks (dirty when the stop began, of exports that
-/// did not flush; skipped if the cache cannot tell), then every dirty block. With
-/// `full_read` the cache may read the backend; without it only memory is used (the
-/// backend may hang). A block listed twice keeps its last bytes.
-fn blocks_to_keep(
-    state: &NodeState,
-    pending: &[cache::DirtyBlock],
-    unsure: &[(String, u64, usize)],
-    full_read: bool,
-) -> Vec<cache::DirtyBlock> {
-    let mut out: Vec<cache::DirtyBlock> = Vec::new();
-    let mut at: std::collections::HashMap<(String, u64), usize> = Default::default();
-    let mut put = |b: cache::DirtyBlock| match at.get(&(b.export.clone(), b.offset)) {
-        Some(&i) => out[i] = b,
-        None => {
-            at.insert((b.export.clone(), b.offset), out.len());
-            out.push(b);
-        }
-    };
-    let now = |export: &str, offset: u64, len: usize| -> Option<Vec<u8>> {
-        let mut buf = vec![0; len];
-        let got = if full_read {
-            state
-                .cache
-                .read(export, "recovery", offset, &mut buf)
-                .is_ok()
-        } else {
-            matches!(
-                state
-                    .cache
-                    .read_if_resident(export, "recovery", offset, &mut buf),
-                Ok(true)
-            )
-        };
-        got.then_some(buf)
-    };
-    for b in pending {
-        let data = now(&b.export, b.offset, b.data.len()).unwrap_or_else(|| {
-            tracing::warn!(export = %b.export, offset = b.offset,
-                "cannot read a block of the recovery file back; keeping the file's bytes");
-            b.data.clone()
-        });
-        put(cache::DirtyBlock {
-            export: b.export.clone(),
-            offset: b.offset,
-            data,
-        });
-    }
-    for (export, offset, len) in unsure {
-        match now(export, *offset, *len) {
-            Some(data) => put(cache::DirtyBlock {
-                export: export.clone(),
-                offset: *offset,
-                data,
-            }),
-            None => tracing::warn!(%export, offset,
-                "a block written back during the stop to a backend that did not flush is no longer in memory"),
-        }
-    }
-    for b in state.cache.dirty_data() {
-        put(b);
-    }
-    out
-}
-
-/// Saves `blocks` in `file`, written into the space `reserve` held (its file renamed and
-/// overwritten in place, so a write-back still running cannot take that space between a
-/// release and the write), and returns the error that names them and the file.
-fn keep(
-    state: &NodeState,
-    file: &Path,
-    reserve: &reserve::Reserve,
-    blocks: &[cache::DirtyBlock],
-    why: String,
-) -> std::io::Result<()> {
-    tracing::info!(
-        bytes = reserve.size(),
-        "recovery reserve used for the recovery file"
-    );
-    let kept = state
-        .cache
-        .keep_recovery_in(file, blocks, Some(reserve.path()));
-    // Whatever is left of the reserve (none, once it became the file) is given back.
-    reserve.release();
-    kept.map_err(|e| {
-        std::io::Error::other(format!(
-            "{} dirty block(s) could not be written back ({why}) nor kept in {}: {e}",
-            blocks.len(),
-            file.display()
-        ))
-    })?;
-    tracing::error!(blocks = blocks.len(), file = %file.display(), "dirty blocks kept for the next start");
-    Err(std::io::Error::other(format!(
-        "{} dirty block(s) could not be written back ({why}); kept in {}, replayed at the next start",
-        blocks.len(),
-        file.display()
-    )))
-}
-
-/// At start, before any client is served: write the blocks a previous stop kept in
-/// `file` through the caches. Blocks that went to a cache with a durable write log are
-/// in that log now and leave the file; the rest stay pending with the cache node, which
-/// drops each export's blocks from the file once a flush of the export succeeds (tried
-/// here first, for every export the file names). See [`cache::recovery`] for why this
-/// consumes the file exactly once.
-fn replay_recovery(state: &NodeState, file: &Path) -> Result<(), NodeError> {
-    if !file.exists() {
-        return Ok(());
-    }
-    let at = |msg: String| NodeError::Config {
-        file: file.display().to_string(),
-        msg,
-    };
-    let blocks = cache::recovery::read(file).map_err(|e| at(e.to_string()))?;
-    let total = blocks.len();
-    let mut kept = Vec::new();
-    for b in blocks {
-        state
-            .cache
-            .write(&b.export, "recovery", b.offset, &b.data, false)
-            .map_err(|e| {
-                at(format!(
-                    "replaying a block of `{}` at {}: {e}",
-                    b.export, b.offset
-                ))
-            })?;
-        let logged = state
-            .cache
-            .logged(&b.export, "recovery", b.offset, b.data.len() as u64)
-            .unwrap_or(false);
-        if !logged {
-            kept.push(b);
-        }
-    }
-    if kept.is_empty() {
-        cache::recovery::remove(file).map_err(|e| at(e.to_string()))?;
-        tracing::info!(blocks = total, file = %file.display(), "replayed the recovery file into the write logs");
-        return Ok(());
-    }
-    if kept.len() < total {
-        cache::recovery::write(file, &kept).map_err(|e| at(e.to_string()))?;
-    }
-    let exports: std::collections::BTreeSet<String> =
-        kept.iter().map(|b| b.export.clone()).collect();
-    state
-        .cache
-        .adopt_recovery(cache::recovery::Pending::new(file.to_path_buf(), kept));
-    for e in &exports {
-        if let Err(err) = state.cache.flush(e) {
-            tracing::warn!(export = %e, %err, "the backend refuses the replayed blocks; they stay dirty in the cache");
-        }
-    }
-    let left = state.cache.pending_recovery().len();
-    if left == 0 {
-        tracing::info!(blocks = total, file = %file.display(), "replayed the recovery file");
-    } else {
-        tracing::warn!(blocks = total, left, file = %file.display(), "replayed the recovery file into the caches; the file keeps the blocks the backends still refuse until a flush succeeds");
-    }
-    Ok(())
 }
 
 /// Loads `path` (with `data_dir` overriding the file's) and starts the node.

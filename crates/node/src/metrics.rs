@@ -13,8 +13,11 @@
 //! and workers are the `lachesis_nbd_*` series; the links to upstream NBD exports (up,
 //! seconds down, reconnects, replayed writes) the `lachesis_upstream_*` series.
 
-use crate::state::NodeState;
+use crate::latency::Latency;
+use crate::state::ControlPlane;
+use cache::TenantSnapshot;
 use std::fmt::Write;
+use std::sync::Arc;
 
 /// Histogram bucket bounds for request latency, in microseconds.
 const LATENCY_BOUNDS_US: &[u64] = &[
@@ -101,8 +104,8 @@ fn nbd_budget(o: &mut Out, g: &nbd::LimitsGauge) {
 }
 
 /// The links to upstream NBD exports: up or not, reconnects, replayed writes.
-fn upstream_links(o: &mut Out, state: &NodeState) {
-    let links = state.upstreams.status();
+fn upstream_links(o: &mut Out, state: &ControlPlane) {
+    let links = state.upstreams().status();
     if links.is_empty() {
         return;
     }
@@ -146,9 +149,9 @@ fn upstream_links(o: &mut Out, state: &NodeState) {
 }
 
 /// Renders every metric of the node.
-pub fn render(state: &NodeState) -> String {
+pub fn render(state: &ControlPlane) -> String {
     let mut o = Out(String::with_capacity(4096));
-    let level = state.level.to_string();
+    let level = state.level().to_string();
     o.help(
         "lachesis_node_info",
         "gauge",
@@ -167,12 +170,12 @@ pub fn render(state: &NodeState) -> String {
     o.sample(
         "lachesis_node_cache_blocks",
         &[("state", "total")],
-        state.cache.total_blocks(),
+        state.cache_node().total_blocks(),
     );
     o.sample(
         "lachesis_node_cache_blocks",
         &[("state", "allocated")],
-        state.cache.allocated_blocks(),
+        state.cache_node().allocated_blocks(),
     );
     o.help(
         "lachesis_node_uptime_seconds",
@@ -182,10 +185,10 @@ pub fn render(state: &NodeState) -> String {
     o.sample(
         "lachesis_node_uptime_seconds",
         &[],
-        state.started.elapsed().as_secs_f64(),
+        state.started().elapsed().as_secs_f64(),
     );
 
-    if let Some(limits) = &state.nbd_limits {
+    if let Some(limits) = &state.nbd_limits() {
         nbd_budget(&mut o, &limits.gauge());
     }
     upstream_links(&mut o, state);
@@ -296,7 +299,7 @@ pub fn render(state: &NodeState) -> String {
             o.sample(name, &[("cache", &c.name), ("level", &level)], f(&c.stats));
         }
     }
-    let d = state.demoter.counters();
+    let d = state.demoter().counters();
     o.help(
         "lachesis_demote_blocks_total",
         "counter",
@@ -345,29 +348,33 @@ pub fn render(state: &NodeState) -> String {
         o.sample(
             "lachesis_tenant_requests_total",
             &with("op", "read"),
-            t.reads,
+            t.counters.reads,
         );
         o.sample(
             "lachesis_tenant_requests_total",
             &with("op", "write"),
-            t.writes,
+            t.counters.writes,
         );
         o.sample(
             "lachesis_tenant_bytes_total",
             &with("op", "read"),
-            t.read_bytes,
+            t.counters.read_bytes,
         );
         o.sample(
             "lachesis_tenant_bytes_total",
             &with("op", "write"),
-            t.write_bytes,
+            t.counters.write_bytes,
         );
         let mut hit = with("result", "hit");
         hit.push(("level", &level));
-        o.sample("lachesis_tenant_block_lookups_total", &hit, t.hits);
+        o.sample("lachesis_tenant_block_lookups_total", &hit, t.counters.hits);
         let mut miss = with("result", "miss");
         miss.push(("level", &level));
-        o.sample("lachesis_tenant_block_lookups_total", &miss, t.misses);
+        o.sample(
+            "lachesis_tenant_block_lookups_total",
+            &miss,
+            t.counters.misses,
+        );
     }
     o.help(
         "lachesis_tenant_latency_seconds",
@@ -376,7 +383,7 @@ pub fn render(state: &NodeState) -> String {
     );
     for t in &tenants {
         for (op, write) in [("read", false), ("write", true)] {
-            let (counts, n, sum) = t.latency(state, write);
+            let (counts, n, sum) = t.latency(write);
             let base = labels(t, &[("op", op)]);
             for (b, c) in LATENCY_BOUNDS_US.iter().zip(&counts) {
                 let le = format!("{}", *b as f64 / 1e6);
@@ -476,26 +483,20 @@ fn process(o: &mut Out) {
 struct Series {
     export: String,
     tenant: String,
-    /// The client's address (`None`: summed over `clients`).
+    /// The client's address (`None`: summed over the export's clients).
     client: Option<String>,
-    clients: Vec<String>,
-    reads: u64,
-    writes: u64,
-    read_bytes: u64,
-    write_bytes: u64,
-    hits: u64,
-    misses: u64,
+    /// The latency recorders of its clients.
+    latencies: Vec<Arc<Latency>>,
+    counters: TenantSnapshot,
 }
 
 impl Series {
     /// Its latency histogram of reads or writes: counts under [`LATENCY_BOUNDS_US`],
     /// requests and their summed seconds, over its clients.
-    fn latency(&self, state: &NodeState, write: bool) -> (Vec<u64>, u64, f64) {
+    fn latency(&self, write: bool) -> (Vec<u64>, u64, f64) {
         let mut out = (vec![0; LATENCY_BOUNDS_US.len()], 0, 0.0);
-        for c in &self.clients {
-            let (counts, n, sum) = state
-                .latency(&self.export, c)
-                .buckets(write, LATENCY_BOUNDS_US);
+        for l in &self.latencies {
+            let (counts, n, sum) = l.buckets(write, LATENCY_BOUNDS_US);
             for (a, b) in out.0.iter_mut().zip(counts) {
                 *a += b;
             }
@@ -519,34 +520,24 @@ fn labels<'a>(t: &'a Series, extra: &[(&'static str, &'a str)]) -> Vec<(&'static
 
 /// The tenant series: one per (export, client) with `metrics_client_labels`, else one
 /// per export summed over its clients.
-fn by_client_or_not(state: &NodeState) -> Vec<Series> {
+fn by_client_or_not(state: &ControlPlane) -> Vec<Series> {
+    let keep = state.metrics_client_labels();
     let mut out: Vec<Series> = Vec::new();
-    for t in state.tenants() {
-        let keep = state.metrics_client_labels;
+    for t in state.tenant_rows() {
         let found = out
             .iter_mut()
             .find(|s| !keep && s.export == t.export && s.tenant == t.tenant);
         match found {
             Some(s) => {
-                s.clients.push(t.client.clone());
-                s.reads += t.reads;
-                s.writes += t.writes;
-                s.read_bytes += t.read_bytes;
-                s.write_bytes += t.write_bytes;
-                s.hits += t.hits;
-                s.misses += t.misses;
+                s.latencies.push(t.latency);
+                s.counters += t.counters;
             }
             None => out.push(Series {
-                client: keep.then(|| t.client.clone()),
-                clients: vec![t.client.clone()],
+                client: keep.then_some(t.client),
+                latencies: vec![t.latency],
                 export: t.export,
                 tenant: t.tenant,
-                reads: t.reads,
-                writes: t.writes,
-                read_bytes: t.read_bytes,
-                write_bytes: t.write_bytes,
-                hits: t.hits,
-                misses: t.misses,
+                counters: t.counters,
             }),
         }
     }

@@ -1,50 +1,47 @@
-//! What the node observed of each tenant, for a controller: the `GET /v1/observations`
-//! answer.
+//! What the node observes of each tenant: one [`TenantObserver`] per tenant (the owner of
+//! one or more exports), fed by the NBD face (`export`) with every request the tenant
+//! sends, whatever cache (or none) its rules route it to. It holds together:
 //!
-//! Each tenant (the owner of one or more exports) has one [`TenantObserver`], fed by the
-//! NBD face (`export`) with every request the tenant sends, whatever cache (or none) its
-//! rules route it to:
+//! * the tenant's one profiler of its block stream, with bounded memory: fixed-size SHARDS
+//!   (`mrc::profiler::TENANT_SMAX` sampled keys, windows of `mrc::profiler::TENANT_WINDOW`
+//!   accesses) for the LRU curve, and phantom caches (scaled-down simulation,
+//!   `mrc::profiler::PhantomCaches`) of every other candidate policy at
+//!   [`PHANTOM_FRACTIONS`] of the tenant's profiled range, sampled at
+//!   `mrc::profiler::phantom_rates` (the smallest phantom holds about 128 keys where a
+//!   rate of at most 1/16 allows). A cache's curve (`GET /v1/caches/{c}/curve`) is the
+//!   curve of the tenant its rules serve, from this same profiler: a block is profiled once.
+//! * the tenant's latency recorders, one per export and client ([`crate::latency`]), each
+//!   fed once per request: histograms of reads and writes, exact sums of every request
+//!   and of reads served from this node's memory (`hit`) or from below it (`miss`); and a
+//!   histogram of the tenant's misses alone (two significant digits), fed only on misses,
+//!   which tail-SLO sizing reads. The observations carry both histograms' recorded
+//!   buckets, cumulative like every counter, so a controller takes an interval's
+//!   percentiles from the difference of two answers.
 //!
-//! * a profiler of its block stream with bounded memory: fixed-size SHARDS
-//!   ([`PROFILER_SMAX`] sampled keys, windows of [`PROFILER_WINDOW`] accesses) for the LRU
-//!   curve, and phantom caches (scaled-down simulation, `mrc::profiler::PhantomCaches`) of
-//!   every other candidate policy at [`PHANTOM_FRACTIONS`] of the tenant's profiled range,
-//!   sampled at `mrc::profiler::phantom_rates` (the smallest phantom holds about 128
-//!   keys where a rate of at most 1/16 allows);
-//! * its request latency: exact sums for means, split into reads served wholly from this
-//!   node's memory (`hit`) and reads that went below it (`miss`); the percentiles come
-//!   from the tenant's latency histograms (`crate::latency`, one per export and client,
-//!   merged when asked), so a request is timed into one histogram only, and a miss into
-//!   one more of the tenant's misses (two significant digits). The answer carries both
-//!   histograms' recorded buckets, cumulative like every counter, so a controller takes
-//!   an interval's percentiles from the difference of two answers.
+//! One window for every curve: 200,000 accesses, the simulator's (see
+//! `mrc::profiler::TENANT_WINDOW`). A cache's curve once had a profiler of its own with
+//! windows of 1,000,000 accesses; the window the control step reads is the one that
+//! matters, and it must be the simulator's so that what is measured offline is what runs
+//! online; about one enforcement interval of a busy tenant, it shows a phase change
+//! within an interval or two.
 //!
 //! The profiled range of a tenant is its exports' blocks, capped at four times the node's
 //! cache (and at least 64 blocks): curves cover sizes `0..=range`.
 //!
-//! The answer's types ([`NodeObservations`] and the types in it) are the contract's, from
-//! `api::node`; this module builds them from its observers, and is the one place that
-//! does.
-//!
 //! Every counter is cumulative since the node started; the LRU curve is the windowed one
-//! (the last one to two windows), the phantoms' curves cover everything since start. The
-//! controller takes differences between polls and recognises a restart by the `epoch`.
+//! (the last one to two windows), the phantoms' curves cover everything since start.
+//! `ControlPlane::observations` turns the observers into the contract's answer
+//! (`api::node::NodeObservations`).
 
-use crate::latency::MAX_MICROS;
-use crate::state::NodeState;
-use api::node::{
-    LatencyView, NodeObservations, PolicyPoints, Served, ServedView, TenantObservations,
-};
+use crate::latency::{Latency, LatencyClass, Sums, MAX_MICROS};
+use api::node::{LatencyView, PolicyPoints, ServedView};
 use hdrhistogram::Histogram;
 use mrc::profiler::{OnlineProfiler, PhantomCaches};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use mrc::HitRatioCurve;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-/// Sampled keys of each tenant's SHARDS profiler (bounded memory, about 100 KiB).
-pub const PROFILER_SMAX: usize = 8192;
-/// Accesses per window of the tenant's LRU curve (the curve covers the last one to two).
-pub const PROFILER_WINDOW: u64 = 200_000;
 /// The phantom caches' sizes as fractions of the profiled range.
 pub const PHANTOM_FRACTIONS: [f64; 8] = [0.0625, 0.125, 0.25, 0.375, 0.5, 0.625, 0.75, 1.0];
 /// Points of the LRU curve (besides size 0).
@@ -57,58 +54,35 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
+/// A phantom policy the observer cannot build.
+#[derive(Debug, thiserror::Error)]
+#[error("policy `{policy}`: {source}")]
+pub struct PhantomError {
+    /// The policy spec.
+    pub policy: String,
+    /// Why.
+    #[source]
+    pub source: mrc::MrcError,
+}
+
 struct Profile {
     lru: OnlineProfiler,
     phantoms: Vec<(String, PhantomCaches)>,
 }
 
-/// Count and total latency of a class of requests.
-#[derive(Default)]
-struct Sum {
-    count: AtomicU64,
-    nanos: AtomicU64,
-}
-
-impl Sum {
-    fn add(&self, took: Duration) {
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.nanos
-            .fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
-    }
-    fn snapshot(&self) -> Served {
-        Served {
-            count: self.count.load(Ordering::Relaxed),
-            sum_ms: self.nanos.load(Ordering::Relaxed) as f64 / 1e6,
-        }
-    }
-}
-
-/// One tenant's profiler and latency.
+/// One tenant's profiler, latency recorders and misses' histogram.
 pub struct TenantObserver {
     range_blocks: u64,
     profile: Mutex<Profile>,
+    recorders: Mutex<BTreeMap<(String, String), Arc<Latency>>>,
     miss_histogram: Mutex<Histogram<u64>>,
-    all: Sum,
-    hit: Sum,
-    miss: Sum,
-}
-
-/// How a request was served, for the latency split.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Service {
-    /// A read whose every block was in this node's memory.
-    Hit,
-    /// A read with at least one block from below this node.
-    Miss,
-    /// Not a read (writes, flushes, trims): counted in the latency, not in the split.
-    Other,
 }
 
 impl TenantObserver {
     /// An observer profiling `range_blocks` blocks, with phantoms of `policies` (each a
     /// `policy` crate spec; `lru` is skipped, SHARDS gives it). An unknown policy is an
     /// error naming it.
-    pub fn new(range_blocks: u64, policies: &[String]) -> Result<Self, String> {
+    pub fn new(range_blocks: u64, policies: &[String]) -> Result<Self, PhantomError> {
         let range_blocks = range_blocks.max(64);
         let sizes: Vec<u64> = PHANTOM_FRACTIONS
             .iter()
@@ -119,20 +93,20 @@ impl TenantObserver {
             if p == "lru" || phantoms.iter().any(|(n, _)| n == p) {
                 continue;
             }
-            let ph =
-                PhantomCaches::for_sizes(p, &sizes).map_err(|e| format!("policy `{p}`: {e}"))?;
+            let ph = PhantomCaches::for_sizes(p, &sizes).map_err(|source| PhantomError {
+                policy: p.clone(),
+                source,
+            })?;
             phantoms.push((p.clone(), ph));
         }
         Ok(TenantObserver {
             range_blocks,
             profile: Mutex::new(Profile {
-                lru: OnlineProfiler::new(PROFILER_SMAX, PROFILER_WINDOW),
+                lru: OnlineProfiler::tenant(),
                 phantoms,
             }),
+            recorders: Mutex::default(),
             miss_histogram: Mutex::new(shipped_histogram()),
-            all: Sum::default(),
-            hit: Sum::default(),
-            miss: Sum::default(),
         })
     }
 
@@ -147,19 +121,40 @@ impl TenantObserver {
         }
     }
 
-    /// Adds one request's latency to the sums, and a miss's to the misses' histogram (the
-    /// request's own histogram is `crate::latency`'s).
-    pub fn latency(&self, service: Service, took: Duration) {
-        self.all.add(took);
-        match service {
-            Service::Hit => self.hit.add(took),
-            Service::Miss => {
-                let us = (took.as_micros() as u64).clamp(1, MAX_MICROS);
-                lock(&self.miss_histogram).saturating_record(us);
-                self.miss.add(took)
-            }
-            Service::Other => {}
+    /// The latency recorder of `export`'s `client` (made on first use).
+    pub fn recorder(&self, export: &str, client: &str) -> Arc<Latency> {
+        lock(&self.recorders)
+            .entry((export.to_string(), client.to_string()))
+            .or_default()
+            .clone()
+    }
+
+    /// Every `(export, client)` with its recorder, in that order.
+    pub fn recorders(&self) -> Vec<((String, String), Arc<Latency>)> {
+        lock(&self.recorders)
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect()
+    }
+
+    /// Records one request that took `took` in `recorder` (one of this tenant's), and a
+    /// miss also in the misses' histogram.
+    pub fn record(&self, recorder: &Latency, write: bool, service: LatencyClass, took: Duration) {
+        recorder.record(write, service, took);
+        if service == LatencyClass::Miss {
+            let us = (took.as_micros() as u64).clamp(1, MAX_MICROS);
+            lock(&self.miss_histogram).saturating_record(us);
         }
+    }
+
+    /// Every request of the tenant (its recorders, all exports and clients) in one
+    /// histogram.
+    pub fn histogram(&self) -> Histogram<u64> {
+        let mut h = Latency::empty();
+        for (_, l) in self.recorders() {
+            l.merge_into(&mut h);
+        }
+        h
     }
 
     /// The blocks the curves cover.
@@ -195,10 +190,28 @@ impl TenantObserver {
         out
     }
 
-    /// The latency now, its percentiles from `h`, the tenant's requests' histogram
-    /// ([`NodeState::tenant_histogram`]).
-    pub fn latency_view(&self, h: &Histogram<u64>) -> (LatencyView, ServedView) {
-        let all = self.all.snapshot();
+    /// The LRU curve at `sizes` blocks (`windowed`: the last one to two windows only);
+    /// `None` before the first access.
+    pub fn lru_curve(&self, sizes: &[u64], windowed: bool) -> Option<HitRatioCurve> {
+        let mut p = lock(&self.profile);
+        if p.lru.accesses() == 0 {
+            return None;
+        }
+        Some(if windowed {
+            p.lru.windowed_curve(sizes)
+        } else {
+            p.lru.curve(sizes)
+        })
+    }
+
+    /// The latency now: means and the hit/miss split from the recorders' sums,
+    /// percentiles from their histograms merged.
+    pub fn latency_view(&self) -> (LatencyView, ServedView) {
+        let mut sums = Sums::default();
+        for (_, l) in self.recorders() {
+            sums.add(l.sums());
+        }
+        let h = self.histogram();
         let q = |x: f64| {
             if h.is_empty() {
                 0.0
@@ -208,16 +221,16 @@ impl TenantObserver {
         };
         (
             LatencyView {
-                count: all.count,
-                sum_ms: all.sum_ms,
+                count: sums.all.count,
+                sum_ms: sums.all.sum_ms,
                 p50_ms: q(0.5),
                 p99_ms: q(0.99),
-                buckets: buckets(h),
+                buckets: buckets(&h),
                 miss_buckets: buckets(&lock(&self.miss_histogram)),
             },
             ServedView {
-                hit: self.hit.snapshot(),
-                miss: self.miss.snapshot(),
+                hit: sums.hit,
+                miss: sums.miss,
             },
         )
     }
@@ -245,62 +258,6 @@ fn bytes_of(points: &[mrc::CurvePoint], block_size: u64) -> Vec<(u64, f64)> {
         v.insert(0, (0, 1.0));
     }
     v
-}
-
-/// Everything the node observed, cumulative since it started.
-pub fn observations(s: &NodeState) -> NodeObservations {
-    let bs = s.cache.block_size() as u64;
-    let tenants = s
-        .tenant_names()
-        .into_iter()
-        .map(|t| tenant(s, &t, bs))
-        .collect();
-    NodeObservations {
-        version: api::API_VERSION,
-        node: s.name.clone(),
-        level: s.level,
-        block_size: bs,
-        cache_size: s.cache.total_blocks() as u64 * bs,
-        uptime_ms: s.started.elapsed().as_millis() as u64,
-        epoch: s.epoch.clone(),
-        tenants,
-    }
-}
-
-fn tenant(s: &NodeState, name: &str, bs: u64) -> TenantObservations {
-    let counters = s.tenant_counters(name);
-    let obs = s.observer(name);
-    let (latency, served) = obs.latency_view(&s.tenant_histogram(name));
-    let cache = s.cache_of_tenant(name).and_then(|id| s.cache(id).ok());
-    TenantObservations {
-        tenant: name.to_string(),
-        size: cache.as_ref().map_or(0, |c| c.size_bytes),
-        eviction: cache.as_ref().map(|c| c.stats.eviction.clone()),
-        write_policy: cache.as_ref().map(|c| c.stats.write_policy.clone()),
-        admission: cache.as_ref().map(|c| c.stats.admission.clone()),
-        cache: cache.map(|c| c.name),
-        requests: counters.reads + counters.writes,
-        read_bytes: counters.read_bytes,
-        write_bytes: counters.write_bytes,
-        lookups: counters.hits + counters.misses,
-        hits: counters.hits,
-        latency,
-        served,
-        curves: obs.curves(bs),
-        backend: backend_view(s, name),
-    }
-}
-
-/// The tenant's use of the backend and its proportion.
-fn backend_view(s: &NodeState, name: &str) -> api::bandwidth::BackendView {
-    let b = s.bandwidth.tenant(name);
-    api::bandwidth::BackendView {
-        requests: b.requests,
-        bytes: b.bytes,
-        service_ms: b.service_ns as f64 / 1e6,
-        queue_ms: b.queue_ns as f64 / 1e6,
-        proportion: s.bandwidth.proportion(name),
-    }
 }
 
 #[cfg(test)]
@@ -337,25 +294,23 @@ mod tests {
         assert!(TenantObserver::new(10, &["nope".to_string()])
             .err()
             .unwrap()
+            .to_string()
             .contains("nope"));
     }
 
     #[test]
     fn latency_split_and_percentiles() {
         let o = TenantObserver::new(100, &[]).unwrap();
-        let h = crate::latency::Latency::default();
-        let timed = |service, took| {
-            o.latency(service, took);
-            h.record(service == Service::Other, took);
-        };
+        let h = o.recorder("vol", "127.0.0.1");
+        let timed = |service, took| o.record(&h, service == LatencyClass::Other, service, took);
         for _ in 0..90 {
-            timed(Service::Hit, Duration::from_micros(100));
+            timed(LatencyClass::Hit, Duration::from_micros(100));
         }
         for _ in 0..10 {
-            timed(Service::Miss, Duration::from_millis(5));
+            timed(LatencyClass::Miss, Duration::from_millis(5));
         }
-        timed(Service::Other, Duration::from_millis(1));
-        let (l, s) = o.latency_view(&h.merged());
+        timed(LatencyClass::Other, Duration::from_millis(1));
+        let (l, s) = o.latency_view();
         assert_eq!(l.count, 101);
         assert!((l.sum_ms - (9.0 + 50.0 + 1.0)).abs() < 1e-9, "{l:?}");
         assert!((l.p50_ms - 0.1).abs() < 0.001, "{l:?}");

@@ -3,7 +3,7 @@
 //! With `[node] controller = "http://HOST:PORT"` the node, once its listeners are up,
 //! `POST`s `{controller}/v1/nodes/register` with what a controller needs to drive it
 //! (`api::controller::Registration`: name, level, API and NBD addresses, cache and block
-//! size, epoch, exports, and the node's own API token), then every `heartbeat_secs`
+//! size, epoch, exports, and the node's own API token), then every `heartbeat`
 //! `POST {controller}/v1/nodes/{name}/heartbeat` with `api::controller::Heartbeat`
 //! (`{"epoch", "uptime_ms"}`), both through `api::client::ControllerClient`. Both carry
 //! `Authorization: Bearer` the token read from `controller_token_file`, if one is given.
@@ -14,7 +14,7 @@
 //! at the next beat; it never stops or slows the node. HTTP calls are blocking (`ureq`,
 //! with a timeout of the beat interval, at most 5 s) and run on the blocking pool.
 
-use crate::state::NodeState;
+use crate::state::ControlPlane;
 use api::client::{CallError, ControllerClient};
 use api::controller::{ExportRef, Heartbeat, Registration};
 use std::sync::Arc;
@@ -67,20 +67,20 @@ fn register(link: &ControllerLink, reg: &Registration) -> Beat {
 
 /// The registration of `state`, listening at `api` and `nbd`, known by `token`.
 pub fn registration(
-    state: &NodeState,
+    state: &ControlPlane,
     api: std::net::SocketAddr,
     nbd: std::net::SocketAddr,
     token: &str,
 ) -> Registration {
-    let bs = state.cache.block_size() as u64;
+    let bs = state.cache_node().block_size() as u64;
     Registration {
-        name: state.name.clone(),
-        level: state.level,
+        name: state.name().to_string(),
+        level: state.level(),
         api: format!("http://{api}"),
         nbd: Some(nbd.to_string()),
-        cache_size: state.cache.total_blocks() as u64 * bs,
+        cache_size: state.cache_node().total_blocks() as u64 * bs,
         block_size: bs,
-        epoch: state.epoch.clone(),
+        epoch: state.epoch().to_string(),
         exports: state
             .exports()
             .map(|e| ExportRef {
@@ -95,7 +95,7 @@ pub fn registration(
 
 /// Registers and beats until `stop` fires (or its sender is dropped).
 pub fn spawn(
-    state: Arc<NodeState>,
+    state: Arc<ControlPlane>,
     link: ControllerLink,
     reg: Registration,
     mut stop: oneshot::Receiver<()>,
@@ -112,8 +112,8 @@ pub fn spawn(
             let outcome = tokio::task::spawn_blocking(move || {
                 if was_registered {
                     let hb = Heartbeat {
-                        epoch: st.epoch.clone(),
-                        uptime_ms: st.started.elapsed().as_millis() as u64,
+                        epoch: st.epoch().to_string(),
+                        uptime_ms: st.started().elapsed().as_millis() as u64,
                     };
                     match outcome(&path, client(&l).heartbeat(&r.name, &hb)) {
                         // Forgotten: register again at once.

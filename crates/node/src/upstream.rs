@@ -9,7 +9,7 @@
 //! may run over TLS ([`UpstreamBackend::connect_tls`]; the export's `upstream_tls*`
 //! settings).
 //!
-//! **Links heal.** Each backend owns a [`Link`]: the current connection, or none while the
+//! **UpstreamLinks heal.** Each backend owns a [`UpstreamLink`]: the current connection, or none while the
 //! upstream is away. A request whose connection breaks (the socket closes or errs, or the
 //! upstream answers `ESHUTDOWN` while it stops) marks the link down and starts one
 //! reconnecting task, which dials again with exponential backoff (50 ms doubling to 5 s,
@@ -31,7 +31,7 @@
 //! the next flush fails with an error saying so (the writer is told), once.
 //!
 //! While any link is down the node reports `degraded` on `/healthz` and
-//! `lachesis_upstream_up 0` on `/metrics` ([`Links`]).
+//! `lachesis_upstream_up 0` on `/metrics` ([`UpstreamLinks`]).
 
 use bytes::Bytes;
 use cache::Backend;
@@ -134,7 +134,7 @@ struct Current {
 }
 
 /// A link to one upstream export that reconnects (see the module docs).
-pub struct Link {
+pub struct UpstreamLink {
     address: String,
     addr: String,
     name: String,
@@ -205,7 +205,7 @@ fn jitter() -> f64 {
     0.5 + (h.finish() >> 11) as f64 / (1u64 << 53) as f64 / 2.0
 }
 
-impl Link {
+impl UpstreamLink {
     async fn dial(
         addr: &str,
         name: &str,
@@ -398,11 +398,11 @@ impl Link {
 
 /// Every upstream link of a node, by export, for `/healthz` and `/metrics`.
 #[derive(Default)]
-pub struct Links(Mutex<Vec<(String, Arc<Link>)>>);
+pub struct UpstreamLinks(Mutex<Vec<(String, Arc<UpstreamLink>)>>);
 
-impl Links {
+impl UpstreamLinks {
     /// Adds `link` as one of `export`'s upstreams.
-    pub fn add(&self, export: &str, link: Arc<Link>) {
+    pub fn add(&self, export: &str, link: Arc<UpstreamLink>) {
         lock(&self.0).push((export.to_string(), link));
     }
 
@@ -417,7 +417,7 @@ impl Links {
 
 /// An upstream NBD export as a cache backend.
 pub struct UpstreamBackend {
-    link: Arc<Link>,
+    link: Arc<UpstreamLink>,
 }
 
 impl UpstreamBackend {
@@ -436,10 +436,10 @@ impl UpstreamBackend {
     ) -> io::Result<Self> {
         let (addr, name) =
             parse_address(address).map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-        let client = Link::dial(&addr, &name, tls)
+        let client = UpstreamLink::dial(&addr, &name, tls)
             .await
             .map_err(|e| io::Error::other(format!("upstream {address}: {e}")))?;
-        let link = Link {
+        let link = UpstreamLink {
             address: address.to_string(),
             addr,
             name,
@@ -473,7 +473,7 @@ impl UpstreamBackend {
     }
 
     /// The link, for health reports.
-    pub fn link(&self) -> Arc<Link> {
+    pub fn link(&self) -> Arc<UpstreamLink> {
         self.link.clone()
     }
 

@@ -6,14 +6,14 @@
 //! leaving write-back writes every dirty block back. Shrinking keeps the arena's memory
 //! until the partition empties (slots above the new capacity are reused, not freed).
 
-use super::{block_of, Inner, Partition};
+use super::{block_of, CachePartition, Inner};
 use crate::error::Result;
 use crate::stats::OpOutcome;
 use crate::volume::{lock, Volume};
 use crate::write_policy::WritePolicy;
 use policy::{AdmissionPolicy, BlockCache, EvictionSpec};
 
-impl Partition {
+impl CachePartition {
     /// Writes back and drops every block of `vol` in `first..end` (a rule stopped sending
     /// them here). No data request for these blocks may run concurrently.
     pub fn drop_blocks(&self, vol: &Volume, first: u64, end: u64) -> Result<()> {

@@ -16,15 +16,15 @@
 //! * **lower** (a level-2 cache): a read routed here does not keep what it serves — a
 //!   clean hit is dropped after it is copied (dirty ones stay), a miss is not installed —
 //!   since the level above now holds the block. Blocks enter by writes and by
-//!   [`Partition::insert_clean`].
+//!   [`CachePartition::insert_clean`].
 //!
-//! [`Partition::insert_clean`] is the receiving end of a demotion: whole blocks are
+//! [`CachePartition::insert_clean`] is the receiving end of a demotion: whole blocks are
 //! inserted clean at the policy's MRU end without touching the backend; a block already
 //! resident keeps its bytes (they are at least as new) and is only accessed (moved to
 //! MRU); a block being written back or filled is left alone. It holds the blocks' stripes
 //! like a fill, so it never lands inside a write's backend-then-cache window.
 
-use super::{block_of, Partition};
+use super::{block_of, CachePartition};
 use crate::error::Result;
 use crate::volume::{lock, Volume, VolumeTable};
 use policy::{Key, Slot};
@@ -67,7 +67,7 @@ impl std::fmt::Debug for Exclusive {
     }
 }
 
-/// What [`Partition::insert_clean`] did with the blocks it was given.
+/// What [`CachePartition::insert_clean`] did with the blocks it was given.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct DemoteOutcome {
     /// Blocks inserted clean.
@@ -102,7 +102,7 @@ impl super::store::Store {
     }
 }
 
-impl Partition {
+impl CachePartition {
     /// Sets the partition's exclusive mode.
     pub fn set_exclusive(&self, mode: Exclusive) {
         lock(&self.inner).st.exclusive = mode;

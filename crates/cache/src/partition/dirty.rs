@@ -6,13 +6,13 @@
 //!   bytes; the high watermark is the smaller of the two (at least one block), the low
 //!   watermark half of it. Dirty blocks are counted resident or in the write-back table
 //!   (evicted, not yet written), so blocks the backend refuses count too.
-//! * **Background cleaning.** [`Partition::clean`] writes back every evicted dirty block
+//! * **Background cleaning.** [`CachePartition::clean`] writes back every evicted dirty block
 //!   (the write-back table: reads and shrinks leave theirs there rather than wait for the
 //!   backend) and resident dirty blocks until the partition is at its low watermark (the
 //!   node runs it periodically for every cache, `CacheNode::clean`). It takes each
 //!   block's stripe and the partition's lock only to copy the block's bytes, never
 //!   across the backend write, so hits are not delayed.
-//! * **Throttling.** Before a write-back write is applied (`Partition::throttle`) the
+//! * **Throttling.** Before a write-back write is applied (`CachePartition::throttle`) the
 //!   writer cleans blocks itself in proportion to how far past the midpoint between the
 //!   watermarks the partition is (as the kernel's dirty throttling does): none up to the
 //!   midpoint, a growing share of a block per block written after it (shares carry over
@@ -33,7 +33,7 @@
 //!   that the cache could not keep. Below the high watermark a failed clean is counted
 //!   (`writeback_errors`) and retried later.
 
-use super::Partition;
+use super::CachePartition;
 use crate::error::{CacheError, Result};
 use crate::volume::{lock, Volume};
 use policy::Key;
@@ -93,7 +93,7 @@ impl DirtyLimits {
     }
 }
 
-impl Partition {
+impl CachePartition {
     /// Dirty blocks now, the (low, high) watermarks, and how many of `vol`'s blocks
     /// `blocks` are not dirty yet (what a write of them adds).
     fn dirty_state(

@@ -108,7 +108,7 @@ fn block_of(key: Key) -> u64 {
 }
 
 /// One cache: capacity, policies, data, dirty tracking and write-back.
-pub struct Partition {
+pub struct CachePartition {
     id: u64,
     bs: usize,
     volumes: Arc<VolumeTable>,
@@ -117,7 +117,7 @@ pub struct Partition {
     log: std::sync::RwLock<Option<Arc<crate::write_log::WriteLog>>>,
 }
 
-impl Partition {
+impl CachePartition {
     /// A partition of `capacity` blocks of `block_size` bytes evicting by the policy
     /// `eviction`. `volumes` resolves the export of an evicted key.
     pub fn new(
@@ -132,7 +132,7 @@ impl Partition {
             return Err(CacheError::Invalid("block size must be positive".into()));
         }
         let policy = eviction.build()?;
-        Ok(Partition {
+        Ok(CachePartition {
             id,
             bs: block_size,
             volumes: volumes.clone(),

@@ -8,13 +8,13 @@
 //! dropped once copied, misses are not installed.
 
 use super::demote::Exclusive;
-use super::{seg, Inner, Partition, Route};
+use super::{seg, CachePartition, Inner, Route};
 use crate::error::Result;
 use crate::stats::OpOutcome;
 use crate::volume::{lock, Volume};
 use std::ops::Range;
 
-/// A resident range lent by [`Partition::with_resident`]: runs of the partition's arena,
+/// A resident range lent by [`CachePartition::with_resident`]: runs of the partition's arena,
 /// in the range's order, valid while the partition's lock is held.
 #[derive(Clone, Copy)]
 pub struct Lent<'a> {
@@ -43,7 +43,7 @@ impl<'a> Lent<'a> {
     }
 }
 
-impl Partition {
+impl CachePartition {
     /// Hands `f` the `len` bytes of `vol` at `offset` as runs of the arena ([`Lent`]), in
     /// order, only if every block is resident; `None` (and nothing changed, `f` not called)
     /// if any block is not. Counts as a read of those blocks. `f` runs under the

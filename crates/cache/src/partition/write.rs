@@ -15,7 +15,7 @@
 //! call returns, so an acknowledged write survives a crash of the node; without one,
 //! write-back data not yet flushed lives in memory only.
 
-use super::{seg, Inner, Partition, Route};
+use super::{seg, CachePartition, Inner, Route};
 use crate::error::{CacheError, Result};
 use crate::stats::OpOutcome;
 use crate::volume::{lock, Volume};
@@ -81,7 +81,7 @@ impl Inner {
     }
 }
 
-impl Partition {
+impl CachePartition {
     /// Writes `data` to `vol` at `offset` under the partition's write policy (writes that
     /// matched no rule, [`Route::Coherent`], go around). With `fua`, returns only after the
     /// covered blocks are on the backend and the backend has flushed.

@@ -9,13 +9,13 @@
 //! afterwards, and only then is the block marked clean. A failed write leaves the data
 //! where it was, to be retried by the next flush.
 
-use super::{block_of, Partition};
+use super::{block_of, CachePartition};
 use crate::error::{CacheError, Result};
 use crate::volume::{lock, Volume, BLOCK_BITS};
 use policy::{Key, Slot};
 use std::sync::Arc;
 
-impl Partition {
+impl CachePartition {
     /// Writes the newest in-memory dirty copy of `block` (write-back table first, else a
     /// dirty resident slot) to the backend. The caller holds the block's stripe. Returns
     /// whether anything was written.
@@ -128,7 +128,7 @@ impl Partition {
         self.write_back_parallel(vol, 1)
     }
 
-    /// [`Partition::write_back`] with the dirty blocks split into `workers` batches written
+    /// [`CachePartition::write_back`] with the dirty blocks split into `workers` batches written
     /// back at once, each on a thread of its own (so a slow backend costs one write's time
     /// per batch position, not per block). Every batch runs to its end or its first error;
     /// the first error is returned after all have finished, and the backends are flushed

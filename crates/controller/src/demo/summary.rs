@@ -1,5 +1,5 @@
 //! What the demo's arms measured, summarised: for one arm against the fair arm
-//! ([`Summary`], which `lachesis bench control` prints too), and for the three arms side
+//! ([`ArmComparison`], which `lachesis bench control` prints too), and for the three arms side
 //! by side ([`DemoSummary`], the demo's last line).
 //!
 //! Every figure counts the intervals after the first [`WARMUP_INTERVALS`], the same in
@@ -9,7 +9,7 @@
 //! judged is reported with no share (`None`), never as meeting its SLO. Latencies are
 //! what the tenant's clients measured of every request they completed after the warm-up.
 
-use super::{span, ArmResult, DriverLog};
+use super::results::{span, ArmResult, DriverLog};
 use crate::service::IntervalReport;
 use std::collections::BTreeMap;
 
@@ -18,7 +18,7 @@ pub const WARMUP_INTERVALS: usize = 12;
 
 /// The comparison of one arm against the fair arm.
 #[derive(Clone, Debug, serde::Serialize)]
-pub struct Summary {
+pub struct ArmComparison {
     /// Of the (tenant, interval) pairs after the warm-up in which an SLO was judged, the
     /// share in which it held (`None`: none judged).
     pub slo_met_share: Option<f64>,
@@ -102,15 +102,15 @@ fn share(met: usize, of: usize) -> Option<f64> {
     (of > 0).then(|| met as f64 / of as f64)
 }
 
-impl Summary {
+impl ArmComparison {
     /// Summarises `arm` against `fair`.
-    pub fn of(arm: &ArmResult, fair: Option<&ArmResult>) -> Summary {
+    pub fn of(arm: &ArmResult, fair: Option<&ArmResult>) -> ArmComparison {
         let per = verdicts(arm);
         let met: usize = per.values().map(|v| v.0).sum();
         let checks: usize = per.values().map(|v| v.1).sum();
         let throughput = rate(arm);
         let fair_throughput = fair.map(rate);
-        Summary {
+        ArmComparison {
             slo_met_share: share(met, checks),
             slo_checks: checks,
             infeasible_checks: per.values().map(|v| v.2).sum(),
@@ -259,7 +259,7 @@ impl DemoSummary {
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{arm, log};
+    use super::super::results::tests::{arm, log};
     use super::*;
     use crate::service::Row;
 
@@ -328,7 +328,7 @@ mod tests {
         assert_eq!(s.tenants["scan"].p99_ms, Some(4.0));
         // 4 counted intervals of 2 s, 400 requests each.
         assert!((s.throughput - 200.0).abs() < 1e-9);
-        let old = Summary::of(&a, None);
+        let old = ArmComparison::of(&a, None);
         assert_eq!((old.slo_checks, old.infeasible_checks), (3, 1));
         let d = DemoSummary::of(&[("fair", &a), ("lachesis", &a)], "lachesis", &slos);
         assert_eq!(d.throughput_vs_fair, Some(1.0));

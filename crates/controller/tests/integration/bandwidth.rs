@@ -15,7 +15,7 @@ fn config(bandwidth: &str) -> String {
         r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 1
+interval = "1s"
 scheme = "fair"
 exclusive = false
 [controller.bandwidth]

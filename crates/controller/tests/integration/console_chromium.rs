@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 const CONFIG: &str = r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 1
+interval = "1s"
 scheme = "lachesis"
 exclusive = false
 [[tenant]]

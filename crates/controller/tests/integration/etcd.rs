@@ -20,7 +20,7 @@ const INTERVAL: f64 = 2.0;
 const CONFIG: &str = r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 2
+interval = "2s"
 scheme = "lachesis"
 exclusive = false
 [[tenant]]
@@ -169,7 +169,7 @@ fn standby_takes_over_with_the_same_state_and_bad_urls_are_clear() {
     cfg.controller.token_file = Some(token_file);
     let replica = |id: &str| -> RunningController {
         let store = EtcdStore::connect(&url).unwrap();
-        let el = Election::new(store.clone(), id, INTERVAL);
+        let el = Election::new(store.clone(), id, Duration::from_secs_f64(INTERVAL));
         let store: Arc<dyn Store> = store;
         rt.block_on(controller::start_replica(&cfg, store, true, Some(el)))
             .unwrap()

@@ -46,7 +46,7 @@ fn within(limit: Duration, what: &str, mut f: impl FnMut() -> bool) {
 const ONE_TENANT: &str = r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 1
+interval = "1s"
 scheme = "lachesis"
 exclusive = false
 [[tenant]]

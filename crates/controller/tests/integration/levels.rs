@@ -4,14 +4,14 @@
 //! while the controller runs keeping every other volume's `control` state.
 
 use crate::common::node_toml;
-use controller::config::{ControllerConfig, TenantSpec};
+use controller::config::{ControllerConfig, TenantConfig};
 use controller::{Service, SqliteStore, Store};
 use std::sync::Arc;
 
 const CONFIG: &str = r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 1
+interval = "1s"
 scheme = "lachesis"
 exclusive = false
 [[tenant]]
@@ -166,7 +166,7 @@ fn exclusive_volumes_get_exclusive_caches_and_demote() {
 
     // The volume's configuration turns exclusive off: the next interval switches both
     // caches back.
-    let mut t: TenantSpec = w.svc.tenant("db").unwrap().spec;
+    let mut t: TenantConfig = w.svc.tenant("db").unwrap().spec;
     t.volumes[0].exclusive = Some(false);
     w.svc.put_tenant(t, false).unwrap();
     let r = w.svc.tick().unwrap();
@@ -206,7 +206,7 @@ fn a_tenant_added_while_running_keeps_the_others_state() {
     let interval = before.interval;
 
     // A third tenant on the same nodes.
-    let spec: TenantSpec = serde_json::from_value(serde_json::json!({
+    let spec: TenantConfig = serde_json::from_value(serde_json::json!({
         "name": "new", "volume": [{"name": "web2", "host": "h", "servers": ["s1"]}]
     }))
     .unwrap();
@@ -260,7 +260,7 @@ fn a_volume_on_two_hosts_is_planned_on_each_and_merged_at_level_2() {
         r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 1
+interval = "1s"
 scheme = "lachesis"
 exclusive = false
 [[tenant]]

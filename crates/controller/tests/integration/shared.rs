@@ -9,7 +9,7 @@ use std::sync::Arc;
 const CONFIG: &str = r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 1
+interval = "1s"
 scheme = "uncontrolled"
 exclusive = false
 [[tenant]]
@@ -52,7 +52,7 @@ fn one_shared_cache_per_node_with_every_volume_routed_and_observed_apart() {
         assert_eq!(caches.len(), 1, "{caches:?}");
         assert_eq!(caches[0].name, "shared");
         assert_eq!(caches[0].size_bytes, size);
-        let rules = n.state.cache.rules();
+        let rules = n.state.cache_node().rules();
         let mut routed: Vec<&str> = rules.iter().map(|(_, r, _)| r.export.as_str()).collect();
         routed.sort_unstable();
         assert_eq!(routed, ["db", "web"]);

@@ -1,4 +1,4 @@
-//! Time for the hot-chunk tier: the [`Clock`] it reads (injectable, so rate limits are
+//! Time for the hot-chunk tier: the [`TimeSource`] it reads (injectable, so rate limits are
 //! tested deterministically with a [`ManualClock`]) and the [`TokenBucket`] that limits
 //! its migrations per second.
 
@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 /// A monotonic time source, injectable so rate limits can be tested deterministically.
-pub trait Clock: Send + Sync {
+pub trait TimeSource: Send + Sync {
     /// Time elapsed since an arbitrary fixed origin.
     fn now(&self) -> Duration;
 }
@@ -24,7 +24,7 @@ impl Default for MonotonicClock {
     }
 }
 
-impl Clock for MonotonicClock {
+impl TimeSource for MonotonicClock {
     fn now(&self) -> Duration {
         self.origin.elapsed()
     }
@@ -48,7 +48,7 @@ impl ManualClock {
     }
 }
 
-impl Clock for ManualClock {
+impl TimeSource for ManualClock {
     fn now(&self) -> Duration {
         Duration::from_nanos(self.nanos.load(Ordering::Relaxed))
     }

@@ -61,7 +61,7 @@ mod clock;
 #[cfg(test)]
 mod tests;
 
-pub use clock::{Clock, ManualClock, MonotonicClock};
+pub use clock::{ManualClock, MonotonicClock, TimeSource};
 
 use cache::{Backend, CacheError, Result};
 use clock::TokenBucket;
@@ -140,7 +140,7 @@ pub struct HotTier {
     chunk: u64,
     capacity: u64,
     size: u64,
-    clock: Arc<dyn Clock>,
+    clock: Arc<dyn TimeSource>,
     chunk_locks: Box<[Mutex<()>]>,
     slots: Box<[RwLock<Option<u64>>]>,
     dir: Mutex<Dir>,
@@ -164,7 +164,7 @@ impl HotTier {
         slow: Arc<dyn Backend>,
         fast: Arc<dyn Backend>,
         config: HotTierConfig,
-        clock: Arc<dyn Clock>,
+        clock: Arc<dyn TimeSource>,
     ) -> Result<Self> {
         if config.chunk_size == 0 {
             return Err(CacheError::Invalid(

@@ -138,7 +138,7 @@ fn the_connection_quiet_longest_makes_room_when_the_node_is_full() {
 
 #[test]
 fn idle_connections_are_closed_after_the_timeout_and_busy_ones_are_not() {
-    let t = node("idle_timeout_secs = 0.5");
+    let t = node("idle_timeout = \"500ms\"");
     let addr = t.node().nbd_addr;
     let mut quiet = Idle::connect(addr);
     let mut busy = Idle::connect(addr);
@@ -164,7 +164,12 @@ fn idle_connections_are_closed_after_the_timeout_and_busy_ones_are_not() {
 fn connection_settings_are_checked() {
     for (bad, field) in [
         ("max_connections = 0", "max_connections"),
-        ("idle_timeout_secs = -1", "idle_timeout_secs"),
+        ("idle_timeout = \"-1s\"", "idle_timeout"),
+        // A key of an older version names the one that replaced it.
+        (
+            "idle_timeout_secs = 300",
+            "node.idle_timeout_secs: this key is now `idle_timeout`",
+        ),
     ] {
         let text = format!("[node]\ncache_size = \"8MiB\"\n{bad}\n");
         let err = node::config::NodeConfig::parse(&text).unwrap_err();
@@ -192,7 +197,7 @@ fn stalled_writers_do_not_lock_out_other_writers() {
         })
         .collect();
     std::thread::sleep(Duration::from_millis(300));
-    let held = t.node().state.nbd_limits.as_ref().unwrap().gauge();
+    let held = t.node().state.nbd_limits().as_ref().unwrap().gauge();
     println!(
         "five stalled writers hold {} MiB",
         held.in_flight_bytes >> 20
@@ -222,7 +227,7 @@ fn stalled_writers_do_not_lock_out_other_writers() {
     }
     println!("five stalled writers closed after {:.2?}", start.elapsed());
     // Their tasks end just after their sockets close: the budget comes back.
-    let limits = t.node().state.nbd_limits.clone().unwrap();
+    let limits = t.node().state.nbd_limits().cloned().unwrap();
     let t1 = Instant::now();
     while limits.gauge().in_flight_bytes > 0 {
         let g = limits.gauge();

@@ -99,7 +99,7 @@ fn the_generated_token_file_is_private_and_reused() {
     let cfg = config(dir.path(), "api = \"127.0.0.1:0\"");
     let n = rt.block_on(node::start(&cfg)).unwrap();
     let file = dir.path().join("api.token");
-    assert_eq!(n.api_token.file, file);
+    assert_eq!(n.api_token.file(), file);
     let text = std::fs::read_to_string(&file).unwrap();
     let token = text.trim();
     assert_eq!(token.len(), 64, "32 bytes in hex: {token}");

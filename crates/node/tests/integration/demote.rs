@@ -78,7 +78,7 @@ fn block(b: u64, g: u8) -> Vec<u8> {
 /// Waits until level 1's demote queue is empty and no batch is in flight.
 fn settle(t: &TestNode) {
     for _ in 0..500 {
-        if t.node().state.demoter.idle() {
+        if t.node().state.demoter().idle() {
             return;
         }
         std::thread::sleep(std::time::Duration::from_millis(10));

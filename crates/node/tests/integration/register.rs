@@ -97,7 +97,7 @@ api = "127.0.0.1:0"
 cache_size = "16MiB"
 controller = "http://{addr}/"
 controller_token_file = "controller.token"
-heartbeat_secs = 0.1
+heartbeat = "100ms"
 [[export]]
 name = "vol"
 tenant = "t9"

@@ -125,7 +125,7 @@ impl TenantRun {
             due: t.start,
             in_flight: BinaryHeap::new(),
             rng: StdRng::seed_from_u64(seed ^ (0xA5A5 + i as u64)),
-            profiler: profiled.then(|| OnlineProfiler::new(8192, 200_000)),
+            profiler: profiled.then(OnlineProfiler::tenant),
             phantoms,
             curve_sizes,
             counters: Counters::default(),

@@ -5,7 +5,7 @@
 pub fn node_toml(dir: &std::path::Path, level: u8, size: &str, exports: &str) -> String {
     format!(
         "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = \"{size}\"\nlevel = {level}\n\
-         data_dir = \"{}\"\nbusy_poll_us = 0\n{exports}",
+         data_dir = \"{}\"\nbusy_poll = \"0s\"\n{exports}",
         dir.display()
     )
 }

@@ -1,0 +1,138 @@
+//! Steps 1 and 2 of an interval, up to the per-node deltas: every known node is asked at
+//! once (bounded by [`crate::fanout`]) for its cumulative `/v1/observations` and, when it
+//! answers, its `/healthz`; a node that cannot say whether it is healthy keeps what it said
+//! last. [`absorb`] then writes what the answers say into the registry (answered, failed,
+//! down after `down_after` failures in a row, suspect or believed again, degraded
+//! upstreams) and turns each believed answer into the interval's numbers per cache
+//! ([`crate::counters::Judge`] over [`crate::observe::Deltas`]).
+
+use crate::counters::{Judge, Judgement};
+use crate::observe::Deltas;
+use crate::registry::NodeEntry;
+use api::client::NodeClient;
+use api::node::{Health, NodeObservations, TenantObservations, UpstreamDown};
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+/// One node's answer: its observations and, if it could say, its health.
+pub type Polled = Result<(NodeObservations, Option<Health>), String>;
+
+/// The interval's numbers per node and cache: `by_node[node][cache]`.
+pub type ByNode = HashMap<String, HashMap<String, TenantObservations>>;
+
+/// The client of a registered node: its API address and its token (its registration's,
+/// else the configuration's `token_file`'s); `None` before it registered. Each call is
+/// bounded by half the interval (between 0.2 and 5 s).
+pub fn client_for(
+    e: &NodeEntry,
+    config_tokens: &HashMap<String, String>,
+    interval: Duration,
+) -> Option<NodeClient> {
+    let api = e.api.as_deref()?;
+    let token = e
+        .token
+        .clone()
+        .or_else(|| config_tokens.get(&e.name).cloned())?;
+    let timeout = Duration::from_secs_f64((interval.as_secs_f64() / 2.0).clamp(0.2, 5.0));
+    Some(NodeClient::new(api, Some(&token), timeout))
+}
+
+/// Every node at once (bounded): the poll takes the slowest answer, not the sum. A node
+/// that answers is also asked whether it is healthy (`/healthz`: its upstream links).
+pub fn poll(targets: &[(String, Option<NodeClient>)]) -> Vec<(String, Polled)> {
+    crate::fanout::map_bounded(
+        targets,
+        crate::fanout::MAX_CONCURRENT_NODE_CALLS,
+        |(name, c)| {
+            let r = match c {
+                Some(c) => c
+                    .observations()
+                    .map(|o| (o, c.health().ok()))
+                    .map_err(|e| e.to_string()),
+                None => Err("no API address or token yet (not registered)".into()),
+            };
+            (name.clone(), r)
+        },
+    )
+}
+
+/// What the poll's answers say, written into the registry, and the interval's numbers of
+/// every node that answered with the controller's block size (a node that did not is
+/// forgotten by the deltas and the judge, so its next answer starts a new baseline).
+pub fn absorb(
+    polled: Vec<(String, Polled)>,
+    nodes: &mut BTreeMap<String, NodeEntry>,
+    judge: &mut Judge,
+    deltas: &mut Deltas,
+    block_size: u64,
+    down_after: u32,
+    now: f64,
+) -> ByNode {
+    let mut by_node = HashMap::new();
+    for (name, r) in polled {
+        match r {
+            Ok((o, health)) => {
+                let (d, verdict) = judge.judge(deltas, &name, &o, Instant::now());
+                if let Some(e) = nodes.get_mut(&name) {
+                    if o.block_size != 0 && o.block_size != block_size {
+                        e.failed(
+                            &format!("block size {} differs from the controller's", o.block_size),
+                            down_after,
+                        );
+                        continue;
+                    }
+                    e.answered(&o.epoch, o.cache_size, now);
+                    note_verdict(e, verdict);
+                    if let Some(h) = health {
+                        note_health(e, h);
+                    }
+                }
+                by_node.insert(name, d);
+            }
+            Err(err) => {
+                deltas.forget(&name);
+                judge.forget(&name);
+                if let Some(e) = nodes.get_mut(&name) {
+                    if e.failed(&err, down_after) {
+                        tracing::warn!(node = %name, %err, "node marked down");
+                    }
+                }
+            }
+        }
+    }
+    by_node
+}
+
+/// Keeps a node's verdict on its registry entry, logging a change.
+fn note_verdict(e: &mut NodeEntry, v: Judgement) {
+    match v {
+        Judgement::Suspect(reason) => {
+            if e.suspect.is_none() {
+                tracing::warn!(node = %e.name, %reason, "node suspect: its counters are not believed; its tenants are planned at their last good interval");
+            }
+            e.suspect = Some(reason);
+        }
+        Judgement::Honest | Judgement::Resynced => {
+            if let Some(was) = e.suspect.take() {
+                tracing::info!(node = %e.name, was = %was, resynced = (v == Judgement::Resynced), "node's counters believed again");
+            }
+        }
+    }
+}
+
+/// Keeps what a node's `/healthz` said, logging a change.
+fn note_health(e: &mut NodeEntry, h: Health) {
+    let down = h.upstreams_down;
+    let names = |d: &[UpstreamDown]| {
+        d.iter()
+            .map(|u| u.export.clone())
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    if !down.is_empty() && names(&down) != names(&e.degraded) {
+        tracing::warn!(node = %e.name, exports = %names(&down), "node degraded: upstream links away; their volumes are failing");
+    } else if down.is_empty() && !e.degraded.is_empty() {
+        tracing::info!(node = %e.name, exports = %names(&e.degraded), "node healthy again");
+    }
+    e.degraded = down;
+}

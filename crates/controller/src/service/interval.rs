@@ -1,0 +1,268 @@
+//! One enforcement interval, its steps in order ([`Service::tick`]), and the loop that
+//! runs one every interval ([`Service::run`]), taking over from the store when a replica
+//! starts leading. Nodes are called outside the service's lock: the poll and the
+//! reconcile hold it only to read what to call and to write what came back.
+
+use super::{to_json, unix_now, Inner, Service};
+use crate::error::ServiceError;
+use crate::observe::build;
+use crate::placement::{topology, PlacedVolume};
+use crate::poll::{self, client_for};
+use crate::reconcile::{self, Desired, Outcome, Work};
+use crate::registry::NodeEntry;
+use crate::store::{self, HistoryEntry};
+use crate::views::{self, Interval, IntervalReport};
+use control::{Controller, Observations, Plan, Topology};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// Intervals kept in memory for the console and the demo.
+const SERIES: usize = 240;
+
+impl Service {
+    fn client_for(&self, e: &NodeEntry) -> Option<api::client::NodeClient> {
+        client_for(e, &self.config_tokens, self.cfg.interval)
+    }
+
+    /// One enforcement interval (blocking: polls and programs the nodes).
+    pub fn tick(&self) -> Result<IntervalReport, ServiceError> {
+        self.must_lead()?;
+        // 1. Poll (outside the lock).
+        let targets: Vec<_> = {
+            let g = self.lock();
+            g.nodes
+                .values()
+                .map(|e| (e.name.clone(), self.client_for(e)))
+                .collect()
+        };
+        let polled = poll::poll(&targets);
+        let now = unix_now();
+        let mut g = self.lock();
+        let seconds = g
+            .last_poll
+            .map(|t| t.elapsed().as_secs_f64())
+            .unwrap_or(self.cfg.interval.as_secs_f64())
+            .max(1e-3);
+        g.last_poll = Some(Instant::now());
+        let bs = self.cfg.block_size.0;
+        let by_node = {
+            let inner = &mut *g;
+            poll::absorb(
+                polled,
+                &mut inner.nodes,
+                &mut inner.judge,
+                &mut inner.deltas,
+                bs,
+                self.cfg.down_after,
+                now,
+            )
+        };
+        // 2. Observations and 3. the step.
+        let (topo, vols) = topology(&self.cfg, &g.tenants, &g.nodes, false);
+        let (obs, measured) = build(&vols, &by_node, bs, seconds);
+        let plan = self.step(&mut g, &topo, &vols, &obs)?;
+        // 4. Reconcile (outside the lock).
+        let (work, epochs) = self.work(&g, &topo, plan.as_ref(), &vols);
+        drop(g);
+        let (actions, outcomes) = reconcile::apply_all(&work);
+        // 5. Persist and record.
+        let mut g = self.lock();
+        note_programmed(&mut g.nodes, outcomes, &epochs);
+        let interval = Interval {
+            plan: plan.as_ref(),
+            topo: &topo,
+            vols: &vols,
+            measured: &measured,
+            time: now,
+            seconds,
+        };
+        let report = views::report(&g.tenants, &g.nodes, &interval, bs, actions);
+        self.record(&g, &report, plan.as_ref(), now)?;
+        g.plan = plan;
+        g.last_obs = Some((vols.iter().map(|v| v.name.clone()).collect(), obs));
+        g.series.push_back(report.clone());
+        while g.series.len() > SERIES {
+            g.series.pop_front();
+        }
+        Ok(report)
+    }
+
+    /// Step 3: the `control` step on the interval's observations, resumed from and
+    /// leaving the carried state, with the static bandwidth shares filled in; `None`
+    /// without a tenant.
+    fn step(
+        &self,
+        g: &mut Inner,
+        topo: &Topology,
+        vols: &[PlacedVolume],
+        obs: &Observations,
+    ) -> Result<Option<Plan>, ServiceError> {
+        if topo.tenants.is_empty() {
+            return Ok(None);
+        }
+        let t = self.started.elapsed().as_secs_f64();
+        let mut ctl = Controller::resume(topo.clone(), self.scheme.clone(), g.state.clone())
+            .map_err(|e| ServiceError::Control(e.to_string()))?;
+        let mut plan = ctl
+            .step(t, obs)
+            .map_err(|e| ServiceError::Control(e.to_string()))?;
+        self.cfg.bandwidth.fill(topo, vols, &mut plan);
+        g.state = ctl.state().clone();
+        for (i, o) in obs.tenants.iter().enumerate() {
+            let tp = &plan.tenants[i];
+            tracing::debug!(
+                tenant = %vols[i].name,
+                requests = o.requests,
+                writes = o.writes,
+                mean_ms = o.mean_latency_ms,
+                read_ms = ?o.read_latency_ms,
+                write_ms = ?o.write_latency_ms,
+                l1_hit_ms = ?o.service.l1_hit_ms,
+                l2_hit_ms = ?o.service.l2_hit_ms,
+                miss_ms = ?o.service.miss_ms,
+                predicted_ms = tp.predicted_latency_ms,
+                target_ms = ?tp.target_latency_ms,
+                "observed and planned"
+            );
+        }
+        Ok(Some(plan))
+    }
+
+    /// Step 4's work: every node that is up, with what the plan wants on it (with no
+    /// tenant at all there is no plan, and no cache is wanted anywhere), and each node's
+    /// epoch as it is now.
+    fn work(
+        &self,
+        g: &Inner,
+        topo: &Topology,
+        plan: Option<&Plan>,
+        vols: &[PlacedVolume],
+    ) -> (Vec<Work>, HashMap<String, String>) {
+        let work = g
+            .nodes
+            .values()
+            .filter(|e| e.up)
+            .filter_map(|e| {
+                let client = self.client_for(e)?;
+                let want = match plan {
+                    Some(p) => reconcile::desired(topo, p, vols, e, self.cfg.block_size.0),
+                    None => Desired::default(),
+                };
+                Some(Work {
+                    node: e.name.clone(),
+                    client,
+                    want,
+                    fresh: e.programmed.as_deref() != Some(e.epoch.as_str()),
+                })
+            })
+            .collect();
+        let epochs = g
+            .nodes
+            .values()
+            .map(|e| (e.name.clone(), e.epoch.clone()))
+            .collect();
+        (work, epochs)
+    }
+
+    /// Step 5: the carried state, the registry and the plan in one store batch, and the
+    /// interval's decisions appended to the history (a row per volume and one `*` row).
+    fn record(
+        &self,
+        g: &Inner,
+        report: &IntervalReport,
+        plan: Option<&Plan>,
+        now: f64,
+    ) -> Result<(), ServiceError> {
+        let nodes: Vec<&NodeEntry> = g.nodes.values().collect();
+        let mut batch = vec![
+            (store::STATE, Some(to_json(&g.state))),
+            (store::NODES, Some(to_json(&nodes))),
+        ];
+        if let Some(p) = plan {
+            batch.push(("plan", Some(to_json(p))));
+        }
+        self.store.put(&batch)?;
+        let hist: Vec<HistoryEntry> = report
+            .rows
+            .iter()
+            .map(|r| HistoryEntry {
+                interval: report.interval,
+                time: now,
+                tenant: r.tenant.clone(),
+                detail: serde_json::to_value(r).unwrap_or_default(),
+            })
+            .chain(std::iter::once(HistoryEntry {
+                interval: report.interval,
+                time: now,
+                tenant: "*".into(),
+                detail: serde_json::json!({"scheme": self.scheme.name,
+                    "infeasible": report.infeasible, "actions": report.actions,
+                    "allocations": report.allocations,
+                    "predicted_fair_speedup": plan.map(|p| p.predicted_fair_speedup)}),
+            }))
+            .collect();
+        self.store.append_history(&hist)?;
+        Ok(())
+    }
+
+    /// One round of the loop: a leader (or a sole controller) runs [`Service::tick`],
+    /// first reloading the store's state if it has just started leading; a standby
+    /// reloads the state so its read API follows the leader's.
+    fn round(&self) -> Result<IntervalReport, ServiceError> {
+        let leading = self.leading();
+        let was = std::mem::replace(&mut self.lock().was_leading, leading);
+        if self.election.is_some() && (!leading || !was) {
+            self.reload()?;
+            if !leading {
+                return Err(ServiceError::Conflict("standby".into()));
+            }
+            tracing::info!("took over: state loaded from the store");
+            self.persist_config()?;
+        }
+        self.tick()
+    }
+
+    /// Runs [`Service::round`] every interval until `stop` says so (on the blocking pool).
+    pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+        let mut every = tokio::time::interval(self.interval());
+        every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        every.tick().await;
+        loop {
+            tokio::select! {
+                _ = every.tick() => {}
+                _ = stop.changed() => return,
+            }
+            if *stop.borrow() {
+                return;
+            }
+            let s = self.clone();
+            match tokio::task::spawn_blocking(move || s.round()).await {
+                Ok(Ok(r)) => tracing::debug!(interval = r.interval, "interval done"),
+                Ok(Err(_)) if !self.leading() => {}
+                Ok(Err(e)) => tracing::error!(%e, "interval failed"),
+                Err(e) => tracing::error!(%e, "interval panicked"),
+            }
+        }
+    }
+}
+
+/// Keeps each reconciled node's outcome: programmed at its epoch, or the error (retried
+/// at the next interval).
+fn note_programmed(
+    nodes: &mut BTreeMap<String, NodeEntry>,
+    outcomes: Vec<Outcome>,
+    epochs: &HashMap<String, String>,
+) {
+    for (name, r) in outcomes {
+        if let Some(e) = nodes.get_mut(&name) {
+            match r {
+                Ok(()) => e.programmed = epochs.get(&name).cloned(),
+                Err(err) => {
+                    tracing::warn!(node = %name, %err, "reconcile failed; retried next interval");
+                    e.last_error = Some(err.to_string());
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,81 @@
+//! Durations in configuration files, written as humantime does (`"30s"`, `"1m 30s"`,
+//! `"500ms"`, `"50us"`, `"0.5s"`), as scenario files write them; and the keys that once
+//! held a plain number of seconds or microseconds, refused with the name of the key that
+//! replaced them (a file written for an older version fails naming what to write, rather
+//! than being read with a default). The controller's configuration uses the same.
+
+use serde::Deserialize;
+use std::time::Duration;
+
+/// `text` as a duration; the error says what a duration looks like.
+pub fn parse(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|e| format!("`{text}` is not a duration such as \"30s\" or \"2m\": {e}"))
+}
+
+/// Deserializes a duration from its humantime string.
+pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    parse(&s).map_err(serde::de::Error::custom)
+}
+
+/// A key of table `table` that was renamed: `old` is now `new`, e.g. `example`.
+#[derive(Clone, Copy, Debug)]
+pub struct Renamed {
+    /// The table (`node`, `controller`).
+    pub table: &'static str,
+    /// The old key.
+    pub old: &'static str,
+    /// The key that replaced it.
+    pub new: &'static str,
+    /// A value of the new key, as it is written.
+    pub example: &'static str,
+}
+
+/// The first key of `renamed` that `text` (a TOML file) still uses, as an error naming
+/// the key and what replaced it; `Ok` if none (or if `text` is not TOML at all: the real
+/// parse says what is wrong with it).
+pub fn refuse_renamed(text: &str, renamed: &[Renamed]) -> Result<(), String> {
+    let Ok(doc) = text.parse::<toml::Table>() else {
+        return Ok(());
+    };
+    for r in renamed {
+        let used = doc
+            .get(r.table)
+            .and_then(|t| t.as_table())
+            .is_some_and(|t| t.contains_key(r.old));
+        if used {
+            return Err(format!(
+                "{}.{}: this key is now `{}`, a duration (`{} = {}`)",
+                r.table, r.old, r.new, r.new, r.example
+            ));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_and_renamed_keys() {
+        assert_eq!(parse("50us"), Ok(Duration::from_micros(50)));
+        assert_eq!(parse("0.5s"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse("1m 30s"), Ok(Duration::from_secs(90)));
+        assert!(parse("soon").unwrap_err().contains("soon"));
+        let r = [Renamed {
+            table: "node",
+            old: "heartbeat_secs",
+            new: "heartbeat",
+            example: "\"2s\"",
+        }];
+        let e = refuse_renamed("[node]\nheartbeat_secs = 2\n", &r).unwrap_err();
+        assert_eq!(
+            e,
+            "node.heartbeat_secs: this key is now `heartbeat`, a duration (`heartbeat = \"2s\"`)"
+        );
+        assert!(refuse_renamed("[node]\nheartbeat = \"2s\"\n", &r).is_ok());
+        assert!(refuse_renamed("[other]\nheartbeat_secs = 2\n", &r).is_ok());
+    }
+}
