@@ -30,6 +30,13 @@
 //! dropped) and the connection was then lost, the node cannot prove those writes survived:
 //! the next flush fails with an error saying so (the writer is told), once.
 //!
+//! A write is journaled only if the connection that acknowledged it is still the link's
+//! current one, checked under the lock that marks a link down. An acknowledgement read
+//! from a connection that was lost meanwhile may come after the reconnecting task took the
+//! journal to replay (the upstream answered, then restarted and forgot it): such a write is
+//! sent again on the new connection instead, so a later flush never vouches for a write the
+//! new connection never saw.
+//!
 //! While any link is down the node reports `degraded` on `/healthz` and
 //! `lachesis_upstream_up 0` on `/metrics` ([`UpstreamLinks`]).
 
@@ -148,6 +155,10 @@ pub struct UpstreamLink {
     reconnects: AtomicU64,
     replayed: AtomicU64,
     failures: AtomicU64,
+    /// Called between a write's acknowledgement and its journaling (tests only: the race
+    /// of the module docs made deterministic).
+    #[cfg(test)]
+    after_ack: Mutex<Option<Box<dyn Fn() + Send + Sync>>>,
 }
 
 /// A link's state as `/healthz` and `/metrics` show it.
@@ -384,15 +395,56 @@ impl UpstreamLink {
         F: Fn(Arc<NbdClient>) -> Fut,
         Fut: std::future::Future<Output = Result<T, ClientError>>,
     {
+        self.run_then(op, |_| true)
+    }
+
+    /// [`Link::run`], then `done(generation)` once `op` succeeded on the connection of
+    /// `generation`; `false` sends `op` again, on the current connection.
+    fn run_then<T, F, Fut>(self: &Arc<Self>, op: F, done: impl Fn(u64) -> bool) -> io::Result<T>
+    where
+        F: Fn(Arc<NbdClient>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, ClientError>>,
+    {
         loop {
             let (generation, client) = self.client()?;
             let res = tokio::task::block_in_place(|| self.handle.block_on(op(client)));
             match res {
-                Ok(v) => return Ok(v),
+                Ok(v) if done(generation) => return Ok(v),
+                Ok(_) => {}
                 Err(e) if connection_lost(&e) => self.lost(generation, &e),
                 Err(e) => return Err(io_err(&self.address, e)),
             }
         }
+    }
+
+    /// Sends a write (`data`) or a zeroing (`None`) of `len` bytes at `offset` with `op`
+    /// and journals it, provided the connection that acknowledged it is still the current
+    /// one (see the module docs); otherwise sends it again on the new connection.
+    fn write_journaled<F, Fut>(
+        self: &Arc<Self>,
+        offset: u64,
+        len: u64,
+        data: Option<Bytes>,
+        op: F,
+    ) -> io::Result<()>
+    where
+        F: Fn(Arc<NbdClient>) -> Fut,
+        Fut: std::future::Future<Output = Result<(), ClientError>>,
+    {
+        self.run_then(op, |generation| {
+            #[cfg(test)]
+            if let Some(hook) = lock(&self.after_ack).as_ref() {
+                hook();
+            }
+            // Under the lock `lost` takes: a connection still current has not been given
+            // up, so the replay of any reconnection to come takes this entry along.
+            let c = lock(&self.current);
+            if c.generation != generation || c.client.is_none() {
+                return false;
+            }
+            lock(&self.journal).push(offset, len, data.clone());
+            true
+        })
     }
 }
 
@@ -459,6 +511,8 @@ impl UpstreamBackend {
             reconnects: AtomicU64::new(0),
             replayed: AtomicU64::new(0),
             failures: AtomicU64::new(0),
+            #[cfg(test)]
+            after_ack: Mutex::new(None),
         };
         let link = Arc::new(link);
         if let Some(client) = &lock(&link.current).client {
@@ -507,11 +561,10 @@ impl Backend for UpstreamBackend {
         for (off, n) in Self::chunks(offset, data.len() as u64) {
             let part = Bytes::copy_from_slice(&data[at..at + n as usize]);
             let p = part.clone();
-            self.link.run(move |c| {
+            self.link.write_journaled(off, n, Some(part), move |c| {
                 let p = p.clone();
                 async move { c.write(off, p, false).await }
             })?;
-            lock(&self.link.journal).push(off, n, Some(part));
             at += n as usize;
         }
         Ok(())
@@ -538,70 +591,13 @@ impl Backend for UpstreamBackend {
         // The cache's contract: a trimmed range reads back as zeros, so write zeroes
         // rather than a discard whose contents the protocol leaves unspecified.
         for (off, n) in Self::chunks(offset, len) {
-            self.link
-                .run(|c| async move { c.write_zeroes(off, n as u32, false).await })?;
-            lock(&self.link.journal).push(off, n, None);
+            self.link.write_journaled(off, n, None, |c| async move {
+                c.write_zeroes(off, n as u32, false).await
+            })?;
         }
         Ok(())
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn addresses() {
-        assert_eq!(
-            parse_address("127.0.0.1:10811/demo").unwrap(),
-            ("127.0.0.1:10811".into(), "demo".into())
-        );
-        assert_eq!(
-            parse_address("nbd://h:1/").unwrap(),
-            ("h:1".into(), "".into())
-        );
-        assert!(parse_address("nohost").is_err());
-    }
-
-    #[test]
-    fn chunking() {
-        let c: Vec<_> = UpstreamBackend::chunks(10, MAX_REQUEST * 2 + 5).collect();
-        assert_eq!(
-            c,
-            vec![
-                (10, MAX_REQUEST),
-                (10 + MAX_REQUEST, MAX_REQUEST),
-                (10 + 2 * MAX_REQUEST, 5)
-            ]
-        );
-    }
-
-    #[test]
-    fn the_journal_keeps_unflushed_writes_within_its_limit() {
-        let mut j = Journal::default();
-        j.push(0, 4096, Some(Bytes::from(vec![1u8; 4096])));
-        j.push(4096, 4096, None);
-        let upto = j.next_seq;
-        j.push(8192, 4096, Some(Bytes::from(vec![2u8; 4096])));
-        j.flushed(upto);
-        assert_eq!(j.entries.len(), 1);
-        assert_eq!(j.entries[0].offset, 8192);
-        // Past the limit the oldest entries go, and a flush covering them forgets that.
-        for i in 0..(JOURNAL_LIMIT / (1 << 20) + 2) as u64 {
-            j.push(i << 20, 1 << 20, Some(Bytes::from(vec![0u8; 1 << 20])));
-        }
-        assert!(j.bytes <= JOURNAL_LIMIT);
-        assert!(j.dropped_upto > 0);
-        let upto = j.next_seq;
-        j.flushed(upto);
-        assert_eq!((j.entries.len(), j.bytes, j.dropped_upto), (0, 0, 0));
-    }
-
-    #[test]
-    fn jitter_is_between_half_and_one() {
-        for _ in 0..100 {
-            let j = jitter();
-            assert!((0.5..1.0).contains(&j), "{j}");
-        }
-    }
-}
+mod tests;
