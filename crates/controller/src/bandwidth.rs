@@ -179,6 +179,7 @@ mod tests {
                 host: "h".into(),
                 servers: vec!["s".into()],
                 exclusive: false,
+                ..Default::default()
             })
             .collect()
     }

@@ -56,6 +56,7 @@ pub(super) async fn start_controller(
                 stripe_unit: Some(units::ByteSize(65536)),
                 exclusive: None,
                 hosts: Vec::new(),
+                ..Default::default()
             }],
         })
         .collect();
@@ -71,6 +72,8 @@ pub(super) async fn start_controller(
             service_ms: [0.05, 0.3, opts.seek_ms + 0.5],
             exclusive: opts.exclusive,
             bandwidth: Default::default(),
+            boost: None,
+            policy_choice: None,
         },
         nodes: Vec::new(),
         tenants: tenant_specs,
