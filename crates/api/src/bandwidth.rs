@@ -8,7 +8,7 @@
 //! the time they waited in the queue ([`BackendView`], the learning automata's feedback),
 //! and the proportion set for the tenant, if any.
 //!
-//! `PUT /v1/proportions` takes [`crate::node::Proportions`]: `{"tenant": proportion}`,
+//! `GET /v1/proportions` answers [`ProportionsView`]. `PUT /v1/proportions` takes [`crate::node::Proportions`]: `{"tenant": proportion}`,
 //! every value positive and finite, their sum one within [`SUM_TOLERANCE`] (an empty
 //! map restores equal shares); an unknown tenant is a 404 and a bad value a 400, both
 //! naming the field (`proportions.TENANT`), and the node is unchanged.
@@ -34,4 +34,17 @@ pub struct BackendView {
     /// The proportion of the backend set for the tenant (`None`: none set; tenants
     /// share equally, or the tenant weighs as the smallest share set).
     pub proportion: Option<f64>,
+}
+
+/// The answer of `GET /v1/proportions`: the proportions set, how many backend calls run
+/// at once, and each tenant's use of the backend (the same sums the observations carry).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ProportionsView {
+    /// The proportions set (empty: equal shares).
+    pub proportions: crate::node::Proportions,
+    /// Backend calls in flight at most (`[node] backend_depth`).
+    pub backend_depth: usize,
+    /// Per tenant, its use of the backend (`proportion` as in `proportions`).
+    pub backend: std::collections::BTreeMap<String, BackendView>,
 }

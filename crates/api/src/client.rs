@@ -10,10 +10,13 @@
 //! tried up to three times ([`NodeClient::once`] turns that off); a 4xx is the node's
 //! final word. Controller calls are tried once.
 
-use crate::controller::{Heartbeat, HistoryEntry, Registration, SetSlo, TenantHead, TenantView};
+use crate::controller::{
+    Explanation, Heartbeat, HistoryEntry, IntervalReport, NodeView, PlanView, Registration, SetSlo,
+    Status, TenantHead, TenantView, VolumeCurves,
+};
 use crate::node::{
-    CacheCurve, CacheInfo, CachePatch, CreateCache, CreateRule, Health, NodeInfo, NodeObservations,
-    Proportions, Removed, RuleInfo, TenantInfo,
+    CacheCurve, CacheInfo, CachePatch, CreateCache, CreateRule, ExportInfo, Health, HotTierPatch,
+    HotTierView, NodeInfo, NodeObservations, Proportions, Removed, RuleInfo, TenantInfo,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -189,10 +192,9 @@ impl NodeClient {
         self.call(false, "GET", path, None)
     }
 
-    /// `GET path` as JSON, for the node's diagnostic answers that are not part of the
-    /// contract (`/v1/exports`, `GET /v1/proportions`).
-    pub fn get_json(&self, path: &str) -> Result<serde_json::Value, CallError> {
-        self.get(path)
+    /// `GET /v1/proportions`: the proportions set and each tenant's use of the backend.
+    pub fn proportions(&self) -> Result<crate::bandwidth::ProportionsView, CallError> {
+        self.get("/v1/proportions")
     }
 
     /// `GET /healthz`, tried once: the node's [`Health`] whether it answers 200 (`ok`) or
@@ -274,6 +276,23 @@ impl NodeClient {
     /// `DELETE /v1/rules/{id}`.
     pub fn remove_rule(&self, id: u64) -> Result<Removed, CallError> {
         self.call(false, "DELETE", &format!("/v1/rules/{id}"), None)
+    }
+
+    /// `GET /v1/exports`.
+    pub fn exports(&self) -> Result<Vec<ExportInfo>, CallError> {
+        self.get("/v1/exports")
+    }
+
+    /// `PATCH /v1/exports/{export}/hot_tier`: the tier's threshold (kept counts) or
+    /// placing on or off; the tier now.
+    pub fn configure_hot_tier(
+        &self,
+        export: &str,
+        patch: &HotTierPatch,
+    ) -> Result<HotTierView, CallError> {
+        let path = format!("/v1/exports/{export}/hot_tier");
+        let b = to_body(&path, patch)?;
+        self.call(false, "PATCH", &path, Some(&b))
     }
 
     /// `PUT /v1/proportions`; the proportions now.
@@ -383,13 +402,33 @@ impl ControllerClient {
         })
     }
 
-    /// `GET /v1/plan`: `control::Plan` as JSON (this crate does not depend on `control`).
-    pub fn plan(&self) -> Result<serde_json::Value, CallError> {
+    /// `GET /v1/plan`: the last plan, by name.
+    pub fn plan(&self) -> Result<PlanView, CallError> {
         self.get("/v1/plan")
     }
 
-    /// `GET /v1/explain/{t}`: the controller's explanation as JSON.
-    pub fn explain(&self, tenant: &str) -> Result<serde_json::Value, CallError> {
+    /// `GET /v1/explain/{t}`: why the tenant's volumes have the sizes they have.
+    pub fn explain(&self, tenant: &str) -> Result<Explanation, CallError> {
         self.get(&format!("/v1/explain/{tenant}"))
+    }
+
+    /// `GET /v1/status`: scheme, store, leadership and the last interval.
+    pub fn status(&self) -> Result<Status, CallError> {
+        self.get("/v1/status")
+    }
+
+    /// `GET /v1/series`: the intervals kept in memory.
+    pub fn series(&self) -> Result<Vec<IntervalReport>, CallError> {
+        self.get("/v1/series")
+    }
+
+    /// `GET /v1/nodes`: the registry.
+    pub fn nodes(&self) -> Result<Vec<NodeView>, CallError> {
+        self.get("/v1/nodes")
+    }
+
+    /// `GET /v1/curves`: per volume its curves and planned size.
+    pub fn curves(&self) -> Result<std::collections::BTreeMap<String, VolumeCurves>, CallError> {
+        self.get("/v1/curves")
     }
 }

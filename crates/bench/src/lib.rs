@@ -13,12 +13,14 @@
 //! | [`allocation`] | the fast utility method; MLMS with its server LP | plain water-filling |
 //! | [`nbd`] | the node's data path over NBD with fio | nbdkit, qemu-nbd |
 //! | [`writeback`] | sustained writes through a write-back cache at 100 % dirty | the slow backend (nbdkit with its rate filter) alone |
-//! | [`control`] | one control step at 10,000 tenants; SLOs met and throughput on the demo | static fair share |
+//! | [`control`] | one control step at scale (100,000 tenants over 10,000 nodes by default), with and without the topology rebuilt; SLOs met and throughput on the demo | static fair share |
+//! | [`control_live`] | one whole live interval (poll, step, reconcile) against many node APIs on loopback | the interval's length |
 //!
 //! Owns: timing, peers, printing reports. Does not own: anything the product runs.
 
 pub mod allocation;
 pub mod control;
+pub mod control_live;
 pub mod curve_methods;
 pub mod curves;
 pub mod error;

@@ -44,9 +44,26 @@ enum BenchWhat {
         #[arg(long, default_value_t = 16)]
         cache_mib: u64,
     },
-    /// One control step for 10,000 tenants over 1,000 nodes; the demo's workload under
-    /// lachesis against static fair share (SLOs met, throughput).
+    /// One control step at scale (100,000 tenants over 10,000 nodes by default), also
+    /// with the topology rebuilt; with `--nodes N`, one whole live interval against N node
+    /// APIs on loopback instead; the demo's workload under lachesis against static fair
+    /// share (SLOs met, throughput).
     Control {
+        /// Tenants of the step's figure (with `--nodes`: of the live interval's, default
+        /// 10,000).
+        #[arg(long)]
+        tenants: Option<usize>,
+        /// Nodes of the step's figure, half hosts and half servers (default 10,000).
+        #[arg(long, default_value_t = 10_000)]
+        step_nodes: usize,
+        /// Measure one whole live interval (poll, step, reconcile) against this many node
+        /// APIs served on loopback in this process, beside the interval's length, instead
+        /// of the step alone; the demo is not run.
+        #[arg(long)]
+        nodes: Option<usize>,
+        /// The live interval's length in seconds (with `--nodes`).
+        #[arg(long, default_value_t = 5.0)]
+        interval: f64,
         /// Seconds of each demo arm (0: only the step). Each arm starts with empty caches,
         /// which take 40 to 60 s to fill from the demo's disks whatever the sizes; the
         /// default runs well past that, so the plan, not the warm-up, is compared.
@@ -149,7 +166,24 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
         } => {
             bench::writeback::run(seconds, &rate, cache_mib)?;
         }
-        BenchWhat::Control { seconds, trace } => bench::control::run(
+        BenchWhat::Control {
+            nodes: Some(nodes),
+            tenants,
+            interval,
+            ..
+        } => bench::control_live::run(nodes, tenants.unwrap_or(10_000), interval)?,
+        BenchWhat::Control {
+            seconds,
+            trace,
+            tenants,
+            step_nodes,
+            ..
+        } => bench::control::run(
+            bench::control::Scale {
+                tenants: tenants.unwrap_or(100_000),
+                hosts: (step_nodes / 2).max(1),
+                servers: (step_nodes - step_nodes / 2).max(1),
+            },
             (seconds > 0).then(|| std::time::Duration::from_secs(seconds)),
             trace.or_else(|| {
                 trace::find_shared_trace("cloudPhysicsIO.csv", &std::env::current_dir().ok()?)

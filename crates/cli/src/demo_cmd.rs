@@ -142,11 +142,15 @@ fn print_table(r: &IntervalReport) {
             ms(row.target_ms),
             row.l1_hit_ratio,
             row.l2_hit_ratio,
-            row.l1_size as f64 / 1048576.0,
-            row.l2_size as f64 / 1048576.0,
+            // What the nodes hold after the interval's reconcile, not what was planned.
+            row.l1_applied as f64 / 1048576.0,
+            row.l2_applied as f64 / 1048576.0,
             row.iops,
             met
         );
+    }
+    for refused in &r.refused {
+        println!("  REFUSED {}", refused.describe());
     }
 }
 

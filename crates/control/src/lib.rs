@@ -55,7 +55,9 @@ pub use observe::{
     LevelCount, Observations, ObservedService, PolicyCurve, Quantiles, ServerObservation,
     TenantObservation, TierObservation,
 };
-pub use plan::{BoostPlan, Layout, Partition, Plan, Reason, ResourceShares, Shortfall, TenantPlan};
+pub use plan::{
+    BoostPlan, Layout, Partition, Plan, Reason, ResourceShares, ScaleOutPlan, Shortfall, TenantPlan,
+};
 pub use scheme::{Allocation, Automata, Hysteresis, PolicyChoice, Scheme, SCHEME_NAMES};
 pub use topology::{Class, Levels, Node, Placement, ServiceTimes, Slo, Tenant, Topology};
 

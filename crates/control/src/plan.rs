@@ -193,6 +193,25 @@ pub struct BoostPlan {
     pub justify: f64,
 }
 
+/// Moirai's scale-out (§3.5) of one tenant: its cache of `total` blocks over its host and
+/// its storage servers, used as one global LRU (exclusive levels, demotion), the host
+/// holding `host` of them (`alpha = host / total`) and its servers the rest.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ScaleOutPlan {
+    /// Index of the tenant.
+    pub tenant: usize,
+    /// Blocks in all (`a`).
+    pub total: u64,
+    /// Blocks at the host (its `l1` partition).
+    pub host: u64,
+    /// Blocks at its storage servers (its `l2` partitions together).
+    pub storage: u64,
+    /// `host / total`.
+    pub alpha: f64,
+    /// The mean latency the split is predicted to give (ms).
+    pub predicted_ms: f64,
+}
+
 /// An SLO that this plan does not meet, and by how much.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Shortfall {
@@ -255,6 +274,10 @@ pub struct Plan {
     pub bandwidth: Vec<ResourceShares>,
     /// Hot-tier thresholds (empty: no tier is controlled).
     pub boost: Vec<BoostPlan>,
+    /// The tenants scaled out over their host and servers (empty: none). The step leaves
+    /// it empty; the live controller fills it for the volumes whose spec asks for it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub scale_out: Vec<ScaleOutPlan>,
     /// SLOs predicted not to be met, with the shortfall.
     pub infeasible: Vec<Shortfall>,
     /// Fair speedup the model predicts (harmonic mean of fair-share latency over this

@@ -17,9 +17,9 @@
 //! | GET | `/v1/series` | the intervals kept in memory (console charts) |
 //! | GET | `/v1/curves` | per volume its curves and planned size |
 //!
-//! The bodies a program sends or reads (registration, heartbeat, SLO changes, rows,
-//! history, tenants) are the `api` crate's types ([`api::controller`]); the plan and the
-//! explanations are `control`'s and the service's.
+//! Every body a program sends or reads is the `api` crate's type ([`api::controller`]):
+//! registration, heartbeat, SLO changes, rows, history, tenants, status, intervals, nodes,
+//! the plan (by name), explanations and curves.
 //!
 //! Errors are `{"error": reason}` naming the field: 400 malformed or invalid, 404 unknown,
 //! 409 conflicts (also: a change sent to a standby replica, naming the leader), 500 the
@@ -85,15 +85,8 @@ pub fn router(svc: Arc<Service>, token: Arc<Token>) -> Router {
         ))
 }
 
-async fn status(State(s): St) -> Json<serde_json::Value> {
-    Json(json!({
-        "scheme": s.scheme_name(),
-        "store": s.store_description(),
-        "interval_secs": s.config().interval.as_secs_f64(),
-        "leading": s.leading(),
-        "replica": s.leader_view(),
-        "last": s.last(),
-    }))
+async fn status(State(s): St) -> Json<api::controller::Status> {
+    Json(s.status())
 }
 
 async fn tenants(State(s): St) -> impl IntoResponse {
@@ -145,8 +138,8 @@ async fn set_slo(
     Ok(Json(s.tenant(&t)?))
 }
 
-async fn nodes(State(s): St) -> impl IntoResponse {
-    Json(s.nodes())
+async fn nodes(State(s): St) -> Json<Vec<api::controller::NodeView>> {
+    Json(s.nodes().iter().map(crate::wire::node_view).collect())
 }
 
 async fn register(State(s): St, b: Bytes) -> Result<impl IntoResponse, ServiceError> {
@@ -165,7 +158,7 @@ async fn heartbeat(
 }
 
 async fn plan(State(s): St) -> Result<impl IntoResponse, ServiceError> {
-    s.plan().map(Json).ok_or_else(|| {
+    s.plan_view().map(Json).ok_or_else(|| {
         ServiceError::NotFound("no plan yet: the first interval has not ended".into())
     })
 }

@@ -183,6 +183,7 @@ mod tests {
                 host: "h".into(),
                 servers: vec!["s".into()],
                 exclusive: false,
+                ..Default::default()
             })
             .collect()
     }

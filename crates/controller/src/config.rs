@@ -90,6 +90,15 @@ pub struct ControllerSection {
     /// [`crate::bandwidth`]).
     #[serde(default)]
     pub bandwidth: BandwidthSpec,
+    /// Tune the storage nodes' hot tiers' thresholds (SANCACHE's rule, `plan.boost`)
+    /// under any scheme (`true`), or never (`false`); absent: as the scheme does
+    /// (`lachesis` does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boost: Option<bool>,
+    /// Choose each partition's eviction policy online (SOPA) under any scheme (`true`),
+    /// or never (`false`); absent: as the scheme does (`lachesis` does).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy_choice: Option<bool>,
 }
 
 /// Which scheme chooses bandwidth proportions (see [`crate::bandwidth`]).
@@ -252,7 +261,7 @@ pub struct TenantConfig {
 }
 
 /// `[[tenant.volume]]`.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(deny_unknown_fields)]
 pub struct VolumeSpec {
     /// Its name: the export and the cache on every node (unique over all tenants).
@@ -275,6 +284,23 @@ pub struct VolumeSpec {
     /// its servers' APIs in `upstream_api`; each level-2 cache drops what it serves up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exclusive: Option<bool>,
+    /// Boosting for this volume (default on): where a server of the volume's has a hot
+    /// tier on its export, the tier places chunks at the plan's threshold (`plan.boost`,
+    /// under a scheme that tunes tiers) or its own; off, the tier places none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boost: Option<bool>,
+    /// Its caches' write policy on every node (`write-back`, `write-through`,
+    /// `write-around`, `read-only`; default: the node's, `write-back`). Changed on a
+    /// running volume, each cache is switched in place (leaving write-back writes its
+    /// dirty blocks back first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub write_policy: Option<String>,
+    /// Moirai's scale-out (default off): one cache over its host and its servers used as
+    /// one global LRU (its levels exclusive), its planned total split between them by
+    /// `alloc::scaleout` ([`crate::scaleout`]). Needs what exclusive levels need (the
+    /// host's export names its servers' APIs in `upstream_api`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale_out: Option<bool>,
 }
 
 impl TenantConfig {
@@ -411,6 +437,22 @@ pub fn check_tenants(
             }
             if v.stripe_unit.is_some_and(|s| s.0 == 0) {
                 return Err(format!("{vat}.stripe_unit must be above 0"));
+            }
+            if v.scale_out == Some(true) && v.exclusive == Some(false) {
+                return Err(format!(
+                    "{vat}.scale_out: a scaled-out volume's levels are one global LRU, so \
+                     exclusive; drop `exclusive = false`"
+                ));
+            }
+            if let Some(wp) = v
+                .write_policy
+                .as_deref()
+                .filter(|wp| !api::node::WRITE_POLICIES.contains(wp))
+            {
+                return Err(format!(
+                    "{vat}.write_policy: unknown policy `{wp}` ({})",
+                    api::node::WRITE_POLICIES.join(", ")
+                ));
             }
             if let Some(nodes) = nodes {
                 let level = |n: &str| nodes.iter().find(|(m, _)| m == n).map(|(_, l)| *l);

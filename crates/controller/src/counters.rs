@@ -233,6 +233,7 @@ mod tests {
             cache_size: 1 << 20,
             uptime_ms,
             epoch: epoch.into(),
+            tiers: Vec::new(),
             tenants: vec![TenantObservations {
                 tenant: "t".into(),
                 cache: Some("v".into()),

@@ -432,18 +432,8 @@ impl Store for EtcdStore {
     }
 }
 
-/// Who leads, as one replica sees it.
-#[derive(Clone, Debug, Default, serde::Serialize, PartialEq)]
-pub struct LeaderView {
-    /// This replica's id.
-    pub me: String,
-    /// Whether this replica leads.
-    pub leading: bool,
-    /// The leading replica's id, if any leads.
-    pub leader: Option<String>,
-    /// The leading replica's API address.
-    pub leader_api: Option<String>,
-}
+/// Who leads, as `/v1/status` shows it: the contract's type.
+pub use api::controller::LeaderView;
 
 /// One replica's side of the election (see the module doc).
 pub struct Election {

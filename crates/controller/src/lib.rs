@@ -14,6 +14,7 @@
 //! | [`registry`] | nodes: registration, heartbeat, health, epochs (bodies from the `api` crate) |
 //! | [`observe`] | nodes' cumulative observations (`api::node`) to one interval's `control::Observations` |
 //! | [`bandwidth`] | `[controller.bandwidth]`: the bandwidth scheme (static shares, one level of learners, uncoordinated or coordinated learners) and each node's proportions from the plan |
+//! | [`scaleout`] | Moirai's scale-out: a volume's planned total split over its host and servers as one global LRU (`alloc::scaleout`), after the step |
 //! | [`counters`] | whether a node's counters can be believed (monotonic, bounded by the interval); suspect nodes planned at their last good interval |
 //! | [`private`] | the modes of its files at rest (store, token: 0600; their directory: 0700) |
 //! | [`reconcile`] | a node's actual caches and rules made to match the plan (through `api::client::NodeClient`) |
@@ -21,6 +22,7 @@
 //! | [`placement`] | the tenants' volumes placed on the known nodes: the `control` topology |
 //! | [`poll`] | asking every node for its counters and health; what the answers say, into the registry |
 //! | [`views`] | what the API and console show: the interval's report, tenants, explanations, curves, history |
+//! | [`wire`] | the plan, shortfalls and nodes in the contract's form (`api::controller`: by name) |
 //! | [`error`] | the service's error (one HTTP status per variant) |
 //! | [`fanout`] | one blocking call per node on a bounded number of threads (polls, reconciles) |
 //! | [`api`], [`auth`], [`console`] | HTTP: JSON verbs, bearer token, operator's page |
@@ -44,9 +46,11 @@ pub mod poll;
 pub mod private;
 pub mod reconcile;
 pub mod registry;
+pub mod scaleout;
 pub mod service;
 pub mod store;
 pub mod views;
+pub mod wire;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

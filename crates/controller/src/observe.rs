@@ -415,6 +415,7 @@ mod tests {
             host: host.into(),
             servers: servers.iter().map(|s| s.to_string()).collect(),
             exclusive: false,
+            ..PlacedVolume::default()
         }
     }
 

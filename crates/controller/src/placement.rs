@@ -1,7 +1,8 @@
 //! Where each volume lives: the tenants' volumes placed on the registry's nodes as the
 //! `control` topology ([`topology`]). A volume exported on several hosts is one
 //! `control` tenant, one [`PlacedVolume`], per host; nodes are in name order per level and a
-//! node that is down has capacity 0, so the step plans nothing on it. The poll, the
+//! node that is down has capacity 0, so the step plans nothing on it; a storage node
+//! that reports a hot tier has one in the topology (its threshold is planned). The poll, the
 //! reconcile and the views all name volumes and nodes through these.
 
 use crate::config::{ControllerSection, TenantConfig};
@@ -11,7 +12,7 @@ use std::collections::BTreeMap;
 
 /// A volume placed on nodes as one `control` tenant: a volume exported on several hosts
 /// is one of these per host (the first named as the volume, the others `VOLUME@HOST`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, Default)]
 pub struct PlacedVolume {
     /// The `control` tenant's name.
     pub name: String,
@@ -25,6 +26,12 @@ pub struct PlacedVolume {
     pub servers: Vec<String>,
     /// Whether its levels are exclusive (its caches are created so).
     pub exclusive: bool,
+    /// Boosting on for it (its export's hot tiers place chunks).
+    pub boost: bool,
+    /// Its caches' write policy (`None`: the node's default).
+    pub write_policy: Option<String>,
+    /// Scaled out over its host and servers ([`crate::scaleout`]; its levels exclusive).
+    pub scale_out: bool,
 }
 
 /// The `control` topology of the known nodes and the tenants' volumes. Nodes are in name
@@ -45,7 +52,7 @@ pub fn topology(
             .map(|n| Node {
                 name: n.name.clone(),
                 capacity: n.capacity(bs),
-                hot_tier: false,
+                hot_tier: !n.tiers.is_empty(),
             })
             .collect()
     };
@@ -76,7 +83,8 @@ pub fn topology(
                         continue;
                     }
                 };
-                let exclusive = v.exclusive.unwrap_or(cfg.exclusive);
+                let scale_out = v.scale_out.unwrap_or(false);
+                let exclusive = v.exclusive.unwrap_or(cfg.exclusive) || scale_out;
                 out.push(Tenant {
                     name: cname.clone(),
                     host,
@@ -98,6 +106,9 @@ pub fn topology(
                     host: vhost.clone(),
                     servers: v.servers.clone(),
                     exclusive,
+                    boost: v.boost.unwrap_or(true),
+                    write_policy: v.write_policy.clone(),
+                    scale_out,
                 });
             }
         }

@@ -4,7 +4,8 @@
 //! last. [`absorb`] then writes what the answers say into the registry (answered, failed,
 //! down after `down_after` failures in a row, suspect or believed again, degraded
 //! upstreams) and turns each believed answer into the interval's numbers per cache
-//! ([`crate::counters::Judge`] over [`crate::observe::Deltas`]).
+//! ([`crate::counters::Judge`] over [`crate::observe::Deltas`]), and each storage node's
+//! hot tiers into the interval's period ([`TierPeriods`]).
 
 use crate::counters::{Judge, Judgement};
 use crate::observe::Deltas;
@@ -19,6 +20,33 @@ pub type Polled = Result<(NodeObservations, Option<Health>), String>;
 
 /// The interval's numbers per node and cache: `by_node[node][cache]`.
 pub type ByNode = HashMap<String, HashMap<String, TenantObservations>>;
+
+/// The interval's hot-tier periods per storage node: its tiers' hits and migrations
+/// since the previous answer, summed over its exports (SANCACHE's per-period feedback).
+pub type TierPeriods = HashMap<String, control::TierObservation>;
+
+/// A node's tiers' hits and migrations in `now` since `before` (the same epoch; else
+/// since its start), summed over its exports.
+fn tier_period(
+    before: Option<&NodeObservations>,
+    now: &NodeObservations,
+) -> control::TierObservation {
+    let before = before.filter(|b| b.epoch == now.epoch);
+    let mut out = control::TierObservation::default();
+    for t in &now.tiers {
+        let b = before.and_then(|b| b.tiers.iter().find(|x| x.export == t.export));
+        let (h, m) = b.map_or((0, 0), |b| (b.hits, b.migrations));
+        // Counters that went backwards (a tier rebuilt): all of `now` counts.
+        let (h, m) = if t.hits < h || t.migrations < m {
+            (0, 0)
+        } else {
+            (h, m)
+        };
+        out.hits += t.hits - h;
+        out.migrations += t.migrations - m;
+    }
+    out
+}
 
 /// The client of a registered node: its API address and its token (its registration's,
 /// else the configuration's `token_file`'s); `None` before it registered. Each call is
@@ -67,11 +95,15 @@ pub fn absorb(
     block_size: u64,
     down_after: u32,
     now: f64,
-) -> ByNode {
+) -> (ByNode, TierPeriods) {
     let mut by_node = HashMap::new();
+    let mut tiers = HashMap::new();
     for (name, r) in polled {
         match r {
             Ok((o, health)) => {
+                if !o.tiers.is_empty() {
+                    tiers.insert(name.clone(), tier_period(deltas.last(&name), &o));
+                }
                 let (d, verdict) = judge.judge(deltas, &name, &o, Instant::now());
                 if let Some(e) = nodes.get_mut(&name) {
                     if o.block_size != 0 && o.block_size != block_size {
@@ -82,6 +114,7 @@ pub fn absorb(
                         continue;
                     }
                     e.answered(&o.epoch, o.cache_size, now);
+                    e.tiers = o.tiers.clone();
                     note_verdict(e, verdict);
                     if let Some(h) = health {
                         note_health(e, h);
@@ -100,7 +133,7 @@ pub fn absorb(
             }
         }
     }
-    by_node
+    (by_node, tiers)
 }
 
 /// Keeps a node's verdict on its registry entry, logging a change.

@@ -50,6 +50,10 @@ pub struct NodeEntry {
     /// The upstream links its `/healthz` reports down (empty while it says `ok`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub degraded: Vec<api::node::UpstreamDown>,
+    /// Its exports' hot tiers as its last answer reported them (settings and cumulative
+    /// counters; empty: no tier).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tiers: Vec<api::node::HotTierView>,
 }
 
 impl NodeEntry {

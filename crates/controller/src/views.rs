@@ -9,34 +9,18 @@ use crate::config::TenantConfig;
 use crate::error::ServiceError;
 use crate::observe::Measured;
 use crate::placement::PlacedVolume;
-use crate::reconcile::Action;
+use crate::reconcile::NodeOutcome;
 use crate::registry::NodeEntry;
 use crate::store::{HistoryEntry, Store};
+use api::controller::{CurveView, Explanation, VolumeCurves, VolumeExplanation};
 use control::{Observations, Plan, Topology};
-use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One volume's row of an interval: the contract's type.
 pub use api::controller::Row;
 
-/// One interval as the console and the demo show it.
-#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
-pub struct IntervalReport {
-    /// Interval number.
-    pub interval: u64,
-    /// Unix seconds.
-    pub time: f64,
-    /// Length (s).
-    pub seconds: f64,
-    /// Per volume.
-    pub rows: Vec<Row>,
-    /// Planned sizes per node: `node -> volume -> bytes`.
-    pub allocations: BTreeMap<String, BTreeMap<String, u64>>,
-    /// SLOs the plan cannot meet, with the shortfall.
-    pub infeasible: Vec<control::Shortfall>,
-    /// What reconciling changed on the nodes.
-    pub actions: Vec<Action>,
-}
+/// One interval as the console and the demo show it: the contract's type.
+pub use api::controller::IntervalReport;
 
 /// A tenant as the API shows it: its configuration and its volumes' last rows.
 pub type TenantView = api::controller::TenantView<TenantConfig>;
@@ -78,70 +62,74 @@ impl View<'_> {
             .collect()
     }
 
-    /// Why a tenant's volumes have the sizes they have: the plan's numbers and reasons,
-    /// what was measured, its curve and its shortfall.
-    pub fn explain(&self, name: &str) -> Result<serde_json::Value, ServiceError> {
+    /// Why a tenant's volumes have the sizes they have: the plan's numbers and reasons
+    /// (by name, on `topo`), what was measured, its curve and its shortfall.
+    pub fn explain(
+        &self,
+        name: &str,
+        topo: &Topology,
+    ) -> Result<Explanation<control::Slo>, ServiceError> {
         let t = self
             .tenants
             .iter()
             .find(|t| t.name == name || t.volumes.iter().any(|v| v.name == name))
             .ok_or_else(|| ServiceError::NotFound(format!("unknown tenant `{name}`")))?;
-        let mut vols = Vec::new();
-        for v in &t.volumes {
-            let plan = self
-                .plan
-                .and_then(|p| p.tenants.iter().find(|tp| tp.tenant == v.name));
-            let row = self
-                .last
-                .and_then(|r| r.rows.iter().find(|r| r.tenant == v.name));
-            let shortfall = self
-                .plan
-                .and_then(|p| p.infeasible.iter().find(|s| s.tenant == v.name));
-            let curves = self.curves_of(&v.name);
-            vols.push(serde_json::json!({
-                "volume": v.name, "host": v.host, "hosts": v.hosts, "servers": v.servers,
-                "plan": plan, "measured": row, "shortfall": shortfall, "curves": curves,
-            }));
-        }
-        Ok(
-            serde_json::json!({"tenant": t.name, "slo": t.slo, "class": t.class,
-            "scheme": self.scheme, "volumes": vols}),
-        )
+        let volumes = t
+            .volumes
+            .iter()
+            .map(|v| VolumeExplanation {
+                volume: v.name.clone(),
+                host: v.host.clone(),
+                hosts: v.hosts.clone(),
+                servers: v.servers.clone(),
+                plan: self
+                    .plan
+                    .and_then(|p| p.tenants.iter().find(|tp| tp.tenant == v.name))
+                    .map(|tp| crate::wire::tenant_plan_view(topo, tp)),
+                measured: self
+                    .last
+                    .and_then(|r| r.rows.iter().find(|r| r.tenant == v.name))
+                    .cloned(),
+                shortfall: self
+                    .plan
+                    .and_then(|p| p.infeasible.iter().find(|s| s.tenant == v.name))
+                    .map(crate::wire::shortfall),
+                curves: self.curves_of(&v.name),
+            })
+            .collect();
+        Ok(Explanation {
+            tenant: t.name.clone(),
+            slo: t.slo,
+            class: t.class.clone(),
+            scheme: self.scheme.to_string(),
+            volumes,
+        })
     }
 
-    fn curves_of(&self, volume: &str) -> serde_json::Value {
-        let Some((names, obs)) = self.last_obs else {
-            return serde_json::Value::Null;
-        };
-        let Some(i) = names.iter().position(|n| n == volume) else {
-            return serde_json::Value::Null;
-        };
+    fn curves_of(&self, volume: &str) -> Option<Vec<CurveView>> {
+        let (names, obs) = self.last_obs?;
+        let i = names.iter().position(|n| n == volume)?;
         let bs = self.block_size;
-        obs.tenants
-            .get(i)
-            .map(|o| {
-                serde_json::Value::Array(
-                    o.curves
+        obs.tenants.get(i).map(|o| {
+            o.curves
+                .iter()
+                .map(|c| CurveView {
+                    policy: c.policy.clone(),
+                    points: c
+                        .curve
+                        .points()
                         .iter()
-                        .map(|c| {
-                            let pts: Vec<(u64, f64)> = c
-                                .curve
-                                .points()
-                                .iter()
-                                .map(|p| (p.cache_size * bs, p.miss_ratio))
-                                .collect();
-                            serde_json::json!({"policy": c.policy, "points": pts})
-                        })
+                        .map(|p| (p.cache_size * bs, p.miss_ratio))
                         .collect(),
-                )
-            })
-            .unwrap_or(serde_json::Value::Null)
+                })
+                .collect()
+        })
     }
 
     /// Per volume, its curves (bytes, miss ratio) and the planned total size, for the
     /// console.
-    pub fn curves(&self) -> serde_json::Value {
-        let mut out = serde_json::Map::new();
+    pub fn curves(&self) -> BTreeMap<String, VolumeCurves> {
+        let mut out = BTreeMap::new();
         for t in self.tenants {
             for v in &t.volumes {
                 let planned = self
@@ -150,12 +138,14 @@ impl View<'_> {
                     .map(|tp| (tp.l1.size + tp.l2_total()) * self.block_size);
                 out.insert(
                     v.name.clone(),
-                    serde_json::json!({"curves": self.curves_of(&v.name),
-                        "chosen_bytes": planned}),
+                    VolumeCurves {
+                        curves: self.curves_of(&v.name),
+                        chosen_bytes: planned,
+                    },
                 );
             }
         }
-        serde_json::Value::Object(out)
+        out
     }
 }
 
@@ -208,14 +198,28 @@ pub struct Interval<'a> {
     pub seconds: f64,
 }
 
+/// The size of cache `cache` on `node` as the reconcile read it back, if it did.
+fn applied_size(outcomes: &[NodeOutcome], node: &str, cache: &str) -> Option<u64> {
+    let o = outcomes.iter().find(|o| o.node == node)?;
+    let caches = o.applied.as_ref()?;
+    Some(
+        caches
+            .iter()
+            .find(|c| c.name == cache)
+            .or_else(|| caches.iter().find(|c| c.name == api::node::SHARED_CACHE))
+            .map_or(0, |c| c.size_bytes),
+    )
+}
+
 /// The interval's report: a row per volume (its SLO judged on the interval's own
-/// terms), the planned sizes per node, and the reconcile's `actions`.
+/// terms, its sizes as planned and as its nodes hold them after the reconcile), the
+/// planned sizes per node, and the reconcile's actions and refusals.
 pub fn report(
     tenants: &[TenantConfig],
     nodes: &BTreeMap<String, NodeEntry>,
     i: &Interval<'_>,
     bs: u64,
-    actions: Vec<Action>,
+    outcomes: &[NodeOutcome],
 ) -> IntervalReport {
     let (plan, topo) = (i.plan, i.topo);
     let mut rows = Vec::new();
@@ -261,8 +265,17 @@ pub fn report(
             l2_hit_ratio: m.l2_hit_ratio,
             l1_size: tp.map_or(0, |t| t.l1.size * bs),
             l2_size: tp.map_or(0, |t| t.l2_total() * bs),
-            l1_applied: m.l1_size,
-            l2_applied: m.l2_size,
+            // As the node holds it after this interval's reconcile; a node not reconciled
+            // (down, or unreachable) as it reported it at the poll.
+            l1_applied: applied_size(outcomes, &v.host, &v.cache).unwrap_or(m.l1_size),
+            l2_applied: {
+                let each: Option<Vec<u64>> = v
+                    .servers
+                    .iter()
+                    .map(|s| applied_size(outcomes, s, &v.cache))
+                    .collect();
+                each.map_or(m.l2_size, |e| e.iter().sum())
+            },
             slo_met: met,
             predicted_ms: tp.map_or(0.0, |t| t.predicted_latency_ms),
             l1_reason: tp.map_or(String::new(), |t| t.l1.reason.to_string()),
@@ -284,8 +297,16 @@ pub fn report(
         seconds: i.seconds,
         rows,
         allocations,
-        infeasible: plan.map(|p| p.infeasible.clone()).unwrap_or_default(),
-        actions,
+        infeasible: plan
+            .map(|p| p.infeasible.iter().map(crate::wire::shortfall).collect())
+            .unwrap_or_default(),
+        actions: outcomes.iter().flat_map(|o| o.actions.clone()).collect(),
+        refused: outcomes.iter().flat_map(|o| o.refused.clone()).collect(),
+        tiers: outcomes
+            .iter()
+            .filter(|o| !o.tiers.is_empty())
+            .map(|o| (o.node.clone(), o.tiers.clone()))
+            .collect(),
     }
 }
 

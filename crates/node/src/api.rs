@@ -7,7 +7,8 @@
 //! | GET | `/metrics` | Prometheus text |
 //! | GET | `/healthz` | `{"status":"ok"}` while the node serves; 503 `{"status":"degraded","upstreams_down":[...]}` while a link to an upstream reconnects |
 //! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
-//! | GET | `/v1/exports` | exports, tenants, sizes, backends |
+//! | GET | `/v1/exports` | exports, tenants, sizes, backends, hot tiers |
+//! | PATCH | `/v1/exports/{export}/hot_tier` | `{"enabled","threshold"}`: placing on or off, the threshold set in place (candidates keep their counts; below one: 400 naming `hot_tier.threshold`; no tier: 409) |
 //! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile","exclusive","dirty_ratio","dirty_bytes","log","durable"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
 //! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission","exclusive","dirty_ratio","dirty_bytes"}` / remove |
 //! | GET | `/v1/caches/{id or name}/curve?window=true&points=N` | online hit-ratio curve of the tenant the cache serves (`"status": "no data"` and no points before any access; 409 for a cache several tenants share) |
@@ -18,8 +19,7 @@
 //! | GET | `/v1/observations` | per-tenant counters, latency and curves for a controller (see [`crate::observe`]) |
 //! | POST | `/v1/demote/{export}` | demoted blocks from level 1, inserted clean without a disk write: records `offset u64 LE, length u32 LE, bytes` ([`crate::demote`]); answers `{"inserted","refreshed","skipped"}` |
 //!
-//! The bodies are the `api` crate's types ([`api::node`]), but for the two diagnostics
-//! `/v1/exports` and `GET /v1/proportions`, built here from the node's own snapshots.
+//! Every body is the `api` crate's type ([`api::node`], [`api::bandwidth`]).
 //!
 //! Every request but `/`, `/metrics` and `/healthz` needs `Authorization: Bearer TOKEN`
 //! (see [`crate::auth`]); without it the answer is 401.
@@ -120,6 +120,10 @@ pub fn router(state: Arc<ControlPlane>, token: Arc<Token>) -> Router {
         .route("/healthz", get(healthz))
         .route("/v1/node", get(node))
         .route("/v1/exports", get(exports))
+        .route(
+            "/v1/exports/{export}/hot_tier",
+            axum::routing::patch(configure_hot_tier),
+        )
         .route("/v1/caches", get(list_caches).post(create_cache))
         .route(
             "/v1/caches/{cache}",
@@ -201,18 +205,17 @@ async fn node(State(s): St) -> Json<NodeInfo> {
     })
 }
 
-async fn exports(State(s): St) -> Json<Vec<serde_json::Value>> {
-    Json(
-        s.exports()
-            .map(|e| {
-                let mut v = serde_json::to_value(e).unwrap_or_default();
-                if let Some(t) = s.hot_tier(&e.name) {
-                    v["hot_tier"] = serde_json::to_value(t.stats()).unwrap_or_default();
-                }
-                v
-            })
-            .collect(),
-    )
+async fn exports(State(s): St) -> Json<Vec<api::node::ExportInfo>> {
+    Json(s.export_infos())
+}
+
+async fn configure_hot_tier(
+    State(s): St,
+    Path(export): Path<String>,
+    b: Bytes,
+) -> Result<impl IntoResponse, NodeError> {
+    let patch: api::node::HotTierPatch = body(&b)?;
+    Ok(Json(s.configure_hot_tier(&export, &patch)?))
 }
 
 async fn list_caches(State(s): St) -> impl IntoResponse {
@@ -338,15 +341,27 @@ async fn tenants(State(s): St) -> impl IntoResponse {
     Json(s.tenants())
 }
 
-async fn get_proportions(State(s): St) -> impl IntoResponse {
-    Json(json!({
-        "proportions": s.bandwidth().proportions(),
-        "backend_depth": s.bandwidth().depth(),
-        "backend": s.bandwidth().stats().into_iter().map(|(t, b)| (t, json!({
-            "requests": b.requests, "bytes": b.bytes,
-            "service_ms": b.service_ns as f64 / 1e6, "queue_ms": b.queue_ns as f64 / 1e6,
-        }))).collect::<serde_json::Map<_, _>>(),
-    }))
+async fn get_proportions(State(s): St) -> Json<api::bandwidth::ProportionsView> {
+    let b = s.bandwidth();
+    let proportions = b.proportions();
+    Json(api::bandwidth::ProportionsView {
+        backend_depth: b.depth(),
+        backend: b
+            .stats()
+            .into_iter()
+            .map(|(t, u)| {
+                let view = api::bandwidth::BackendView {
+                    requests: u.requests,
+                    bytes: u.bytes,
+                    service_ms: u.service_ns as f64 / 1e6,
+                    queue_ms: u.queue_ns as f64 / 1e6,
+                    proportion: proportions.get(&t).copied(),
+                };
+                (t, view)
+            })
+            .collect(),
+        proportions,
+    })
 }
 
 async fn set_proportions(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {

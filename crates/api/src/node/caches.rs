@@ -4,6 +4,10 @@
 use serde::{Deserialize, Serialize};
 use units::ByteSize;
 
+/// The write policies' canonical names, as a cache reports them and a controller's
+/// volume names them.
+pub const WRITE_POLICIES: &[&str] = &["write-back", "write-through", "write-around", "read-only"];
+
 /// The body of `POST /v1/caches` (the node's `[[cache]]` has the same fields). Every
 /// field but `name` and `size` is optional: absent, the node's default applies.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]

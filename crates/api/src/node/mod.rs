@@ -13,28 +13,28 @@
 //! | GET | `/v1/rules` | | `[`[`RuleInfo`]`]` |
 //! | POST | `/v1/rules` | [`CreateRule`] | [`RuleInfo`] (201) |
 //! | DELETE | `/v1/rules/{id}` | | [`Removed`] |
+//! | GET | `/v1/exports` | | `[`[`ExportInfo`]`]` |
+//! | PATCH | `/v1/exports/{export}/hot_tier` | [`HotTierPatch`] | [`HotTierView`] |
+//! | GET | `/v1/proportions` | | [`crate::bandwidth::ProportionsView`] |
 //! | PUT | `/v1/proportions` | [`Proportions`] | [`Proportions`] |
 //! | POST | `/v1/demote/{export}` | binary records | [`DemoteOutcome`] |
-//!
-//! The node's two other answers, `/v1/exports` (with the hot tier's own snapshot) and
-//! `GET /v1/proportions` (with the backend queue's per-tenant sums; the same figures are
-//! in the observations, [`crate::bandwidth::BackendView`]), are diagnostics for people
-//! and are still declared by the node itself; no program of ours reads them.
 //!
 //! Every type that the node writes and a program of ours reads refuses unknown fields;
 //! request bodies refuse them too (the error names the field).
 
 //!
 //! `observations` holds the controller's poll, `caches` caches, rules and curves, `status`
-//! node and tenant counters, health, proportions and demotion answers.
+//! node and tenant counters, health, proportions and demotion answers, `tier` exports and
+//! their hot tiers.
 
 mod caches;
 mod observations;
 mod status;
+mod tier;
 
 pub use caches::{
     CacheCurve, CacheInfo, CachePatch, CacheStats, CreateCache, CreateRule, CurvePoint, Op,
-    Removed, RuleInfo,
+    Removed, RuleInfo, WRITE_POLICIES,
 };
 pub use observations::{
     LatencySum, LatencyView, NodeObservations, PolicyPoints, ServedView, TenantObservations,
@@ -44,6 +44,7 @@ pub use status::{
     DemoteCounters, DemoteOutcome, Health, LatencySummary, NodeInfo, Percentiles, Proportions,
     TenantInfo, UpstreamDown,
 };
+pub use tier::{ExportInfo, HotTierPatch, HotTierView};
 
 #[cfg(test)]
 mod tests {
@@ -107,6 +108,22 @@ mod tests {
                     proportion: Some(0.75),
                 },
             }],
+            tiers: vec![HotTierView {
+                export: "vol1".into(),
+                chunk_size: 1 << 20,
+                capacity_chunks: 64,
+                admission: "mrfu(threshold=3,period=65536,decay=0.5)".into(),
+                enabled: true,
+                controlled: true,
+                threshold: Some(3),
+                candidates: Some(17),
+                hits: 40,
+                misses: 60,
+                migrations: 5,
+                throttled: 1,
+                evictions: 0,
+                resident_chunks: 5,
+            }],
         }
     }
 
@@ -123,6 +140,12 @@ mod tests {
         let v: serde_json::Value = serde_json::from_str(&text).unwrap();
         assert_eq!(v["tenants"][0]["served"]["miss"]["sum_ms"], 752.5);
         assert_eq!(v["tenants"][0]["backend"]["queue_ms"], 52.5);
+        assert_eq!(v["tiers"][0]["candidates"], 17);
+        // A node from before tiers were reported omits `tiers`: none.
+        let mut untiered = v.clone();
+        untiered.as_object_mut().unwrap().remove("tiers");
+        let back: NodeObservations = serde_json::from_value(untiered).unwrap();
+        assert!(back.tiers.is_empty());
         // A node from before the backend queue omits `backend`: zeros, no proportion.
         let mut old = v.clone();
         old["tenants"][0].as_object_mut().unwrap().remove("backend");

@@ -33,6 +33,10 @@ pub struct NodeObservations {
     pub epoch: String,
     /// Per tenant, by name.
     pub tenants: Vec<TenantObservations>,
+    /// Per export with a hot tier, by export name: the tier's counters and settings.
+    // Default: nodes from before tiers were reported omit it.
+    #[serde(default)]
+    pub tiers: Vec<crate::node::HotTierView>,
 }
 
 /// One tenant in [`NodeObservations`].

@@ -63,40 +63,43 @@ pub(super) fn run(a: &CtlArgs, api: &ControllerClient) -> anyhow::Result<()> {
                 return Ok(());
             }
             println!(
-                "interval {} · predicted fair speedup {}",
-                t(&v["interval"]),
-                f(&v["predicted_fair_speedup"], 3)
+                "interval {} · layout {} · predicted fair speedup {:.3}",
+                v.interval, v.layout, v.predicted_fair_speedup
             );
             println!(
                 "{:<10} {:>8} {:<28} {:>8} {:<28} {:<8} {:>9} {:>9}",
                 "volume", "L1 blk", "why", "L2 blk", "why", "policy", "pred ms", "target"
             );
-            for tp in v["tenants"].as_array().into_iter().flatten() {
-                let l2: u64 = tp["l2"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(|p| p["size"].as_u64())
-                    .sum();
+            for tp in &v.tenants {
+                let l2: u64 = tp.l2.iter().map(|p| p.size).sum();
                 println!(
-                    "{:<10} {:>8} {:<28} {:>8} {:<28} {:<8} {:>9} {:>9}",
-                    t(&tp["tenant"]),
-                    t(&tp["l1"]["size"]),
-                    t(&tp["l1"]["reason"]["kind"]),
+                    "{:<10} {:>8} {:<28} {:>8} {:<28} {:<8} {:>9.3} {:>9}",
+                    tp.tenant,
+                    tp.l1.size,
+                    tp.l1.reason,
                     l2,
-                    t(&tp["l2"][0]["reason"]["kind"]),
-                    t(&tp["eviction"]),
-                    f(&tp["predicted_latency_ms"], 3),
-                    f(&tp["target_latency_ms"], 3)
+                    tp.l2.first().map_or("-", |p| p.reason.as_str()),
+                    tp.eviction,
+                    tp.predicted_latency_ms,
+                    fo(tp.target_latency_ms, 3)
                 );
             }
-            for s in v["infeasible"].as_array().into_iter().flatten() {
+            for b in &v.boost {
                 println!(
-                    "infeasible: {} needs {} ms, best allocation gives {} ms ({})",
-                    t(&s["tenant"]),
-                    f(&s["target_ms"], 3),
-                    f(&s["predicted_ms"], 3),
-                    t(&s["reason"])
+                    "hot tiers of {}: threshold {} (justify {:.2})",
+                    b.node, b.threshold, b.justify
+                );
+            }
+            for so in &v.scale_out {
+                println!(
+                    "scale-out {}: {} blocks, {} at the host (alpha {:.3}), predicted {:.3} ms",
+                    so.tenant, so.total, so.host, so.alpha, so.predicted_ms
+                );
+            }
+            for s in &v.infeasible {
+                println!(
+                    "infeasible: {} needs {:.3} ms, best allocation gives {:.3} ms ({})",
+                    s.tenant, s.target_ms, s.predicted_ms, s.reason
                 );
             }
         }
@@ -142,42 +145,47 @@ pub(super) fn run(a: &CtlArgs, api: &ControllerClient) -> anyhow::Result<()> {
             }
             println!(
                 "tenant {} · SLO {} · class {} · scheme {}",
-                t(&v["tenant"]),
-                v["slo"],
-                t(&v["class"]),
-                t(&v["scheme"])
+                v.tenant,
+                v.slo
+                    .as_ref()
+                    .map_or_else(|| "none".to_string(), Value::to_string),
+                or_dash(v.class.as_deref()),
+                v.scheme
             );
-            for vol in v["volumes"].as_array().into_iter().flatten() {
-                let p = &vol["plan"];
+            for vol in &v.volumes {
                 println!(
                     "volume {} on {} striped over {}:",
-                    t(&vol["volume"]),
-                    t(&vol["host"]),
-                    vol["servers"]
+                    vol.volume,
+                    vol.host,
+                    vol.servers.join(", ")
                 );
+                let Some(p) = &vol.plan else {
+                    println!("  not planned yet");
+                    continue;
+                };
                 println!(
-                    "  level 1: {} blocks — {}",
-                    t(&p["l1"]["size"]),
-                    p["l1"]["reason"]
+                    "  level 1 ({}): {} blocks — {}",
+                    p.l1.node, p.l1.size, p.l1.reason
                 );
-                for part in p["l2"].as_array().into_iter().flatten() {
+                for part in &p.l2 {
                     println!(
-                        "  level 2 (server #{}): {} blocks — {}",
-                        t(&part["node"]),
-                        t(&part["size"]),
-                        part["reason"]
+                        "  level 2 ({}): {} blocks — {}",
+                        part.node, part.size, part.reason
                     );
                 }
                 println!(
-                    "  policy {} ({}); predicted {} ms, target {} ms; measured {} ms",
-                    t(&p["eviction"]),
-                    t(&p["eviction_reason"]),
-                    f(&p["predicted_latency_ms"], 3),
-                    f(&p["target_latency_ms"], 3),
-                    f(&vol["measured"]["latency_ms"], 3)
+                    "  policy {} ({}); predicted {:.3} ms, target {} ms; measured {} ms",
+                    p.eviction,
+                    p.eviction_reason,
+                    p.predicted_latency_ms,
+                    fo(p.target_latency_ms, 3),
+                    fo(vol.measured.as_ref().and_then(|m| m.latency_ms), 3)
                 );
-                if !vol["shortfall"].is_null() {
-                    println!("  SHORTFALL: {}", vol["shortfall"]);
+                if let Some(s) = &vol.shortfall {
+                    println!(
+                        "  SHORTFALL: needs {:.3} ms, best {:.3} ms ({})",
+                        s.target_ms, s.predicted_ms, s.reason
+                    );
                 }
             }
         }
@@ -186,7 +194,9 @@ pub(super) fn run(a: &CtlArgs, api: &ControllerClient) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Prints the controller's rows (an interval's rows) as a table.
+/// Prints the controller's rows (an interval's rows) as a table. The sizes are those the
+/// nodes hold after the interval's reconcile; where the plan wanted others, a line under
+/// the row says so.
 pub fn print_rows(rows: &[Row]) {
     println!(
         "{:<10} {:<10} {:<22} {:>9} {:>9} {:>9} {:>7} {:>7} {:>8} {:>8}  {:<5}",
@@ -218,10 +228,18 @@ pub fn print_rows(rows: &[Row]) {
             fo(r.target_ms, 3),
             fo(Some(r.l1_hit_ratio), 3),
             fo(Some(r.l2_hit_ratio), 3),
-            mib_of(r.l1_size),
-            mib_of(r.l2_size),
+            mib_of(r.l1_applied),
+            mib_of(r.l2_applied),
             met
         );
+        if (r.l1_applied, r.l2_applied) != (r.l1_size, r.l2_size) {
+            println!(
+                "  PLANNED {}: L1 {} MiB, L2 {} MiB (the nodes hold the sizes above)",
+                r.tenant,
+                mib_of(r.l1_size),
+                mib_of(r.l2_size)
+            );
+        }
         if let Some(why) = &r.failing {
             println!("  FAILING {}: {why}", r.tenant);
         }

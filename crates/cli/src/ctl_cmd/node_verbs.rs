@@ -101,9 +101,12 @@ pub(super) fn run(verb: Verb, api: &NodeClient) -> anyhow::Result<()> {
         }
         Verb::Proportions { set } => {
             if set.is_empty() {
-                print(&node_call(c, "GET", "/v1/proportions", |c| {
-                    c.get_json("/v1/proportions")
-                })?)
+                print(&node_call(
+                    c,
+                    "GET",
+                    "/v1/proportions",
+                    NodeClient::proportions,
+                )?)
             } else {
                 let mut m = Proportions::new();
                 for kv in set {

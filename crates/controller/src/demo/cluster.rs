@@ -56,6 +56,7 @@ pub(super) async fn start_controller(
                 stripe_unit: Some(units::ByteSize(65536)),
                 exclusive: None,
                 hosts: Vec::new(),
+                ..Default::default()
             }],
         })
         .collect();
@@ -75,6 +76,8 @@ pub(super) async fn start_controller(
             ],
             exclusive: opts.exclusive,
             bandwidth: Default::default(),
+            boost: None,
+            policy_choice: None,
         },
         nodes: Vec::new(),
         tenants: tenant_specs,

@@ -286,7 +286,7 @@ mod tests {
             seconds: 2.0,
             rows: vec![row("db", db, 100), row("scan", None, 300)],
             infeasible: if infeasible {
-                vec![control::Shortfall {
+                vec![api::controller::Shortfall {
                     tenant: "db".into(),
                     target_ms: 1.0,
                     predicted_ms: 2.0,

@@ -8,7 +8,7 @@ use crate::error::ServiceError;
 use crate::observe::build;
 use crate::placement::{topology, PlacedVolume};
 use crate::poll::{self, client_for};
-use crate::reconcile::{self, Desired, Outcome, Work};
+use crate::reconcile::{self, Desired, NodeOutcome, Work};
 use crate::registry::NodeEntry;
 use crate::store::{self, HistoryEntry};
 use crate::views::{self, Interval, IntervalReport};
@@ -46,7 +46,7 @@ impl Service {
             .max(1e-3);
         g.last_poll = Some(Instant::now());
         let bs = self.cfg.block_size.0;
-        let by_node = {
+        let (by_node, tier_periods) = {
             let inner = &mut *g;
             poll::absorb(
                 polled,
@@ -60,15 +60,21 @@ impl Service {
         };
         // 2. Observations and 3. the step.
         let (topo, vols) = topology(&self.cfg, &g.tenants, &g.nodes, false);
-        let (obs, measured) = build(&vols, &by_node, bs, seconds);
+        let (mut obs, measured) = build(&vols, &by_node, bs, seconds);
+        // Each storage server's hot-tier period, in the topology's order.
+        obs.tiers = topo
+            .servers
+            .iter()
+            .map(|s| tier_periods.get(&s.name).copied().unwrap_or_default())
+            .collect();
         let plan = self.step(&mut g, &topo, &vols, &obs)?;
         // 4. Reconcile (outside the lock).
         let (work, epochs) = self.work(&g, &topo, plan.as_ref(), &vols);
         drop(g);
-        let (actions, outcomes) = reconcile::apply_all(&work);
+        let outcomes = reconcile::apply_all(&work);
         // 5. Persist and record.
         let mut g = self.lock();
-        note_programmed(&mut g.nodes, outcomes, &epochs);
+        note_programmed(&mut g.nodes, &outcomes, &epochs);
         let interval = Interval {
             plan: plan.as_ref(),
             topo: &topo,
@@ -77,7 +83,7 @@ impl Service {
             time: now,
             seconds,
         };
-        let report = views::report(&g.tenants, &g.nodes, &interval, bs, actions);
+        let report = views::report(&g.tenants, &g.nodes, &interval, bs, &outcomes);
         self.record(&g, &report, plan.as_ref(), now)?;
         g.plan = plan;
         g.last_obs = Some((vols.iter().map(|v| v.name.clone()).collect(), obs));
@@ -102,13 +108,27 @@ impl Service {
             return Ok(None);
         }
         let t = self.started.elapsed().as_secs_f64();
-        let mut ctl = Controller::resume(topo.clone(), self.scheme.clone(), g.state.clone())
-            .map_err(|e| ServiceError::Control(e.to_string()))?;
-        let mut plan = ctl
-            .step(t, obs)
-            .map_err(|e| ServiceError::Control(e.to_string()))?;
-        self.cfg.bandwidth.fill(topo, vols, &mut plan);
+        // The controller is resumed (the topology checked, the state fitted to it) only
+        // when the topology differs from the last interval's.
+        if g.control.as_ref().map(Controller::topology) != Some(topo) {
+            g.control = Some(
+                Controller::resume(topo.clone(), self.scheme.clone(), g.state.clone())
+                    .map_err(|e| ServiceError::Control(e.to_string()))?,
+            );
+        }
+        let ctl = g.control.as_mut().expect("resumed above");
+        let stepped = ctl.step(t, obs);
+        let mut plan = match stepped {
+            Ok(p) => p,
+            Err(e) => {
+                // Its state may be half-stepped: the next interval resumes from `state`.
+                g.control = None;
+                return Err(ServiceError::Control(e.to_string()));
+            }
+        };
         g.state = ctl.state().clone();
+        self.cfg.bandwidth.fill(topo, vols, &mut plan);
+        crate::scaleout::fill(topo, vols, obs, &mut plan);
         for (i, o) in obs.tenants.iter().enumerate() {
             let tp = &plan.tenants[i];
             tracing::debug!(
@@ -247,21 +267,29 @@ impl Service {
     }
 }
 
-/// Keeps each reconciled node's outcome: programmed at its epoch, or the error (retried
-/// at the next interval).
+/// Keeps each reconciled node's outcome: programmed at its epoch when it holds the whole
+/// plan, else the first refusal or error (each logged; retried at the next interval).
 fn note_programmed(
     nodes: &mut BTreeMap<String, NodeEntry>,
-    outcomes: Vec<Outcome>,
+    outcomes: &[NodeOutcome],
     epochs: &HashMap<String, String>,
 ) {
-    for (name, r) in outcomes {
-        if let Some(e) = nodes.get_mut(&name) {
-            match r {
-                Ok(()) => e.programmed = epochs.get(&name).cloned(),
-                Err(err) => {
-                    tracing::warn!(node = %name, %err, "reconcile failed; retried next interval");
-                    e.last_error = Some(err.to_string());
+    for o in outcomes {
+        let Some(e) = nodes.get_mut(&o.node) else {
+            continue;
+        };
+        for r in &o.refused {
+            tracing::warn!(node = %o.node, field = %r.field, wanted = %r.wanted,
+                reason = %r.reason, unsupported = r.unsupported,
+                "node did not take a field of the plan; the rest was applied");
+        }
+        match o.first_error() {
+            None => e.programmed = epochs.get(&o.node).cloned(),
+            Some(err) => {
+                if let Some(u) = &o.unreachable {
+                    tracing::warn!(node = %o.node, err = %u, "reconcile failed; retried next interval");
                 }
+                e.last_error = Some(err);
             }
         }
     }

@@ -55,6 +55,10 @@ struct Inner {
     tenants: Vec<TenantConfig>,
     nodes: BTreeMap<String, NodeEntry>,
     state: ControlState,
+    /// The `control` controller of the last interval, kept while the topology stays the
+    /// same (its state is `state`): checked and fitted again only when the topology
+    /// changes, not every interval.
+    control: Option<control::Controller>,
     deltas: Deltas,
     /// Whether each node's counters are believed, and its last good interval.
     judge: Judge,
@@ -109,6 +113,16 @@ impl Service {
         let mut scheme = Scheme::named(&cfg.controller.scheme)
             .map_err(|e| ServiceError::BadRequest(format!("controller.scheme: {e}")))?;
         cfg.controller.bandwidth.apply_to(&mut scheme);
+        if let Some(b) = cfg.controller.boost {
+            scheme.boost = b;
+        }
+        match cfg.controller.policy_choice {
+            Some(true) if scheme.policy_choice.is_none() => {
+                scheme.policy_choice = Some(Default::default());
+            }
+            Some(false) => scheme.policy_choice = None,
+            _ => {}
+        }
         let config_tokens = config_tokens(cfg)?;
         let loaded = load(cfg, &*store)?;
         let svc = Service {
@@ -120,6 +134,7 @@ impl Service {
                 tenants: loaded.tenants,
                 nodes: loaded.nodes,
                 state: loaded.state,
+                control: None,
                 deltas: Deltas::default(),
                 judge: Judge::default(),
                 last_poll: None,
@@ -172,6 +187,7 @@ impl Service {
         g.tenants = loaded.tenants;
         g.nodes = loaded.nodes;
         g.state = loaded.state;
+        g.control = None;
         g.plan = loaded.plan;
         g.deltas = Deltas::default();
         g.judge = Judge::default();
@@ -276,14 +292,47 @@ impl Service {
 
     /// Why a tenant's volumes have the sizes they have: the plan's numbers and reasons,
     /// what was measured, its curve and its shortfall.
-    pub fn explain(&self, name: &str) -> Result<serde_json::Value, ServiceError> {
-        self.view(&self.lock()).explain(name)
+    pub fn explain(
+        &self,
+        name: &str,
+    ) -> Result<api::controller::Explanation<control::Slo>, ServiceError> {
+        let g = self.lock();
+        let topo = self.topology_of(&g);
+        self.view(&g).explain(name, &topo)
     }
 
     /// Per volume, its curves (bytes, miss ratio) and the planned total size, for the
     /// console.
-    pub fn curves(&self) -> serde_json::Value {
+    pub fn curves(&self) -> BTreeMap<String, api::controller::VolumeCurves> {
         self.view(&self.lock()).curves()
+    }
+
+    /// The last plan in the contract's form (nodes and volumes by name).
+    pub fn plan_view(&self) -> Option<api::controller::PlanView> {
+        let g = self.lock();
+        let plan = g.plan.as_ref()?;
+        Some(crate::wire::plan_view(&self.topology_of(&g), plan))
+    }
+
+    /// What `GET /v1/status` answers.
+    pub fn status(&self) -> api::controller::Status {
+        api::controller::Status {
+            scheme: self.scheme_name().to_string(),
+            store: self.store_description(),
+            interval_secs: self.cfg.interval.as_secs_f64(),
+            leading: self.leading(),
+            replica: self.leader_view(),
+            last: self.last(),
+        }
+    }
+
+    /// The topology the last plan was made on (the controller's, while it is kept), else
+    /// the one of the tenants and nodes now.
+    fn topology_of(&self, g: &Inner) -> control::Topology {
+        match &g.control {
+            Some(c) => c.topology().clone(),
+            None => topology(&self.cfg, &g.tenants, &g.nodes, false).0,
+        }
     }
 }
 

@@ -1,7 +1,9 @@
 //! The controller against real nodes in-process: exclusive levels turned on per volume
 //! (caches created `upper` at level 1 and `lower` at level 2, level-1 victims demoted
-//! into level 2, a mode switched back when the configuration changes), and a tenant added
-//! while the controller runs keeping every other volume's `control` state.
+//! into level 2, a mode switched back when the configuration changes), a volume scaled
+//! out over both levels (Moirai §3.5: one global LRU, its total split by
+//! `alloc::scaleout`), and a tenant added while the controller runs keeping every other
+//! volume's `control` state.
 
 use crate::common::node_toml;
 use controller::config::{ControllerConfig, TenantConfig};
@@ -41,6 +43,11 @@ struct World {
 /// both over it, `db` with `upstream_api` (its demotions go to `s1`); a controller with
 /// `CONFIG` to which both nodes are registered.
 fn world() -> World {
+    world_with(CONFIG)
+}
+
+/// [`world`] with another controller configuration.
+fn world_with(config: &str) -> World {
     let dir = tempfile::tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -68,7 +75,7 @@ fn world() -> World {
         node::config::NodeConfig::parse(&node_toml(&dir.path().join("h"), 1, "1MiB", &ex)).unwrap();
     let h = rt.block_on(node::start(&cfg)).unwrap();
     let nodes = vec![("s1", 2u8, s1), ("h", 1u8, h)];
-    let mut cfg = ControllerConfig::parse(CONFIG).unwrap();
+    let mut cfg = ControllerConfig::parse(config).unwrap();
     cfg.controller.data_dir = dir.path().join("ctl");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("ctl.db")).unwrap());
     let ctl = rt.block_on(controller::start(&cfg, store, false)).unwrap();
@@ -230,8 +237,8 @@ fn a_tenant_added_while_running_keeps_the_others_state() {
     assert!(new.samples.is_empty(), "the new volume starts afresh");
     // explain finds the volumes by name.
     let e = w.svc.explain("db").unwrap();
-    assert_eq!(e["volumes"][0]["volume"], "db");
-    assert!(e["volumes"][0]["plan"]["tenant"] == "db");
+    assert_eq!(e.volumes[0].volume, "db");
+    assert_eq!(e.volumes[0].plan.as_ref().unwrap().tenant, "db");
 }
 
 #[test]
@@ -322,6 +329,57 @@ servers = ["s1"]
     assert_eq!(row("db@h2").requests, 100);
     assert!(row("db@h2").l2_hit_ratio <= 1.0);
     let obs_names = svc.explain("db").unwrap();
-    assert_eq!(obs_names["volumes"][0]["hosts"][0], "h2");
+    assert_eq!(obs_names.volumes[0].hosts, ["h2"]);
     drop(ctl);
+}
+
+#[test]
+fn a_scaled_out_volume_is_split_by_alpha_and_the_nodes_hold_the_split() {
+    let w = world_with(&CONFIG.replace("exclusive = true", "scale_out = true"));
+    let (s1, h) = (&w.nodes[0].2, &w.nodes[1].2);
+    let size = |n: &node::RunningNode, c: &str| {
+        n.state
+            .caches()
+            .into_iter()
+            .find(|x| x.name == c)
+            .unwrap()
+            .size_bytes
+    };
+    let mut split = None;
+    for _ in 0..4 {
+        // A 96-block loop: a curve for the split to be taken on.
+        w.rt.block_on(async {
+            let c = nbd::NbdClient::connect(h.nbd_addr, "db").await.unwrap();
+            for k in 0..192u64 {
+                c.read((k % 96) * 4096, 4096).await.unwrap();
+            }
+            let _ = c.disconnect().await;
+        });
+        let r = w.svc.tick().unwrap();
+        assert!(r.refused.is_empty(), "{:?}", r.refused);
+        let plan = w.svc.plan().unwrap();
+        let i = plan.tenants.iter().position(|t| t.tenant == "db").unwrap();
+        // Scaled out means exclusive: one global LRU over the two levels.
+        assert_eq!(
+            (mode(h, "db"), mode(s1, "db")),
+            ("upper".into(), "lower".into())
+        );
+        if let Some(so) = plan.scale_out.iter().find(|s| s.tenant == i) {
+            let tp = &plan.tenants[i];
+            assert_eq!(so.host + so.storage, so.total);
+            assert_eq!((tp.l1.size, tp.l2_total()), (so.host, so.storage));
+            assert!((so.alpha - so.host as f64 / so.total as f64).abs() < 1e-12);
+            // The nodes hold the split (a partition of 0 keeps one block).
+            assert_eq!(size(h, "db"), (so.host * 4096).max(4096));
+            assert_eq!(size(s1, "db"), (so.storage * 4096).max(4096));
+            // Each node's caches stay within its memory.
+            let used =
+                |n: &node::RunningNode| n.state.caches().iter().map(|c| c.size_bytes).sum::<u64>();
+            assert!(used(h) <= 1 << 20 && used(s1) <= 4 << 20);
+            split = Some(so.clone());
+        }
+    }
+    let so = split.expect("a split once db had a curve");
+    // A host faster than the storage cache takes as much of the total as it has room for.
+    assert!(so.alpha > 0.0, "{so:?}");
 }

@@ -230,7 +230,8 @@ fn programs_nodes_refuses_bad_input_and_resumes() {
     assert_eq!(plan["tenants"].as_array().unwrap().len(), 2);
     let ex = http.call("GET", "/v1/explain/db", None, true).1;
     assert_eq!(ex["volumes"][0]["volume"], "db");
-    assert!(ex["volumes"][0]["plan"]["l1"]["reason"]["kind"].is_string());
+    assert!(ex["volumes"][0]["plan"]["l1"]["reason"].is_string());
+    assert_eq!(ex["volumes"][0]["plan"]["l1"]["node"], "h");
     let hist = http
         .call("GET", "/v1/history?tenant=db&limit=10", None, true)
         .1;

@@ -9,9 +9,11 @@
 mod common;
 
 mod bandwidth;
+mod boost;
 mod console_chromium;
 mod etcd;
 mod hostile;
 mod levels;
 mod live;
+mod plans;
 mod shared;

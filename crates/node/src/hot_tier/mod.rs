@@ -114,8 +114,14 @@ pub struct HotTierStats {
     pub evictions: u64,
     /// Chunks resident now.
     pub resident_chunks: u64,
-    /// The adaptive policy's current threshold (`None` for other policies).
+    /// The placement policy's threshold now (`None` for `demand`).
     pub threshold: Option<u32>,
+    /// Keys the placement policy holds counts for (`None` for `demand`).
+    pub candidates: Option<u64>,
+    /// Placing chunks (boosting on for the volume).
+    pub enabled: bool,
+    /// The threshold was set from outside ([`HotTier::set_threshold`]).
+    pub controlled: bool,
 }
 
 /// The tier's directory and counters, under one mutex.
@@ -125,6 +131,11 @@ struct Dir {
     admission: Box<dyn AdmissionPolicy>,
     bucket: TokenBucket,
     stats: HotTierStats,
+    /// Misses may be placed (boosting on); off, the policy is not consulted and nothing
+    /// is placed, while resident chunks are still served and kept exact.
+    enabled: bool,
+    /// The threshold was set from outside.
+    controlled: bool,
 }
 
 enum Touch {
@@ -214,6 +225,8 @@ impl HotTier {
                 admission,
                 bucket: TokenBucket::new(config.max_migrations_per_sec, now),
                 stats: HotTierStats::default(),
+                enabled: true,
+                controlled: false,
             }),
         })
     }
@@ -233,9 +246,44 @@ impl HotTier {
         let d = lock(&self.dir);
         HotTierStats {
             resident_chunks: d.chunks.len() as u64,
-            threshold: adaptive_threshold(&d.admission.name()),
+            threshold: d.admission.threshold(),
+            candidates: d.admission.candidates(),
+            enabled: d.enabled,
+            controlled: d.controlled,
             ..d.stats
         }
+    }
+
+    /// The placement policy's canonical name with its parameters now.
+    pub fn admission(&self) -> String {
+        lock(&self.dir).admission.name()
+    }
+
+    /// Sets the placement threshold in place (a controller's, SANCACHE's rule run
+    /// centrally): every candidate keeps its count, so a change of threshold never
+    /// restarts the tier's learning. An adaptive policy stops adapting its own. Errors: a
+    /// threshold below one, or a policy without one (`demand`).
+    pub fn set_threshold(&self, n: u32) -> Result<()> {
+        if n == 0 {
+            return Err(CacheError::Invalid(
+                "threshold: 0 is below one (a chunk is placed after at least one access)".into(),
+            ));
+        }
+        let mut d = lock(&self.dir);
+        if !d.admission.set_threshold(n) {
+            return Err(CacheError::Invalid(format!(
+                "threshold: the tier's placement policy `{}` has no threshold to set",
+                d.admission.name()
+            )));
+        }
+        d.controlled = true;
+        Ok(())
+    }
+
+    /// Turns placing chunks on or off (boosting per volume). Off, the policy is not fed,
+    /// so candidates keep the counts they had when it was turned off.
+    pub fn set_enabled(&self, on: bool) {
+        lock(&self.dir).enabled = on;
     }
 
     /// The resident chunks and their slots (fast offset = slot * chunk size), by chunk.
@@ -292,7 +340,7 @@ impl HotTier {
         let now = self.clock.now();
         let mut d = lock(&self.dir);
         let slot = d.chunks.lookup(c);
-        let admit = d.admission.access(c, slot.is_some());
+        let admit = d.enabled && d.admission.access(c, slot.is_some());
         match slot {
             Some(s) => {
                 d.stats.hits += 1;
@@ -475,14 +523,6 @@ impl Backend for HotTier {
             Ok(())
         })
     }
-}
-
-/// The current threshold of an `adaptive` admission policy, read from its name
-/// (`adaptive(threshold=N,...)`, which reports the live value); `None` for other policies.
-fn adaptive_threshold(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix("adaptive(threshold=")?;
-    let end = rest.find(|ch: char| !ch.is_ascii_digit())?;
-    rest[..end].parse().ok()
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {

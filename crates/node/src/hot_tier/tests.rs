@@ -139,7 +139,7 @@ fn a_hot_set_ends_up_served_from_fast() {
     assert_eq!(s2.hits - s.hits, 400);
     assert_eq!(s2.migrations, 4);
     assert_eq!(r.fast.calls().0, 400);
-    assert_eq!(s2.threshold, None);
+    assert_eq!(s2.threshold, Some(2), "MRFU places at its second access");
     assert_fast_copies_exact(&r);
 }
 
@@ -398,4 +398,57 @@ proptest! {
         r.tier.read_at(0, &mut all).unwrap();
         prop_assert_eq!(all, model.snapshot());
     }
+}
+
+#[test]
+fn a_controlled_threshold_keeps_the_candidates_counts_and_off_places_nothing() {
+    // 16 chunks of 4 KiB, room for 8; MRFU at threshold 4, chunks 0, 2, 4 (not a
+    // sequential run) read twice each.
+    let r = rig(16 * 4096, 4096, 8, "mrfu:threshold=4", 0);
+    let mut buf = [0u8; 512];
+    for _ in 0..2 {
+        for c in [0u64, 2, 4] {
+            r.tier.read_at(c * 4096, &mut buf).unwrap();
+        }
+    }
+    let s = r.tier.stats();
+    assert_eq!(
+        (s.migrations, s.candidates, s.threshold),
+        (0, Some(3), Some(4))
+    );
+    assert!(!s.controlled);
+    // The controller lowers the threshold to 3: the third read of each places it, so
+    // the two counted before survived the change.
+    r.tier.set_threshold(3).unwrap();
+    for c in [0u64, 2, 4] {
+        r.tier.read_at(c * 4096, &mut buf).unwrap();
+    }
+    let s = r.tier.stats();
+    assert_eq!((s.migrations, s.threshold), (3, Some(3)));
+    assert!(s.controlled);
+    assert!(r.tier.admission().starts_with("mrfu(threshold=3"));
+    // Off: chunk 6 read five times is never placed, resident chunks still hit.
+    r.tier.set_enabled(false);
+    for _ in 0..5 {
+        r.tier.read_at(6 * 4096, &mut buf).unwrap();
+    }
+    r.tier.read_at(0, &mut buf).unwrap();
+    let s = r.tier.stats();
+    assert_eq!((s.migrations, s.resident_chunks, s.hits), (3, 3, 1));
+    assert!(!s.enabled);
+    // A threshold below one, or one for a policy without thresholds, is refused naming
+    // the field, and nothing changes.
+    let e = r.tier.set_threshold(0).unwrap_err().to_string();
+    assert!(e.contains("threshold"), "{e}");
+    assert_eq!(r.tier.stats().threshold, Some(3));
+    let d = rig(16 * 4096, 4096, 8, "demand", 0);
+    let e = d.tier.set_threshold(2).unwrap_err().to_string();
+    assert!(e.contains("threshold") && e.contains("demand"), "{e}");
+    // An adaptive tier under control stops adapting: its threshold stays the set one.
+    let a = rig(16 * 4096, 4096, 8, "adaptive:threshold=2,period=4", 0);
+    a.tier.set_threshold(5).unwrap();
+    for k in 0..64u64 {
+        a.tier.read_at((k % 16) * 4096, &mut buf).unwrap();
+    }
+    assert_eq!(a.tier.stats().threshold, Some(5));
 }

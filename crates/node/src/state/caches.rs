@@ -182,6 +182,9 @@ impl ControlPlane {
             ),
             None => None,
         };
+        if let Some(wp) = write_policy.filter(|wp| *wp != WritePolicy::ReadOnly) {
+            self.check_writable(id, wp)?;
+        }
         let admission = match &patch.admission {
             Some(a) => Some(
                 policy::admission::build_admission(a)
@@ -280,6 +283,14 @@ impl ControlPlane {
     /// Creates a rule (`createRule`).
     pub fn create_rule(&self, spec: &RuleSpec) -> Result<RuleId, NodeError> {
         let cache = self.resolve_cache(&spec.cache)?;
+        if let (Some((start, end)), Some(e)) = (spec.range, self.export(&spec.export)) {
+            if start >= end || end > e.size {
+                return Err(NodeError::Invalid(format!(
+                    "range: [{start}, {end}) is not a non-empty range within export `{}` of {} bytes",
+                    spec.export, e.size
+                )));
+            }
+        }
         let id = self.cache.create_rule(
             RoutingRule {
                 client: spec.client.clone(),
@@ -291,6 +302,21 @@ impl ControlPlane {
         )?;
         tracing::info!(id, ?spec, "rule created");
         Ok(id)
+    }
+
+    /// Refuses a writing policy `wp` for cache `id` while a rule routes a read-only export
+    /// to it: its backend takes no writes, so the policy could not be honoured.
+    fn check_writable(&self, id: CacheId, wp: WritePolicy) -> Result<(), NodeError> {
+        let ro = self.cache.rules().into_iter().find_map(|(_, r, c)| {
+            (c == id && self.export(&r.export).is_some_and(|e| e.read_only)).then_some(r.export)
+        });
+        match ro {
+            Some(export) => Err(NodeError::Invalid(format!(
+                "write_policy: `{}` needs a backend that takes writes, and export `{export}`                  routed to this cache is read-only (use `read-only`)",
+                wp.name()
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// Removes a rule (`removeRule`).

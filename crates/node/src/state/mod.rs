@@ -29,6 +29,7 @@ mod caches;
 mod log;
 mod observations;
 pub mod tenants;
+mod tiers;
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
@@ -252,5 +253,52 @@ mod tests {
         assert_eq!(obs.tenants.len(), 3);
         assert_eq!(obs.tenants[0].latency.count, 3);
         assert_eq!(obs.tenants[0].served.miss.count, 1);
+    }
+
+    #[test]
+    fn a_range_past_the_export_or_a_write_policy_its_backend_cannot_honour_is_refused() {
+        let mut b = ControlPlane::builder(1024, 4096, 2, 0).unwrap();
+        let info = ExportInfo {
+            name: "golden".into(),
+            tenant: "img".into(),
+            size: 256 * 4096,
+            read_only: true,
+            backend: "mem".into(),
+        };
+        b.add_export(info, Arc::new(cache::MemBackend::new(256 * 4096)), None)
+            .unwrap();
+        let s = b.build();
+        let spec: CacheSpec =
+            toml::from_str("name = \"ro\"\nsize = \"256KiB\"\nwrite_policy = \"read-only\"")
+                .unwrap();
+        s.create_cache(&spec).unwrap();
+        let rule = |range: &str| -> RuleSpec {
+            toml::from_str(&format!(
+                "export = \"golden\"\ncache = \"ro\"\nrange = {range}"
+            ))
+            .unwrap()
+        };
+        // Past the end of the export (256 blocks), or empty: 400 naming `range`, no rule.
+        for bad in ["[0, 1052672]", "[4096, 4096]"] {
+            let e = s.create_rule(&rule(bad)).unwrap_err();
+            assert!(matches!(e, NodeError::Invalid(_)), "{e}");
+            assert!(e.to_string().contains("range"), "{e}");
+        }
+        assert!(s.rules().is_empty());
+        s.create_rule(&rule("[0, 1048576]")).unwrap();
+        // A writing policy for a cache a read-only export is routed to: refused naming
+        // `write_policy`, the cache unchanged.
+        let id = s.cache_id("ro").unwrap();
+        let patch = CachePatch {
+            write_policy: Some("write-back".into()),
+            ..Default::default()
+        };
+        let e = s.configure_cache(id, &patch).unwrap_err();
+        assert!(matches!(e, NodeError::Invalid(_)), "{e}");
+        assert!(
+            e.to_string().contains("write_policy") && e.to_string().contains("golden"),
+            "{e}"
+        );
+        assert_eq!(s.cache(id).unwrap().stats.write_policy, "read-only");
     }
 }

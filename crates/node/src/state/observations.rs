@@ -25,6 +25,7 @@ impl ControlPlane {
             uptime_ms: self.started.elapsed().as_millis() as u64,
             epoch: self.epoch.clone(),
             tenants,
+            tiers: self.tier_views(),
         }
     }
 

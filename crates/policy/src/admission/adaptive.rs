@@ -179,6 +179,9 @@ pub struct Adaptive {
     migrations: u64,
     deferred: u64,
     history: VecDeque<ThresholdState>,
+    /// Its threshold is set from outside ([`AdmissionPolicy::set_threshold`]): periods
+    /// end without stepping it.
+    controlled: bool,
 }
 
 impl Adaptive {
@@ -225,6 +228,7 @@ impl Adaptive {
             migrations: 0,
             deferred: 0,
             history: VecDeque::new(),
+            controlled: false,
         })
     }
 
@@ -245,6 +249,11 @@ impl Adaptive {
 
     /// Ends a period: applies [`step`] to what it observed.
     fn end_period(&mut self) {
+        if self.controlled {
+            self.hits = 0;
+            self.migrations = 0;
+            return;
+        }
         self.state = step(
             self.state,
             PeriodObservation {
@@ -267,6 +276,19 @@ impl AdmissionPolicy for Adaptive {
             "adaptive(threshold={},justify={})",
             self.state.threshold, self.state.justify
         )
+    }
+    /// The controller's threshold replaces the policy's own rule from now on (its
+    /// candidates' counts and its rate limit stay).
+    fn set_threshold(&mut self, n: u32) -> bool {
+        self.state.threshold = n.max(1);
+        self.controlled = true;
+        true
+    }
+    fn threshold(&self) -> Option<u32> {
+        Some(self.state.threshold)
+    }
+    fn candidates(&self) -> Option<u64> {
+        Some(self.counter.candidates().len() as u64)
     }
     fn access(&mut self, key: Key, resident: bool) -> bool {
         let c = self.counter.record(key, resident);

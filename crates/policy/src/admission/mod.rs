@@ -36,6 +36,25 @@ pub trait AdmissionPolicy: Send {
 
     /// A placed block was evicted (a migration's benefit window is over).
     fn on_evict(&mut self, _key: Key) {}
+
+    /// Sets the placement threshold (accesses a miss needs before it is placed) in
+    /// place, keeping every candidate's count: how a controller's threshold (SANCACHE's
+    /// rule run centrally) reaches a live tier. `n` is at least 1. `false` where the
+    /// policy has no threshold (`demand`); an `adaptive` policy stops adapting its own.
+    fn set_threshold(&mut self, _n: u32) -> bool {
+        false
+    }
+
+    /// The threshold now, where the policy has one.
+    fn threshold(&self) -> Option<u32> {
+        None
+    }
+
+    /// Keys the policy holds counts for (candidates for placement; bounded by its
+    /// table), where it counts any.
+    fn candidates(&self) -> Option<u64> {
+        None
+    }
 }
 
 /// Demand placement: every missed block is placed.
@@ -138,5 +157,40 @@ mod tests {
     fn demand_places_every_miss() {
         let mut d = build_admission("demand").unwrap();
         assert!((0..100u64).all(|k| d.access(k, false)));
+    }
+
+    #[test]
+    fn a_threshold_set_in_place_keeps_the_candidates_counts() {
+        for spec in [
+            "threshold:n=4",
+            "mrfu:threshold=4,period=100000",
+            "adaptive:threshold=4",
+        ] {
+            let mut p = build_admission(spec).unwrap();
+            // Keys 0..10 seen twice each (a sequential run counts once under MRFU's
+            // filter: keys are spread by 1000).
+            for _ in 0..2 {
+                for k in 0..10u64 {
+                    assert!(!p.access(k * 1000, false), "{spec}");
+                }
+            }
+            assert_eq!(p.candidates(), Some(10), "{spec}");
+            // The threshold drops to 3: the third access places, so the two counted
+            // survived the change.
+            assert!(p.set_threshold(3), "{spec}");
+            assert_eq!(p.threshold(), Some(3), "{spec}");
+            assert!(p.access(0, false), "{spec}");
+            assert!(p.access(1000, false), "{spec}");
+            // Up to 5: keys 2000 and 3000 (taken in turn: MRFU counts a repeat once) do
+            // not place on their third and fourth access, and do on their fifth.
+            assert!(p.set_threshold(5));
+            for place in [false, false, true] {
+                assert_eq!(p.access(2000, false), place, "{spec}");
+                assert_eq!(p.access(3000, false), place, "{spec}");
+            }
+        }
+        let mut d = build_admission("demand").unwrap();
+        assert!(!d.set_threshold(3));
+        assert_eq!((d.threshold(), d.candidates()), (None, None));
     }
 }

@@ -137,6 +137,16 @@ impl AdmissionPolicy for Mrfu {
             self.counter.candidates().decay()
         )
     }
+    fn set_threshold(&mut self, n: u32) -> bool {
+        self.threshold = n.max(1);
+        true
+    }
+    fn threshold(&self) -> Option<u32> {
+        Some(self.threshold)
+    }
+    fn candidates(&self) -> Option<u64> {
+        Some(self.counter.candidates().len() as u64)
+    }
     fn access(&mut self, key: Key, resident: bool) -> bool {
         let c = self.counter.record(key, resident);
         if !resident && c >= self.threshold {

@@ -259,6 +259,16 @@ impl AdmissionPolicy for Threshold {
             self.candidates.capacity()
         )
     }
+    fn set_threshold(&mut self, n: u32) -> bool {
+        self.threshold = n.max(1);
+        true
+    }
+    fn threshold(&self) -> Option<u32> {
+        Some(self.threshold)
+    }
+    fn candidates(&self) -> Option<u64> {
+        Some(self.candidates.len() as u64)
+    }
     fn access(&mut self, key: Key, resident: bool) -> bool {
         if resident {
             return true;

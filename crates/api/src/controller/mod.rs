@@ -8,14 +8,69 @@
 //! | GET | `/v1/tenants`, `/v1/tenants/{t}` | | [`TenantView`]s |
 //! | PUT | `/v1/tenants/{t}/slo` | [`SetSlo`] | [`TenantView`] |
 //! | GET | `/v1/history?tenant=T&limit=N` | | `[`[`HistoryEntry`]`]` |
+//! | GET | `/v1/status` | | [`Status`] |
+//! | GET | `/v1/series` | | `[`[`IntervalReport`]`]` |
+//! | GET | `/v1/nodes` | | `[`[`NodeView`]`]` |
+//! | GET | `/v1/plan` | | [`PlanView`] |
+//! | GET | `/v1/explain/{t}` | | [`Explanation`] |
+//! | GET | `/v1/curves` | | `{volume: `[`VolumeCurves`]`}` |
 //!
-//! A tenant's specification, its SLO, the plan (`GET /v1/plan`) and the explanations
-//! (`GET /v1/explain/{t}`) are built from `control`'s types, which this crate does not
-//! depend on: [`TenantView`] and [`SetSlo`] are generic over them (the controller fills
-//! in its own, a client reads a [`TenantHead`] or plain JSON), and the client hands the
-//! plan and explanations over as JSON.
+//! A tenant's specification and its SLO are built from `control`'s types, which this
+//! crate does not depend on: [`TenantView`], [`SetSlo`] and [`Explanation`] are generic
+//! over them (the controller fills in its own, a client reads a [`TenantHead`] or plain
+//! JSON). The plan is declared here in the form the controller shows it ([`PlanView`]:
+//! nodes and tenants by name, reasons in words).
+
+mod interval;
+mod plan;
+
+pub use interval::{
+    Action, CurveView, IntervalReport, LeaderView, NodeView, Refusal, Shortfall, Status,
+    VolumeCurves,
+};
+pub use plan::{BoostView, PartitionView, PlanView, ScaleOutView, SharesView, TenantPlanView};
 
 use serde::{Deserialize, Serialize};
+
+/// One volume in an [`Explanation`]: where it lives, its part of the plan, what was
+/// measured, its curves and its shortfall.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct VolumeExplanation {
+    /// The volume.
+    pub volume: String,
+    /// Its level-1 node.
+    pub host: String,
+    /// Further level-1 nodes exporting it.
+    pub hosts: Vec<String>,
+    /// Its level-2 nodes.
+    pub servers: Vec<String>,
+    /// Its part of the last plan.
+    pub plan: Option<TenantPlanView>,
+    /// Its last row.
+    pub measured: Option<Row>,
+    /// Its shortfall, if the plan does not meet its SLO.
+    pub shortfall: Option<Shortfall>,
+    /// Its curves of the last interval.
+    pub curves: Option<Vec<CurveView>>,
+}
+
+/// The answer of `GET /v1/explain/{t}`: why a tenant's volumes have the sizes they have,
+/// over the SLO type `S` (as [`SetSlo`]).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct Explanation<S = serde_json::Value> {
+    /// The tenant.
+    pub tenant: String,
+    /// Its SLO.
+    pub slo: Option<S>,
+    /// Its class.
+    pub class: Option<String>,
+    /// The scheme planning it.
+    pub scheme: String,
+    /// Its volumes.
+    pub volumes: Vec<VolumeExplanation>,
+}
 
 /// An export a node reports at registration.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
@@ -111,12 +166,14 @@ pub struct Row {
     pub l1_size: u64,
     /// Planned level-2 size over its servers (bytes).
     pub l2_size: u64,
-    /// Level-1 size its host reported this interval, before this interval's reconcile
-    /// (bytes; the previous plan as applied).
+    /// Level-1 size its host holds after this interval's reconcile, as read back from it
+    /// (bytes; a host that could not be reconciled: what it reported at the poll). Where
+    /// it differs from `l1_size`, the host refused part of the plan.
     // Default: a controller from before the field leaves it out.
     #[serde(default)]
     pub l1_applied: u64,
-    /// Level-2 size its servers reported this interval, summed (bytes).
+    /// Level-2 size its servers hold after this interval's reconcile, summed (bytes; as
+    /// `l1_applied`).
     // Default: as `l1_applied`.
     #[serde(default)]
     pub l2_applied: u64,

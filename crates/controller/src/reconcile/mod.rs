@@ -1,0 +1,254 @@
+//! Reconciling a node to the plan, as a Kubernetes controller does: the desired caches,
+//! rules, proportions and hot tiers of one node ([`desired`]) against what the node
+//! reports ([`apply::apply`] reads them back first), changing only what differs, so
+//! applying the same plan twice changes nothing the second time.
+//!
+//! Order on a node: first the caches no plan wants (a deleted tenant's, freeing their
+//! memory) with their rules go: a node registered with the controller is the
+//! controller's, so a cache made on it by hand goes too. Then caches shrink (freeing
+//! memory), then are created and grow and switch eviction, exclusive mode and write
+//! policy (each a field of its own), then each exported volume's rule is added. The node
+//! refuses a cache smaller than one block, so a partition planned at 0 keeps one block,
+//! taken from the node's largest partition so the node's sum stays within its capacity.
+//! Then the node's backend proportions are made the plan's `bandwidth`
+//! ([`crate::bandwidth`]), every interval (read back first, and sent only when they
+//! differ). Last, each hot tier of a volume is set to the plan's threshold for its server
+//! (`plan.boost`, set in place: its candidates keep their counts), or turned off for a
+//! volume whose spec turns boosting off. Every call is retried on transport errors and
+//! 5xx answers (`api::client::NodeClient`); what still fails is tried again at the next
+//! interval.
+//!
+//! A plan is never applied partly in silence: each field a node refuses is a
+//! [`Refusal`] naming the node and the field (`caches.db.size`, `hot_tier.db.threshold`,
+//! ...), marked `unsupported` when the node does not know the field or verb (an older
+//! node), and everything else is still applied; each field is sent on its own, so one
+//! refusal holds up nothing else. The caches are read back after the changes: what the
+//! tables show as applied is what the node holds ([`NodeOutcome::applied`]).
+
+use crate::placement::PlacedVolume;
+use crate::registry::NodeEntry;
+use api::client::{CallError, NodeClient};
+use api::node::{CacheInfo, HotTierView, Proportions, SHARED_CACHE};
+use control::{Plan, Topology};
+
+pub mod apply;
+#[cfg(test)]
+mod tests;
+
+pub use apply::apply;
+
+/// One cache the plan wants on a node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WantCache {
+    /// Its name (the volume's).
+    pub name: String,
+    /// Bytes.
+    pub size: u64,
+    /// Eviction policy.
+    pub eviction: String,
+    /// Admission policy.
+    pub admission: String,
+    /// The exports whose rule sends their requests to it: the volume's own if the node
+    /// exports it, or every exported volume's for the shared cache.
+    pub routes: Vec<String>,
+    /// Exclusive levels (`upper` on a level-1 node, `lower` on a level-2 node).
+    pub exclusive: bool,
+    /// Write policy (`None`: the node's default, and a cache's is left as it is).
+    pub write_policy: Option<String>,
+}
+
+/// One export's hot tier as the plan wants it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct WantTier {
+    /// The export (the volume's name).
+    pub export: String,
+    /// Placing chunks (the volume's `boost`).
+    pub enabled: bool,
+    /// The plan's threshold for the node (`None`: no scheme tunes it; the tier keeps its
+    /// own).
+    pub threshold: Option<u32>,
+}
+
+/// What the plan wants on one node.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Desired {
+    /// The caches.
+    pub caches: Vec<WantCache>,
+    /// The backend proportions per tenant (empty: equal shares;
+    /// [`crate::bandwidth::node_proportions`]); `None`: leave them as they are (no plan).
+    pub proportions: Option<Proportions>,
+    /// The hot tiers of the volumes it serves that it reported.
+    pub tiers: Vec<WantTier>,
+}
+
+/// One change made on a node, and a field of the plan a node did not take: the
+/// contract's types.
+pub use api::controller::{Action, Refusal};
+
+/// The caches the plan wants on node `e`: one per volume placed on it, or where the layout
+/// shares the node's level ([`control::Layout::shared_at`]: every node under [`control::Layout::Shared`], the
+/// `uncontrolled` scheme; the other level of MLMS's one-level baselines) one cache,
+/// [`SHARED_CACHE`], of the node's whole memory, that every volume the node exports is
+/// routed to.
+pub fn desired(
+    topo: &Topology,
+    plan: &Plan,
+    vols: &[PlacedVolume],
+    e: &NodeEntry,
+    bs: u64,
+) -> Desired {
+    let mut caches: Vec<WantCache> = Vec::new();
+    let exports =
+        |v: &PlacedVolume| e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.cache);
+    for (i, tp) in plan.tenants.iter().enumerate() {
+        let v = &vols[i];
+        let blocks = if e.level == 1 && topo.hosts[tp.l1.node].name == e.name {
+            Some(tp.l1.size)
+        } else if e.level == 2 {
+            tp.l2
+                .iter()
+                .find(|p| topo.servers[p.node].name == e.name)
+                .map(|p| p.size)
+        } else {
+            None
+        };
+        let Some(b) = blocks else {
+            continue;
+        };
+        let route = exports(v).then(|| v.cache.clone());
+        if plan.layout.shared_at(e.level) {
+            match caches.first_mut() {
+                Some(c) => c.routes.extend(route),
+                None => caches.push(WantCache {
+                    name: SHARED_CACHE.to_string(),
+                    size: e.cache_size / bs * bs,
+                    eviction: tp.eviction.clone(),
+                    admission: tp.admission.clone(),
+                    routes: route.into_iter().collect(),
+                    exclusive: v.exclusive,
+                    write_policy: None,
+                }),
+            }
+            continue;
+        }
+        // A volume on several hosts is several tenants: on a server, its one cache
+        // holds all their level-2 partitions.
+        if let Some(c) = caches.iter_mut().find(|c| c.name == v.cache) {
+            c.size += b * bs;
+            continue;
+        }
+        caches.push(WantCache {
+            name: v.cache.clone(),
+            size: b * bs,
+            eviction: tp.eviction.clone(),
+            admission: tp.admission.clone(),
+            routes: route.into_iter().collect(),
+            exclusive: v.exclusive,
+            write_policy: v.write_policy.clone(),
+        });
+    }
+    // At least one block each, the sum within the node's memory.
+    let cap = e.cache_size / bs * bs;
+    for c in &mut caches {
+        c.size = c.size.max(bs);
+    }
+    let total: u64 = caches.iter().map(|c| c.size).sum();
+    if total > cap && cap > 0 {
+        let mut excess = total - cap;
+        caches.sort_by_key(|c| std::cmp::Reverse(c.size));
+        for c in &mut caches {
+            let take = excess.min(c.size.saturating_sub(bs));
+            c.size -= take;
+            excess -= take;
+            if excess == 0 {
+                break;
+            }
+        }
+        caches.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    Desired {
+        caches,
+        proportions: Some(crate::bandwidth::node_proportions(topo, plan, vols, e)),
+        tiers: tiers(topo, plan, vols, e),
+    }
+}
+
+/// The hot tiers node `e` reported, as the plan wants them: each volume's on (at the
+/// plan's threshold for the node, if the scheme tunes tiers) or off as its spec says; a
+/// tier of an export no volume names is left alone.
+fn tiers(topo: &Topology, plan: &Plan, vols: &[PlacedVolume], e: &NodeEntry) -> Vec<WantTier> {
+    let threshold = plan
+        .boost
+        .iter()
+        .find(|b| topo.servers.get(b.server).is_some_and(|s| s.name == e.name))
+        .map(|b| b.threshold);
+    e.tiers
+        .iter()
+        .filter_map(|t| {
+            let v = vols.iter().find(|v| v.cache == t.export)?;
+            Some(WantTier {
+                export: t.export.clone(),
+                enabled: v.boost,
+                threshold: threshold.filter(|_| v.boost),
+            })
+        })
+        .collect()
+}
+
+/// One node to reconcile: its client, what the plan wants on it, and whether it is
+/// fresh (not yet programmed at its current epoch: logged when it is).
+pub struct Work {
+    /// The node.
+    pub node: String,
+    /// Its client.
+    pub client: NodeClient,
+    /// What the plan wants on it.
+    pub want: Desired,
+    /// Not yet programmed at its current epoch.
+    pub fresh: bool,
+}
+
+/// One node's reconcile: what it changed, what it refused, and what it holds after.
+#[derive(Clone, Debug, Default)]
+pub struct NodeOutcome {
+    /// The node.
+    pub node: String,
+    /// The changes made (and tried).
+    pub actions: Vec<Action>,
+    /// The fields it did not take.
+    pub refused: Vec<Refusal>,
+    /// Its caches as read back after the changes (`None`: it could not be read).
+    pub applied: Option<Vec<CacheInfo>>,
+    /// Its hot tiers after the changes, where any was wanted.
+    pub tiers: Vec<HotTierView>,
+    /// The call that stopped the reconcile before it read the node (it could not be
+    /// reached): nothing was applied.
+    pub unreachable: Option<CallError>,
+}
+
+impl NodeOutcome {
+    /// Whether the node now holds the whole plan's part for it.
+    pub fn complete(&self) -> bool {
+        self.unreachable.is_none() && self.refused.is_empty()
+    }
+
+    /// The first thing that kept it from holding the plan, in words.
+    pub fn first_error(&self) -> Option<String> {
+        match (&self.unreachable, self.refused.first()) {
+            (Some(e), _) => Some(e.to_string()),
+            (None, Some(r)) => Some(r.describe()),
+            (None, None) => None,
+        }
+    }
+}
+
+/// Every node of `work` made to match its plan, all at once (bounded): a node busy
+/// writing back what a shrink evicts holds up only its own reconcile.
+pub fn apply_all(work: &[Work]) -> Vec<NodeOutcome> {
+    crate::fanout::map_bounded(work, crate::fanout::MAX_CONCURRENT_NODE_CALLS, |w| {
+        if w.fresh {
+            tracing::info!(node = %w.node, "programming the node from the plan");
+        }
+        apply(&w.client, &w.node, &w.want)
+    })
+}

@@ -1,0 +1,102 @@
+//! Tests of what the plan wants on a node.
+
+use super::*;
+use control::{Layout, Partition, Reason, TenantPlan};
+
+#[test]
+fn zero_partitions_keep_a_block_within_capacity() {
+    let topo = Topology {
+        block_size: 4096,
+        hosts: vec![control::Node {
+            name: "h".into(),
+            capacity: 10,
+            hot_tier: false,
+        }],
+        servers: vec![control::Node {
+            name: "s".into(),
+            capacity: 10,
+            hot_tier: false,
+        }],
+        levels: Default::default(),
+        service: control::ServiceTimes {
+            l1_hit_ms: 0.1,
+            l2_hit_ms: 1.0,
+            miss_ms: 5.0,
+        },
+        tenants: vec![],
+    };
+    let tp = |name: &str, l1: u64| TenantPlan {
+        tenant: name.into(),
+        l1: Partition {
+            node: 0,
+            size: l1,
+            reason: Reason::FairShare,
+        },
+        l2: vec![Partition {
+            node: 0,
+            size: 5,
+            reason: Reason::FairShare,
+        }],
+        eviction: "lru".into(),
+        eviction_reason: String::new(),
+        admission: "demand".into(),
+        predicted_latency_ms: 1.0,
+        target_latency_ms: None,
+        slo_met: None,
+        interval_target_ms: None,
+    };
+    let plan = Plan {
+        interval: 1,
+        time: 0.0,
+        layout: Layout::Partitioned,
+        tenants: vec![tp("a", 10), tp("b", 0)],
+        bandwidth: vec![],
+        boost: vec![],
+        scale_out: vec![],
+        infeasible: vec![],
+        predicted_fair_speedup: 1.0,
+    };
+    let vols: Vec<PlacedVolume> = ["a", "b"]
+        .iter()
+        .map(|n| PlacedVolume {
+            name: n.to_string(),
+            cache: n.to_string(),
+            owner: n.to_string(),
+            host: "h".into(),
+            servers: vec!["s".into()],
+            exclusive: false,
+            ..Default::default()
+        })
+        .collect();
+    let e = NodeEntry {
+        name: "h".into(),
+        level: 1,
+        cache_size: 10 * 4096,
+        up: true,
+        ..Default::default()
+    };
+    let d = desired(&topo, &plan, &vols, &e, 4096);
+    let sizes: Vec<u64> = d.caches.iter().map(|c| c.size / 4096).collect();
+    assert_eq!(sizes, vec![9, 1]);
+    let e2 = NodeEntry {
+        name: "s".into(),
+        level: 2,
+        cache_size: 10 * 4096,
+        ..e.clone()
+    };
+    let d = desired(&topo, &plan, &vols, &e2, 4096);
+    assert_eq!(d.caches.len(), 2);
+    assert!(d.caches.iter().all(|c| c.size == 5 * 4096));
+    // Shared: one cache of the node's whole memory, both volumes routed to it.
+    let shared = Plan {
+        layout: Layout::Shared,
+        ..plan
+    };
+    for node in [&e, &e2] {
+        let d = desired(&topo, &shared, &vols, node, 4096);
+        assert_eq!(d.caches.len(), 1);
+        assert_eq!(d.caches[0].name, SHARED_CACHE);
+        assert_eq!(d.caches[0].size, 10 * 4096);
+        assert_eq!(d.caches[0].routes, vec!["a".to_string(), "b".to_string()]);
+    }
+}
