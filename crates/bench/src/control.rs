@@ -129,6 +129,7 @@ pub fn step_at_scale(tenants: usize, hosts: usize, servers: usize, runs: usize) 
             })
             .collect(),
         tiers: Vec::new(),
+        servers: Vec::new(),
     };
     let scheme = Scheme::named("lachesis").expect("known scheme");
     let mut c = Controller::new(topo, scheme).expect("valid topology");

@@ -44,19 +44,20 @@ const PLOTS: &[(&str, &str)] = &[
 /// Runs `lachesis report`.
 pub fn run(a: ReportArgs) -> anyhow::Result<()> {
     let mut runs = Vec::new();
+    let is_run = |p: &Path| p.join("summary.json").is_file() || p.join("spread.json").is_file();
     for d in &a.dirs {
-        if d.join("summary.json").is_file() {
+        if is_run(d) {
             runs.push(d.clone());
         } else if d.is_dir() {
             let mut subs: Vec<PathBuf> = std::fs::read_dir(d)
                 .with_context(|| format!("reading {}", d.display()))?
                 .filter_map(|e| e.ok().map(|e| e.path()))
-                .filter(|p| p.join("summary.json").is_file())
+                .filter(|p| is_run(p))
                 .collect();
             subs.sort();
             if subs.is_empty() {
                 bail!(
-                    "{}: no summary.json in it or in a folder below",
+                    "{}: no summary.json or spread.json in it or in a folder below",
                     d.display()
                 );
             }
@@ -73,9 +74,11 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
     html.push_str(HEAD);
     let mut toc = String::from("<ul>");
     let mut body = String::new();
-    let (mut holds, mut total) = (0usize, 0usize);
+    let mut tally = Tally::default();
     for dir in &runs {
-        let s = section(dir, &mut holds, &mut total)?;
+        let rows = claim_rows(dir)?;
+        tally.add(&rows);
+        let s = section(&plots_dir(dir), &rows)?;
         let _ = write!(toc, "<li><a href=\"#{0}\">{0}</a></li>", esc(&s.0));
         body.push_str(&s.1);
     }
@@ -83,58 +86,181 @@ pub fn run(a: ReportArgs) -> anyhow::Result<()> {
     let _ = writeln!(
         html,
         "<h1>Lachesis: the papers' experiments</h1>\
-         <p>{} experiment(s); {holds} of {total} claims hold in these runs. Each claim's \
-         <em>ours</em> column is the rule with the numbers this run measured; a claim that \
-         does not hold says why below it.</p>{toc}{body}</body></html>",
-        runs.len()
+         <p>{} experiment(s). {} Each claim's <em>ours</em> column is the rule with the \
+         numbers a run measured (the first seed's where several seeds ran; a claim then holds \
+         only if it holds at every seed); a claim that does not hold says why below it.</p>\
+         {toc}{body}</body></html>",
+        runs.len(),
+        esc(&tally.sentence())
     );
     std::fs::write(&a.out, html).with_context(|| format!("writing {}", a.out.display()))?;
     eprintln!(
-        "wrote {} ({} experiments, {holds}/{total} claims hold)",
+        "wrote {} ({} experiments; {})",
         a.out.display(),
-        runs.len()
+        runs.len(),
+        tally.sentence()
     );
     Ok(())
 }
 
-/// The claims of every run as one Markdown table, with the count that hold.
+/// One claim of one experiment as the report shows it.
+struct ClaimRow {
+    experiment: String,
+    name: String,
+    paper: String,
+    rule: String,
+    ours: String,
+    explain: Option<String>,
+    kind: String,
+    /// Seeds it held at, of seeds it was evaluated at (`(1, 1)` or `(0, 1)` for one run).
+    held: (usize, usize),
+}
+
+impl ClaimRow {
+    fn holds(&self) -> bool {
+        self.held.1 > 0 && self.held.0 == self.held.1
+    }
+
+    fn held_text(&self) -> String {
+        match self.held {
+            (_, 1) | (_, 0) => if self.holds() { "yes" } else { "no" }.to_string(),
+            (k, n) => format!("{k} of {n} seeds"),
+        }
+    }
+}
+
+/// Claims held and counted per kind; sanity checks are counted apart, never with claims.
+#[derive(Default)]
+struct Tally {
+    paper: (usize, usize),
+    ours: (usize, usize),
+    sanity: (usize, usize),
+}
+
+impl Tally {
+    fn add(&mut self, rows: &[ClaimRow]) {
+        for r in rows {
+            let t = match r.kind.as_str() {
+                "ours" => &mut self.ours,
+                "sanity" => &mut self.sanity,
+                _ => &mut self.paper,
+            };
+            t.1 += 1;
+            t.0 += r.holds() as usize;
+        }
+    }
+
+    fn sentence(&self) -> String {
+        format!(
+            "{} of {} of the papers' claims hold, {} of {} of ours; {} of {} sanity checks pass \
+             (not counted as claims).",
+            self.paper.0, self.paper.1, self.ours.0, self.ours.1, self.sanity.0, self.sanity.1
+        )
+    }
+}
+
+/// The folder whose plots and scenario the report shows for a run: the run itself, or
+/// for a run over several seeds the first seed's folder.
+fn plots_dir(dir: &Path) -> PathBuf {
+    if dir.join("summary.json").is_file() {
+        return dir.to_path_buf();
+    }
+    let mut seeds: Vec<PathBuf> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.join("summary.json").is_file())
+        .collect();
+    seeds.sort();
+    seeds
+        .into_iter()
+        .next()
+        .unwrap_or_else(|| dir.to_path_buf())
+}
+
+fn read_json(path: &Path) -> anyhow::Result<Value> {
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))
+}
+
+/// The claims of a run (`summary.json`) or of a run over several seeds (`spread.json`: held
+/// at how many of them).
+fn claim_rows(dir: &Path) -> anyhow::Result<Vec<ClaimRow>> {
+    let text = |c: &Value, k: &str| c[k].as_str().unwrap_or("").to_string();
+    let kind = |c: &Value| c["kind"].as_str().unwrap_or("paper").to_string();
+    let spread = dir.join("spread.json");
+    if spread.is_file() {
+        let v = read_json(&spread)?;
+        let name = v["scenario"].as_str().unwrap_or("?").to_string();
+        return Ok(v["claims"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|c| ClaimRow {
+                experiment: name.clone(),
+                name: text(c, "name"),
+                paper: text(c, "paper"),
+                rule: text(c, "rule"),
+                ours: c["ours"][0].as_str().unwrap_or("").to_string(),
+                explain: None,
+                kind: kind(c),
+                held: (
+                    c["holds_at"].as_array().map_or(0, Vec::len),
+                    c["of"].as_u64().unwrap_or(0) as usize,
+                ),
+            })
+            .collect());
+    }
+    let v = read_json(&dir.join("summary.json"))?;
+    let name = v["scenario"].as_str().unwrap_or("?").to_string();
+    Ok(v["claims"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| ClaimRow {
+            experiment: name.clone(),
+            name: text(c, "name"),
+            paper: text(c, "paper"),
+            rule: text(c, "rule"),
+            ours: text(c, "ours"),
+            explain: c["explain"].as_str().map(str::to_string),
+            kind: kind(c),
+            held: ((c["holds"].as_bool() == Some(true)) as usize, 1),
+        })
+        .collect())
+}
+
+/// The claims of every run as one Markdown table, with the counts that hold per kind.
 fn markdown_claims(runs: &[PathBuf]) -> anyhow::Result<String> {
     let cell = |s: &str| s.replace('|', "\\|").replace('\n', " ");
-    let (mut rows, mut holds, mut total) = (String::new(), 0, 0);
+    let (mut rows, mut tally) = (String::new(), Tally::default());
     for dir in runs {
-        let path = dir.join("summary.json");
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        let v: Value =
-            serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
-        let name = v["scenario"].as_str().unwrap_or("?").to_string();
-        for c in v["claims"].as_array().into_iter().flatten() {
-            let ok = c["holds"].as_bool() == Some(true);
-            total += 1;
-            holds += ok as usize;
+        let claims = claim_rows(dir)?;
+        tally.add(&claims);
+        for c in &claims {
             let _ = writeln!(
                 rows,
-                "| {} | {} | {} | `{}` | {} |",
-                cell(&name),
-                cell(c["name"].as_str().unwrap_or("")),
-                cell(c["paper"].as_str().unwrap_or("")),
-                cell(c["ours"].as_str().unwrap_or("")),
-                if ok { "yes" } else { "no" }
+                "| {} | {} | {} | {} | `{}` | {} |",
+                cell(&c.experiment),
+                cell(&c.name),
+                c.kind,
+                cell(&c.paper),
+                cell(&c.ours),
+                c.held_text()
             );
         }
     }
     Ok(format!(
-        "{holds} of {total} claims hold.\n\n| experiment | claim | paper | ours | holds |\n\
-         |---|---|---|---|---|\n{rows}"
+        "{}\n\n| experiment | claim | kind | paper | ours | holds |\n\
+         |---|---|---|---|---|---|\n{rows}",
+        tally.sentence()
     ))
 }
 
-fn section(dir: &Path, holds: &mut usize, total: &mut usize) -> anyhow::Result<(String, String)> {
+fn section(dir: &Path, claims: &[ClaimRow]) -> anyhow::Result<(String, String)> {
     let path = dir.join("summary.json");
-    let text =
-        std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-    let v: Value =
-        serde_json::from_str(&text).with_context(|| format!("parsing {}", path.display()))?;
+    let v = read_json(&path)?;
     let name = v["scenario"]
         .as_str()
         .map(str::to_string)
@@ -174,28 +300,28 @@ fn section(dir: &Path, holds: &mut usize, total: &mut usize) -> anyhow::Result<(
             esc(&sc)
         );
     }
-    // Claims.
-    if let Some(claims) = v["claims"].as_array() {
+    if !claims.is_empty() {
         h.push_str(
-            "<h3>Claims</h3><table><tr><th>claim</th><th>paper</th><th>ours</th><th>holds</th></tr>",
+            "<h3>Claims</h3><table><tr><th>claim</th><th>kind</th><th>paper</th><th>ours</th>\
+             <th>holds</th></tr>",
         );
         for c in claims {
-            *total += 1;
-            let ok = c["holds"].as_bool() == Some(true);
-            *holds += ok as usize;
+            let ok = c.holds();
             let _ = write!(
                 h,
-                "<tr class=\"{}\"><td>{}<div class=\"rule\">{}</div>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr class=\"{}\"><td>{}<div class=\"rule\">{}</div>{}</td><td>{}</td><td>{}</td>\
+                 <td>{}</td><td>{}</td></tr>",
                 if ok { "ok" } else { "no" },
-                esc(c["name"].as_str().unwrap_or("")),
-                esc(c["rule"].as_str().unwrap_or("")),
-                match (ok, c["explain"].as_str()) {
+                esc(&c.name),
+                esc(&c.rule),
+                match (ok, &c.explain) {
                     (false, Some(e)) => format!("<div class=\"why\">Why not: {}</div>", esc(e)),
                     _ => String::new(),
                 },
-                esc(c["paper"].as_str().unwrap_or("")),
-                esc(c["ours"].as_str().unwrap_or("")),
-                if ok { "yes" } else { "no" }
+                esc(&c.kind),
+                esc(&c.paper),
+                esc(&c.ours),
+                esc(&c.held_text())
             );
         }
         h.push_str("</table>");
@@ -330,17 +456,41 @@ mod tests {
             "scenario": "mlms",
             "claims": [
                 {"name": "a | b", "paper": "+12.6 %", "ours": "1.01 >= 1.126", "holds": false},
-                {"name": "c", "paper": "x", "ours": "0 == 0", "holds": true}
+                {"name": "c", "paper": "x", "ours": "0 == 0", "holds": true, "kind": "ours"},
+                {"name": "d", "paper": "y", "ours": "1 >= 0", "holds": true, "kind": "sanity"}
             ]
         });
         std::fs::write(run.join("summary.json"), summary.to_string()).unwrap();
-        let md = markdown_claims(&[run]).unwrap();
-        assert!(md.starts_with("1 of 2 claims hold."), "{md}");
+        let md = markdown_claims(std::slice::from_ref(&run)).unwrap();
         assert!(
-            md.contains("| mlms | a \\| b | +12.6 % | `1.01 >= 1.126` | no |"),
+            md.starts_with(
+                "0 of 1 of the papers' claims hold, 1 of 1 of ours; 1 of 1 sanity checks pass"
+            ),
             "{md}"
         );
-        assert!(md.contains("| mlms | c | x | `0 == 0` | yes |"), "{md}");
-        assert_eq!(md.lines().filter(|l| l.starts_with("| mlms")).count(), 2);
+        assert!(
+            md.contains("| mlms | a \\| b | paper | +12.6 % | `1.01 >= 1.126` | no |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| mlms | c | ours | x | `0 == 0` | yes |"),
+            "{md}"
+        );
+        assert_eq!(md.lines().filter(|l| l.starts_with("| mlms")).count(), 3);
+        // A run over seeds: held at how many.
+        let seeds = dir.path().join("mlms-seeds");
+        std::fs::create_dir(&seeds).unwrap();
+        let spread = serde_json::json!({
+            "scenario": "mlms",
+            "claims": [{"name": "e", "paper": "z", "rule": "r", "holds_at": [1, 3], "of": 5,
+                        "ours": ["1 >= 2", "3 >= 2"], "kind": "paper"}]
+        });
+        std::fs::write(seeds.join("spread.json"), spread.to_string()).unwrap();
+        let md = markdown_claims(&[seeds]).unwrap();
+        assert!(
+            md.contains("| mlms | e | paper | z | `1 >= 2` | 2 of 5 seeds |"),
+            "{md}"
+        );
+        assert!(md.starts_with("0 of 1 of the papers' claims hold"), "{md}");
     }
 }

@@ -292,10 +292,11 @@ fn print_spread(s: &sim::spread::Spread) {
         println!("claims:");
         for c in s.claims.iter().filter(|c| c.of > 0) {
             println!(
-                "  [holds at {} of {}] {}\n        paper: {}\n        rule:  {}",
+                "  [holds at {} of {}] {} ({})\n        paper: {}\n        rule:  {}",
                 c.holds_at.len(),
                 c.of,
                 c.name,
+                c.kind.as_str(),
                 c.paper,
                 c.rule
             );
@@ -311,9 +312,10 @@ fn print_claims(claims: &[sim::claims::Claim]) {
     println!("claims:");
     for c in claims {
         println!(
-            "  [{}] {}\n        paper: {}\n        ours:  {}",
+            "  [{}] {} ({})\n        paper: {}\n        ours:  {}",
             if c.holds { "holds" } else { "FAILS" },
             c.name,
+            c.kind.as_str(),
             c.paper,
             c.ours
         );

@@ -3,10 +3,9 @@
 //!
 //! A degradation SLO is defined against the tenant's latency at a fair share, so the fair
 //! point meets it by definition and is always a safe place to fall back to; and a latency
-//! SLO is not made worse by a plan that gives the tenant what the fair scheme would. So
-//! the guard holds each such tenant at its fair share (the sizes *and* the fair scheme's
-//! eviction policy) until the evidence says the model may plan it elsewhere, and puts it
-//! back there as soon as a move is measured to hurt it:
+//! SLO is not made worse by a plan that gives the tenant what the fair scheme would. The
+//! guard therefore never lets the model take a tenant below sizes that were *measured* to
+//! meet its SLO, and explores below them only a step at a time:
 //!
 //! 1. **A reference, measured.** While the tenant and every other tenant on its nodes hold
 //!    their fair shares there, and the tenant runs the fair scheme's policy, its measured
@@ -15,68 +14,100 @@
 //!    carried to the fair point by the model's ratio `latency(fair) / latency(held)`,
 //!    which can only make it laxer. The reference is the mean of the last
 //!    [`REFERENCE_SAMPLES`] samples, and the samples' spread `(max − min) / mean` is the
-//!    noise of a measurement: a difference within it is no evidence of harm. Until there
-//!    are that many samples, and while the newest still falls below the others by more
-//!    than the SLO's tolerance (its degradation; none for a latency SLO), as it does
-//!    while caches warm, the tenant is *unreferenced*: every tenant on its nodes is held
-//!    at its fair share, so that the samples are taken.
-//! 2. **A curve that has earned trust.** The model plans with the hit-ratio curve; each
-//!    interval the hit ratio it predicted at the sizes held is compared with the measured
-//!    one. A curve that promised more hits than were measured by more than
-//!    [`HIT_RATIO_TOLERANCE`] loses its trust (one that promised fewer errs on the
-//!    tenant's side); after [`TRUSTED_INTERVALS`] intervals in a row without such a miss
-//!    it has it back. A young curve, an optimistic one, or one the workload has moved
-//!    away from keeps the tenant at its fair share (its neighbours are free).
-//! 3. **Harm undone.** The tenant was moved when it was below its fair share at some
-//!    level, on another policy than the fair scheme's, or beside neighbours that were not
-//!    at theirs. If its measured latency then exceeds what its SLO allows against the
-//!    reference — `(1 + degradation) · reference · (1 + spread)`, or for a latency SLO
-//!    or a tail SLO the larger of its number and `reference · (1 + spread)` (samples,
-//!    reference and measurement then being the interval's quantile the SLO names, not
-//!    its mean) — the move harmed it,
-//!    whatever the model said. One interval's noise can hide a harm that lasts, so the
-//!    intervals since the move (the last [`MOVED_SAMPLES`], from [`REFERENCE_SAMPLES`]
-//!    on) are also weighed together: their mean against the same bound with the noise of
-//!    a mean of `k` intervals, `spread / √k`, in place of the spread. Either way, from the next plan on, every tenant on its nodes heads
-//!    back to its fair share, past the hysteresis threshold, for a penalty that doubles
-//!    with each harm ([`BASE_PENALTY`] intervals, at most [`MAX_PENALTY`]); its curve
-//!    must earn trust again afterwards. The way back keeps the per-interval move limit
-//!    and the write-back budget: shrinking a tenant that holds much dirty data at once
-//!    floods the disk with its write-backs, which hurts whoever shares it far more than
-//!    the move being undone (a run that skipped them saw 9-second intervals). So a held
-//!    tenant is never shrunk below its fair share, and grows back to it as fast as its
-//!    neighbours' space drains.
+//!    noise of a measurement. Until there are that many samples, and while the newest
+//!    still falls below the others by more than the SLO's tolerance (as it does while
+//!    caches warm), the tenant is *unreferenced*: every tenant on its nodes is held at its
+//!    fair share, so that the samples are taken.
+//! 2. **Proven floors, explored a step at a time.** The tenant's *proven* sizes (fair
+//!    share at first) are the least, per level and server, at which its latency was
+//!    measured to meet its SLO. The plan may give it anything at or above its proven sizes
+//!    less one *probe step* (a share of its fair share at each level: [`FIRST_STEP`] at
+//!    first). Held below its proven sizes, it is on probation, judged each interval:
+//!    * an interval beyond the *harm bound* — `(1 + degradation) · reference ·
+//!      (1 + spread)`, or for a latency or tail SLO the larger of its number and
+//!      `reference · (1 + spread)` — fails the probe at once;
+//!    * the mean of its intervals at the probe's sizes within the *accept bound* proves
+//!      those sizes, and the next step is twice as large (at most its whole fair share).
+//!      The accept bound leaves room for the noise on the other side: `(1 + degradation) ·
+//!      reference / (1 + spread)`, or the larger of the SLO's number and the reference
+//!      over `1 + spread`. An SLO is judged interval by interval, and a tenant held at a
+//!      size whose mean sits at its bound would miss it in about half of them; held at
+//!      the accept bound, an interval as noisy as the reference's samples stays within it;
+//!    * [`PROBE_INTERVALS`] intervals neither failing nor proving end the probe
+//!      undecided.
+//!
+//!    A failed or undecided probe puts the floor back at the proven sizes from the next
+//!    plan on (the move is reverted, measured, whatever the model said), halves the step
+//!    (at least [`LEAST_STEP`]) and, after a failure, forbids probing for a penalty that
+//!    doubles with each failure ([`BASE_PENALTY`] intervals, at most [`MAX_PENALTY`]).
+//!    So model error can cost a tenant at most one probe step for one interval, never its
+//!    SLO for long: the guard, not the model, decides how far below fair it may go.
+//! 3. **Harm it did not choose.** A tenant at or above its proven sizes can still be hurt:
+//!    by a neighbour's move (the disk and links are shared), by another eviction policy,
+//!    or by its workload changing. If one interval passes its harm bound, or the intervals
+//!    since it last stood at fair share beside neighbours at theirs (the last
+//!    [`MOVED_SAMPLES`], from [`REFERENCE_SAMPLES`] on) pass it together — their mean
+//!    against the harm bound with the noise of a mean of `k` intervals, `spread / √k`, in
+//!    place of the spread — every tenant on its nodes heads back to its fair share, on the
+//!    fair scheme's policy, for a penalty that doubles with each harm; its proven sizes
+//!    are forgotten (fair share again). The way back keeps the per-interval move limit and
+//!    the write-back budget: shrinking a tenant that holds much dirty data at once floods
+//!    the disk with its write-backs, which hurts whoever shares it far more than the move
+//!    being undone.
 //!
 //! What the guard does not promise: it acts on what was measured, so the interval in
-//! which a move first hurts is a miss before the guard sees it, and a workload that
-//! changes between two intervals can look like harm (the tenant then spends a penalty at
-//! fair share, which costs efficiency, not its SLO). Tenants with IOPS or bandwidth SLOs,
-//! and tenants without an SLO, are not guarded.
+//! which a move first hurts is a miss before the guard sees it (a probe step bounds how
+//! large that miss can be), and a workload that changes between two intervals can look
+//! like harm (the tenant then spends a penalty at fair share, which costs efficiency, not
+//! its SLO). Tenants with IOPS or bandwidth SLOs, and tenants without an SLO, are not
+//! guarded.
 //!
 //! Plain data ([`GuardState`], in each tenant's controller state); the decision is
 //! [`step`], a pure function of the state, what was held, the fair point and what was
-//! measured. The controller turns verdicts into floors and node fallbacks.
+//! measured, and the floor it allows is [`floor`]. The controller turns verdicts into
+//! floors and node fallbacks.
 
 use crate::model::LatencyModel;
 use crate::observe::TenantObservation;
 use serde::{Deserialize, Serialize};
 
-/// Intervals in a row the curve must predict the measured hit ratio before the floor is
-/// lifted.
+/// Intervals in a row the curve must predict the measured hit ratio to count as trusted
+/// (shown in the state; the guard's floors rest on measurements, not on this).
 pub const TRUSTED_INTERVALS: u32 = 3;
 
 /// Absolute difference between the predicted and the measured hit ratio (both levels)
 /// within which an interval counts towards trust.
 pub const HIT_RATIO_TOLERANCE: f64 = 0.05;
 
-/// Intervals a tenant stays at its fair share after its first measured harm.
+/// Intervals at fair share after the first measured harm (of a probe, or from outside).
 pub const BASE_PENALTY: u32 = 4;
 
 /// The longest penalty (intervals).
 pub const MAX_PENALTY: u32 = 64;
 
-/// Samples of the latency at fair share the reference is the least of.
+/// Samples of the latency at fair share the reference is the mean of.
 pub const REFERENCE_SAMPLES: usize = 4;
+
+/// Intervals of latency measured away from the fair point that the guard weighs together.
+pub const MOVED_SAMPLES: usize = 16;
+
+/// The first probe step, as a share of the tenant's fair share at each level.
+pub const FIRST_STEP: f64 = 0.125;
+
+/// The least probe step (a share of the fair share).
+pub const LEAST_STEP: f64 = 1.0 / 64.0;
+
+/// Intervals a probe may stay undecided (neither failed nor proven) before it ends.
+pub const PROBE_INTERVALS: usize = 3;
+
+/// Sizes as `(level 1, level 2 per server)`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GuardSizes {
+    /// Level-1 blocks.
+    pub l1: u64,
+    /// Level-2 blocks per server (aligned with the tenant's servers).
+    pub l2: Vec<u64>,
+}
 
 /// What the guard remembers of one tenant.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -89,7 +120,7 @@ pub struct GuardState {
     pub samples: Vec<f64>,
     /// Intervals in a row its curve predicted its hit ratio within the tolerance.
     pub trusted: u32,
-    /// Intervals it is still held at its fair share for a measured harm.
+    /// Intervals it is still held at its fair share for a harm from outside its probes.
     pub penalty: u32,
     /// Harms measured so far (each doubles the next penalty).
     pub harms: u32,
@@ -98,18 +129,56 @@ pub struct GuardState {
     /// noisy to give.
     #[serde(default)]
     pub moved: Vec<f64>,
+    /// The least sizes measured to meet its SLO, and the fair share they were measured
+    /// against (`None`: its fair share, which meets it by definition).
+    #[serde(default)]
+    pub proven: Option<(GuardSizes, GuardSizes)>,
+    /// The next probe step as a share of its fair share (0 before the first: [`FIRST_STEP`]).
+    #[serde(default)]
+    pub step: f64,
+    /// The sizes of the probe under way and its measurements there (ms).
+    #[serde(default)]
+    pub probe: Option<(GuardSizes, Vec<f64>)>,
+    /// Intervals before it may probe again after a failed probe.
+    #[serde(default)]
+    pub probe_penalty: u32,
+    /// Failed probes in a row (each doubles the next probe penalty).
+    #[serde(default)]
+    pub probe_failures: u32,
 }
 
-/// Intervals of latency measured away from the fair point that the guard weighs together.
-pub const MOVED_SAMPLES: usize = 16;
+impl GuardState {
+    /// Its proven sizes against fair share `fair`: the fair share itself when none were
+    /// proven, or when they were proven against another fair share (the topology changed).
+    pub fn proven(&self, fair: &GuardSizes) -> GuardSizes {
+        match &self.proven {
+            Some((p, f)) if f == fair => p.clone(),
+            _ => fair.clone(),
+        }
+    }
+
+    fn step_share(&self) -> f64 {
+        if self.step > 0.0 {
+            self.step
+        } else {
+            FIRST_STEP
+        }
+    }
+}
 
 /// What the guard decided for one tenant this interval.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Verdict {
-    /// No floor: the model plans the tenant freely.
-    Free,
-    /// Held at its fair share: its curve has not earned trust.
-    Unproven,
+    /// At or above its proven sizes; the plan may take it one probe step below them.
+    Proven,
+    /// Mid-probe: the plan keeps it at least at the probe's sizes until they are decided.
+    Probing,
+    /// A probe failed or ended undecided: the floor is its proven sizes again, and (after
+    /// a failure) no probe for `intervals` more.
+    ProbeEnded {
+        /// Intervals before it may probe again.
+        intervals: u32,
+    },
     /// Its nodes at fair share for every tenant on them: its latency at fair share has
     /// not been measured (or is still falling as caches warm).
     Unreferenced,
@@ -118,41 +187,85 @@ pub enum Verdict {
         /// Intervals of the penalty left after this one.
         intervals: u32,
     },
-    /// Harmed last interval: its nodes head back to fair share from the next plan.
+    /// Harmed last interval at or above its proven sizes: its nodes head back to fair
+    /// share from the next plan.
     Reverted,
 }
 
 impl Verdict {
-    /// Why the tenant is held at its fair share, in words (`None` when free).
-    pub fn why(self) -> Option<String> {
-        Some(match self {
-            Verdict::Free => return None,
-            Verdict::Unproven => format!(
-                "its curve has not yet predicted its hit ratio within {:.0} points \
-                 {TRUSTED_INTERVALS} intervals in a row",
-                HIT_RATIO_TOLERANCE * 100.0
+    /// Why the tenant's floor is what it is, in words.
+    pub fn why(self) -> String {
+        match self {
+            Verdict::Proven => "measured to meet its SLO at this size or one probe step above \
+                it"
+            .into(),
+            Verdict::Probing => "on probation: a probe below its proven size is being \
+                measured"
+                .into(),
+            Verdict::ProbeEnded { intervals: 0 } => "a probe below its proven size did not \
+                prove itself; back at the proven size"
+                .into(),
+            Verdict::ProbeEnded { intervals } => format!(
+                "a probe below its proven size was measured to miss its SLO; back at the \
+                 proven size, no probe for {intervals} more intervals"
             ),
             Verdict::Unreferenced => "its latency at fair share is not yet measured \
-                 (or still falling as caches warm)"
-                .to_string(),
+                (or still falling as caches warm)"
+                .into(),
             Verdict::Penalised { intervals } => {
                 format!("a move was measured to miss its SLO ({intervals} more intervals)")
             }
-            Verdict::Reverted => "the last move was measured to miss its SLO".to_string(),
-        })
+            Verdict::Reverted => "the last move was measured to miss its SLO".into(),
+        }
     }
 
-    /// Whether the tenant is floored at its fair share.
-    pub fn floored(self) -> bool {
-        self != Verdict::Free
-    }
-
-    /// Whether the tenant's nodes fall back to fair share for every tenant on them.
+    /// Whether the tenant's nodes fall back to fair share for every tenant on them (and
+    /// the tenant to the fair scheme's policy).
     pub fn falls_back(self) -> bool {
         matches!(
             self,
             Verdict::Unreferenced | Verdict::Penalised { .. } | Verdict::Reverted
         )
+    }
+}
+
+/// The least sizes the plan may give a tenant after `verdict`: its fair share while its
+/// nodes fall back, its probe's sizes mid-probe (its proven sizes where the probe lies
+/// above them), its proven sizes after a probe ended, and its proven sizes less one probe
+/// step otherwise. Never above its fair share, so the floors of a node's tenants fit it
+/// together.
+pub fn floor(st: &GuardState, verdict: Verdict, fair: &GuardSizes) -> GuardSizes {
+    let proven = st.proven(fair);
+    match verdict {
+        v if v.falls_back() => fair.clone(),
+        // Where the probe's sizes lie above the proven ones (it grew there), the proven
+        // size is the floor: a floor is never above the fair share.
+        Verdict::Probing => match &st.probe {
+            Some((p, _)) => GuardSizes {
+                l1: p.l1.min(proven.l1),
+                l2: p
+                    .l2
+                    .iter()
+                    .zip(&proven.l2)
+                    .map(|(&a, &b)| a.min(b))
+                    .collect(),
+            },
+            None => proven,
+        },
+        Verdict::ProbeEnded { .. } => proven,
+        _ => {
+            let s = st.step_share();
+            let down = |p: u64, f: u64| p.saturating_sub((s * f as f64).ceil() as u64);
+            GuardSizes {
+                l1: down(proven.l1, fair.l1),
+                l2: proven
+                    .l2
+                    .iter()
+                    .zip(fair.l2.iter().chain(std::iter::repeat(&0)))
+                    .map(|(&p, &f)| down(p, f))
+                    .collect(),
+            }
+        }
     }
 }
 
@@ -172,10 +285,28 @@ pub struct Held<'a> {
 impl Held<'_> {
     /// At least the fair share at both levels, on the fair scheme's policy.
     fn at_or_above_fair(&self) -> bool {
-        self.fair_policy
-            && self.held.0 >= self.fair.0
-            && self.held.1.len() == self.fair.1.len()
-            && self.held.1.iter().zip(self.fair.1).all(|(h, f)| h >= f)
+        self.fair_policy && self.at_or_above(self.fair.0, self.fair.1)
+    }
+
+    /// At least `(l1, l2)` at every level and server.
+    fn at_or_above(&self, l1: u64, l2: &[u64]) -> bool {
+        self.held.0 >= l1
+            && self.held.1.len() == l2.len()
+            && self.held.1.iter().zip(l2).all(|(h, f)| h >= f)
+    }
+
+    fn sizes(&self) -> GuardSizes {
+        GuardSizes {
+            l1: self.held.0,
+            l2: self.held.1.to_vec(),
+        }
+    }
+
+    fn fair_sizes(&self) -> GuardSizes {
+        GuardSizes {
+            l1: self.fair.0,
+            l2: self.fair.1.to_vec(),
+        }
     }
 }
 
@@ -210,11 +341,41 @@ impl Limit {
             }
         }
     }
+
+    /// How much slower, relative to `measured` (its latency as the guard judges it, see
+    /// [`measured_ms`]), the tenant may get before it passes what its SLO allows against
+    /// its reference (the accept bound); the SLO's own tolerance while there is no
+    /// reference (none for a latency or tail SLO already missed). Never negative.
+    pub fn headroom(self, measured: Option<f64>, reference: Option<f64>) -> f64 {
+        let bound = match (self, reference) {
+            (_, Some(r)) => self.allows(r, 0.0),
+            (Limit::Degradation(x), None) => return x,
+            (Limit::LatencyMs(t) | Limit::Tail { ms: t, .. }, None) => t,
+        };
+        match measured {
+            Some(m) if m > 0.0 => ((bound - m) / m).max(0.0),
+            _ => match self {
+                Limit::Degradation(x) => x,
+                _ => 0.0,
+            },
+        }
+    }
+
+    /// What the SLO allows against reference `r` when a measurement's noise is `noise`
+    /// (relative): `(1 + x) · r · (1 + noise)`, or the larger of the SLO's number and
+    /// `r · (1 + noise)`.
+    fn allows(self, r: f64, noise: f64) -> f64 {
+        let beyond_noise = r * (1.0 + noise);
+        match self {
+            Limit::Degradation(x) => (1.0 + x) * beyond_noise,
+            Limit::LatencyMs(t) | Limit::Tail { ms: t, .. } => t.max(beyond_noise),
+        }
+    }
 }
 
-/// One interval of the guard for a tenant with the SLO `limit`: updates
-/// `st` from what was measured at `sizes` (`None` for `sizes`: nothing held yet, as before
-/// the first plan) and returns whether the tenant is floored at its fair share.
+/// One interval of the guard for a tenant with the SLO `limit`: updates `st` from what
+/// was measured at `sizes` (`None` for `sizes`: nothing held yet, as before the first
+/// plan) and returns the verdict ([`floor`] turns it into the least sizes allowed).
 pub fn step(
     st: &mut GuardState,
     limit: Limit,
@@ -224,6 +385,8 @@ pub fn step(
 ) -> Verdict {
     let measured = measured_ms(o, limit);
     let mut harmed = false;
+    let mut probe_outcome: Option<bool> = None; // Some(true): proven; Some(false): failed
+    let mut probe_undecided_end = false;
     if let (Some(h), Some(m)) = (&sizes, measured) {
         let n = h.held.1.len().max(1) as f64;
         let lat = |c1: u64, x: &[u64]| -> f64 {
@@ -235,20 +398,13 @@ pub fn step(
                 .sum::<f64>()
                 / n
         };
-        // What the SLO allows against the reference when a measurement's noise is
-        // `noise` (relative): one interval's is the reference samples' spread, a mean of
-        // k intervals' about that over √k.
-        let allowed_with = |noise: f64| {
-            st.reference_ms.map(|r| {
-                let beyond_noise = r * (1.0 + noise);
-                match limit {
-                    Limit::Degradation(x) => (1.0 + x) * beyond_noise,
-                    Limit::LatencyMs(t) | Limit::Tail { ms: t, .. } => t.max(beyond_noise),
-                }
-            })
-        };
         let noise = spread(&st.samples);
-        let allowed = allowed_with(noise);
+        let harm_bound = st.reference_ms.map(|r| limit.allows(r, noise));
+        let accept_bound = st
+            .reference_ms
+            .map(|r| limit.allows(r, 0.0) / (1.0 + noise));
+        let fair = h.fair_sizes();
+        let proven = st.proven(&fair);
         if h.at_or_above_fair() && h.neighbours_at_fair {
             let (at_fair, at_held) = (lat(h.fair.0, h.fair.1), lat(h.held.0, h.held.1));
             let carry = if at_held > 0.0 && at_fair.is_finite() {
@@ -262,19 +418,62 @@ pub fn step(
             st.samples.push(m * carry);
             st.reference_ms = Some(st.samples.iter().sum::<f64>() / st.samples.len() as f64);
             st.moved.clear();
+            st.probe = None;
         } else {
             if st.moved.len() == MOVED_SAMPLES {
                 st.moved.remove(0);
             }
             st.moved.push(m);
-            // One interval beyond the noise, or the intervals since the move together
-            // beyond the noise of their mean: a harm that hides in one interval's noise
-            // shows in many.
             let k = st.moved.len();
             let mean = st.moved.iter().sum::<f64>() / k as f64;
             let accumulated = k >= REFERENCE_SAMPLES
-                && allowed_with(noise / (k as f64).sqrt()).is_some_and(|a| mean > a);
-            harmed = allowed.is_some_and(|a| m > a) || accumulated;
+                && st
+                    .reference_ms
+                    .is_some_and(|r| mean > limit.allows(r, noise / (k as f64).sqrt()));
+            let beyond = harm_bound.is_some_and(|b| m > b);
+            if st.reference_ms.is_some() && !h.at_or_above(proven.l1, &proven.l2) {
+                // On probation below its proven sizes.
+                let here = h.sizes();
+                let runs = match st.probe.take() {
+                    Some((p, mut v)) if p == here => {
+                        v.push(m);
+                        v
+                    }
+                    _ => vec![m],
+                };
+                let probe_mean = runs.iter().sum::<f64>() / runs.len() as f64;
+                // A probe that ends unproven was judged (and is undone) on its own
+                // intervals: they are no evidence against the sizes it returns to.
+                let forget = |moved: &mut Vec<f64>| {
+                    let keep = moved.len().saturating_sub(runs.len());
+                    moved.truncate(keep);
+                };
+                if beyond {
+                    forget(&mut st.moved);
+                    probe_outcome = Some(false);
+                } else if accept_bound.is_some_and(|a| probe_mean <= a) {
+                    probe_outcome = Some(true);
+                    let merged = GuardSizes {
+                        l1: proven.l1.min(here.l1),
+                        l2: proven
+                            .l2
+                            .iter()
+                            .zip(&here.l2)
+                            .map(|(&a, &b)| a.min(b))
+                            .collect(),
+                    };
+                    st.proven = Some((merged, fair.clone()));
+                } else if runs.len() >= PROBE_INTERVALS {
+                    forget(&mut st.moved);
+                    probe_undecided_end = true;
+                } else {
+                    st.probe = Some((here, runs));
+                }
+                harmed = accumulated && probe_outcome != Some(false);
+            } else {
+                st.probe = None;
+                harmed = beyond || accumulated;
+            }
         }
         // Trust: the curve's hit ratio at the sizes held against the measured one.
         let predicted = {
@@ -290,10 +489,11 @@ pub fn step(
     }
     if harmed {
         st.moved.clear();
+        st.probe = None;
+        st.proven = None;
         st.harms = st.harms.saturating_add(1);
-        let doubling = 1u32.checked_shl(st.harms - 1).unwrap_or(u32::MAX);
-        st.penalty = BASE_PENALTY.saturating_mul(doubling).min(MAX_PENALTY);
-        st.trusted = 0;
+        st.penalty = doubling(st.harms);
+        st.step = FIRST_STEP;
         return Verdict::Reverted;
     }
     if st.penalty > 0 {
@@ -309,10 +509,46 @@ pub fn step(
     if !settled(&st.samples, tolerance) {
         return Verdict::Unreferenced;
     }
-    if st.trusted < TRUSTED_INTERVALS {
-        return Verdict::Unproven;
+    match probe_outcome {
+        Some(true) => {
+            st.step = (st.step_share() * 2.0).min(1.0);
+            st.probe_failures = 0;
+        }
+        Some(false) => {
+            st.step = (st.step_share() / 2.0).max(LEAST_STEP);
+            st.probe_failures = st.probe_failures.saturating_add(1);
+            st.probe_penalty = doubling(st.probe_failures);
+            return Verdict::ProbeEnded {
+                intervals: st.probe_penalty,
+            };
+        }
+        None if probe_undecided_end => {
+            st.step = (st.step_share() / 2.0).max(LEAST_STEP);
+            return Verdict::ProbeEnded {
+                intervals: st.probe_penalty,
+            };
+        }
+        None => {}
     }
-    Verdict::Free
+    if st.probe.is_some() {
+        return Verdict::Probing;
+    }
+    if st.probe_penalty > 0 {
+        st.probe_penalty -= 1;
+        return Verdict::ProbeEnded {
+            intervals: st.probe_penalty,
+        };
+    }
+    Verdict::Proven
+}
+
+/// [`BASE_PENALTY`] doubled for each of `count − 1` earlier failures, at most
+/// [`MAX_PENALTY`].
+fn doubling(count: u32) -> u32 {
+    let doubling = 1u32
+        .checked_shl(count.saturating_sub(1))
+        .unwrap_or(u32::MAX);
+    BASE_PENALTY.saturating_mul(doubling).min(MAX_PENALTY)
 }
 
 /// The relative spread of the samples, `(max − min) / mean`: how far apart intervals at
@@ -346,7 +582,7 @@ fn settled(samples: &[f64], x: f64) -> bool {
 
 /// The latency the guard judges: of the tenant's reads where writes are observed apart
 /// (what its sizes change), else of all its requests; `None` without requests.
-fn measured_ms(o: &TenantObservation, limit: Limit) -> Option<f64> {
+pub fn measured_ms(o: &TenantObservation, limit: Limit) -> Option<f64> {
     if o.requests == 0 {
         return None;
     }
@@ -363,226 +599,4 @@ fn measured_ms(o: &TenantObservation, limit: Limit) -> Option<f64> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::observe::LevelCount;
-    use crate::topology::{Levels, ServiceTimes};
-    use mrc::HitRatioCurve;
-
-    fn model() -> LatencyModel {
-        LatencyModel {
-            // Miss ratio 1 at 0 blocks, 0.5 at 100, 0 at 200.
-            curve: HitRatioCurve::from_pairs([(0, 1.0), (100, 0.5), (200, 0.0)]).unwrap(),
-            service: ServiceTimes {
-                l1_hit_ms: 0.1,
-                l2_hit_ms: 0.5,
-                miss_ms: 10.0,
-            },
-            levels: Levels::Exclusive,
-            writes: None,
-        }
-    }
-
-    fn obs(latency: f64, hit_ratio: f64) -> TenantObservation {
-        TenantObservation {
-            requests: 1000,
-            l1: LevelCount {
-                lookups: 1000,
-                hits: (hit_ratio * 1000.0) as u64,
-            },
-            mean_latency_ms: latency,
-            ..Default::default()
-        }
-    }
-
-    fn held<'a>(held: (u64, &'a [u64]), fair: (u64, &'a [u64])) -> Held<'a> {
-        Held {
-            held,
-            fair,
-            fair_policy: true,
-            neighbours_at_fair: true,
-        }
-    }
-
-    fn proven(samples: &[f64]) -> GuardState {
-        GuardState {
-            reference_ms: Some(samples.iter().sum::<f64>() / samples.len() as f64),
-            samples: samples.to_vec(),
-            trusted: TRUSTED_INTERVALS,
-            ..Default::default()
-        }
-    }
-
-    const DEG: Limit = Limit::Degradation(0.05);
-
-    /// One step of the guard at `h` (over [`model`]) with `ms` measured and `hit` of the
-    /// lookups hitting.
-    fn judge(st: &mut GuardState, lim: Limit, h: Held, ms: f64, hit: f64) -> Verdict {
-        step(st, lim, &model(), Some(h), &obs(ms, hit))
-    }
-
-    #[test]
-    fn unreferenced_until_settled_then_unproven_until_the_curve_predicts() {
-        let (m, mut st) = (model(), GuardState::default());
-        let fair = [50u64];
-        // 50 + 50 blocks: the curve predicts a hit ratio of 0.5.
-        assert_eq!(
-            step(&mut st, DEG, &m, None, &obs(5.0, 0.5)),
-            Verdict::Unreferenced
-        );
-        // Latency at fair share falling as the cache warms: not settled.
-        for ms in [8.0, 6.0, 5.0, 4.0] {
-            let v = judge(&mut st, DEG, held((50, &fair), (50, &fair)), ms, 0.5);
-            assert_eq!(v, Verdict::Unreferenced, "{ms}");
-        }
-        let v = judge(&mut st, DEG, held((50, &fair), (50, &fair)), 4.1, 0.5);
-        assert_eq!(v, Verdict::Free);
-        assert_eq!(st.samples, vec![6.0, 5.0, 4.0, 4.1]);
-        // A curve that promises more hits than were measured loses its trust; one that
-        // promises fewer keeps it (it errs on the tenant's side).
-        let v = judge(&mut st, DEG, held((50, &fair), (50, &fair)), 4.0, 0.7);
-        assert_eq!(v, Verdict::Free);
-        let v = judge(&mut st, DEG, held((50, &fair), (50, &fair)), 4.0, 0.3);
-        assert_eq!(v, Verdict::Unproven);
-        assert_eq!(st.trusted, 0);
-    }
-
-    #[test]
-    fn a_measured_harm_reverts_at_once_and_penalties_double() {
-        let mut st = proven(&[2.0; REFERENCE_SAMPLES]);
-        let (small, fair) = ([10u64], [50u64]);
-        // 2.09 ms is within 5 % of the 2 ms reference: free.
-        let v = judge(&mut st, DEG, held((10, &small), (50, &fair)), 2.09, 0.1);
-        assert_eq!(v, Verdict::Free);
-        // 2.2 ms is not: reverted, its nodes back at fair share, four intervals of penalty.
-        let v = judge(&mut st, DEG, held((10, &small), (50, &fair)), 2.2, 0.1);
-        assert_eq!(v, Verdict::Reverted);
-        assert!(v.falls_back());
-        assert_eq!((st.penalty, st.harms, st.trusted), (BASE_PENALTY, 1, 0));
-        for left in (0..BASE_PENALTY).rev() {
-            let v = judge(&mut st, DEG, held((50, &fair), (50, &fair)), 2.0, 0.5);
-            assert_eq!(v, Verdict::Penalised { intervals: left });
-        }
-        // Trust was earned again during the penalty; a second harm doubles it.
-        let v = judge(&mut st, DEG, held((10, &small), (50, &fair)), 3.0, 0.1);
-        assert_eq!(v, Verdict::Reverted);
-        assert_eq!(st.penalty, 2 * BASE_PENALTY);
-    }
-
-    #[test]
-    fn a_difference_within_the_noise_at_fair_share_is_no_evidence() {
-        // Samples 10 to 13 ms: a spread of 3 / 11.5 of the mean.
-        let mut st = proven(&[10.0, 11.0, 12.0, 13.0]);
-        let (small, fair) = ([10u64], [50u64]);
-        let v = judge(&mut st, DEG, held((10, &small), (50, &fair)), 14.0, 0.1);
-        assert_eq!(v, Verdict::Free);
-        let v = judge(&mut st, DEG, held((10, &small), (50, &fair)), 16.0, 0.1);
-        assert_eq!(v, Verdict::Reverted);
-    }
-
-    #[test]
-    fn a_lasting_harm_within_one_intervals_noise_shows_in_the_mean_of_several() {
-        // Samples 5 to 15 ms: a spread of 1.0, so one interval must pass 21 ms to count.
-        let mut st = proven(&[5.0, 8.0, 12.0, 15.0]);
-        let (small, fair) = ([10u64], [50u64]);
-        let moved = || held((10, &small), (50, &fair));
-        // 18 ms, interval after interval: each within one interval's noise, but their
-        // mean is 1.8 times the reference; from the fourth on, the bound is
-        // 1.05 · 10 · (1 + 1/√4) = 15.75 ms.
-        for _ in 1..REFERENCE_SAMPLES {
-            assert_eq!(judge(&mut st, DEG, moved(), 18.0, 0.1), Verdict::Free);
-        }
-        assert_eq!(judge(&mut st, DEG, moved(), 18.0, 0.1), Verdict::Reverted);
-        assert!(st.moved.is_empty());
-        // Moved intervals whose mean stays within that bound are no evidence.
-        let mut st = proven(&[5.0, 8.0, 12.0, 15.0]);
-        for ms in [14.0, 6.0, 15.0, 7.0, 14.0, 6.0, 15.0, 7.0] {
-            assert_eq!(judge(&mut st, DEG, moved(), ms, 0.1), Verdict::Free);
-        }
-        assert_eq!(st.moved.len(), 8);
-        // A return to the fair point starts the count afresh.
-        judge(&mut st, DEG, held((50, &fair), (50, &fair)), 10.0, 0.1);
-        assert!(st.moved.is_empty());
-    }
-
-    #[test]
-    fn a_neighbours_move_that_hurts_a_tenant_at_fair_share_falls_back_too() {
-        let mut st = proven(&[2.0; REFERENCE_SAMPLES]);
-        let fair = [50u64];
-        let mut h = held((50, &fair), (50, &fair));
-        h.neighbours_at_fair = false;
-        let v = judge(&mut st, DEG, h, 3.0, 0.5);
-        assert_eq!(v, Verdict::Reverted);
-        assert!(v.falls_back());
-        // Its latency then is no sample of fair share's.
-        assert_eq!(st.samples, vec![2.0; REFERENCE_SAMPLES]);
-    }
-
-    #[test]
-    fn another_policy_than_fairs_is_a_move_the_guard_judges() {
-        let mut st = proven(&[2.0; REFERENCE_SAMPLES]);
-        let fair = [50u64];
-        let mut h = held((50, &fair), (50, &fair));
-        h.fair_policy = false;
-        let v = judge(&mut st, DEG, h, 3.0, 0.5);
-        assert_eq!(v, Verdict::Reverted);
-        assert_eq!(st.samples, vec![2.0; REFERENCE_SAMPLES]);
-    }
-
-    #[test]
-    fn a_latency_slo_is_harmed_only_past_both_its_number_and_fair_shares() {
-        let (small, fair) = ([10u64], [50u64]);
-        let below = || held((10, &small), (50, &fair));
-        let lim = Limit::LatencyMs(2.0);
-        let mut st = proven(&[1.0; REFERENCE_SAMPLES]);
-        assert_eq!(judge(&mut st, lim, below(), 1.9, 0.1), Verdict::Free);
-        assert_eq!(judge(&mut st, lim, below(), 2.1, 0.1), Verdict::Reverted);
-        // Fair share gives 3 ms: a move that keeps it at 2.5 ms does it no harm.
-        let mut st = proven(&[3.0; REFERENCE_SAMPLES]);
-        assert_eq!(judge(&mut st, lim, below(), 2.5, 0.1), Verdict::Free);
-    }
-
-    #[test]
-    fn a_tail_slo_is_judged_on_its_quantile_not_the_mean() {
-        let (small, fair) = ([10u64], [50u64]);
-        let lim = Limit::of(&crate::topology::Slo::P99Ms(5.0)).unwrap();
-        assert_eq!(
-            lim,
-            Limit::Tail {
-                quantile: 0.99,
-                ms: 5.0
-            }
-        );
-        let mut st = proven(&[3.0; REFERENCE_SAMPLES]);
-        let at = |mean: f64, p99: f64| {
-            let mut o = obs(mean, 0.1);
-            o.latency_quantiles = Some(crate::observe::Quantiles {
-                p50: mean,
-                p90: mean,
-                p95: mean,
-                p99,
-                p999: p99,
-            });
-            o
-        };
-        let below = || Some(held((10, &small), (50, &fair)));
-        // A mean of 1 ms with a p99 of 8 ms misses a 5 ms p99: harm.
-        let v = step(&mut st, lim, &model(), below(), &at(1.0, 8.0));
-        assert_eq!(v, Verdict::Reverted);
-        // A mean of 6 ms with a p99 of 4.5 ms meets it.
-        let mut st = proven(&[3.0; REFERENCE_SAMPLES]);
-        let v = step(&mut st, lim, &model(), below(), &at(6.0, 4.5));
-        assert_eq!(v, Verdict::Free);
-    }
-
-    #[test]
-    fn holding_more_than_fair_never_makes_the_reference_stricter() {
-        let mut st = GuardState::default();
-        let (big, fair) = ([150u64], [50u64]);
-        // At 50 + 150 blocks the model predicts far less latency than at fair share: the
-        // measurement is carried up to the fair point by the model's ratio.
-        judge(&mut st, DEG, held((50, &big), (50, &fair)), 1.0, 1.0);
-        let r = st.reference_ms.unwrap();
-        assert!(r > 1.0, "reference {r} carried to the fair point");
-    }
-}
+mod tests;

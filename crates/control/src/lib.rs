@@ -52,8 +52,8 @@ pub use controller::{
 };
 pub use model::WriteMix;
 pub use observe::{
-    LevelCount, Observations, ObservedService, PolicyCurve, Quantiles, TenantObservation,
-    TierObservation,
+    LevelCount, Observations, ObservedService, PolicyCurve, Quantiles, ServerObservation,
+    TenantObservation, TierObservation,
 };
 pub use plan::{BoostPlan, Layout, Partition, Plan, Reason, ResourceShares, Shortfall, TenantPlan};
 pub use scheme::{Allocation, Automata, Hysteresis, PolicyChoice, Scheme, SCHEME_NAMES};

@@ -182,6 +182,15 @@ pub struct TierObservation {
     pub migrations: u64,
 }
 
+/// What one storage server's backend (its disk, or the upstream it owns) did in an
+/// interval.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerObservation {
+    /// Share of the interval the backend was busy serving requests (0 to 1); `None` where
+    /// it is not measured.
+    pub backend_busy: Option<f64>,
+}
+
 /// One interval's observations, tenants in topology order.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Observations {
@@ -192,4 +201,8 @@ pub struct Observations {
     /// Per storage server, in the topology's order (servers without a tier: zeros).
     #[serde(default)]
     pub tiers: Vec<TierObservation>,
+    /// Per storage server, in the topology's order, its backend's load (empty where
+    /// nothing is measured).
+    #[serde(default)]
+    pub servers: Vec<ServerObservation>,
 }

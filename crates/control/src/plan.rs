@@ -29,6 +29,11 @@ pub enum Reason {
     },
     /// Chosen by MLMS (fulfilment set, filter, fair speedup, server LP).
     Mlms,
+    /// One of the sampled allocations MLMS enforces to bootstrap its latency model.
+    MlmsBootstrap {
+        /// Which sample (1, 2, ...).
+        sample: u32,
+    },
     /// Left as it was: the predicted gain of moving did not pass the threshold.
     Hysteresis {
         /// Predicted relative gain of the move that was not made.
@@ -84,6 +89,9 @@ impl fmt::Display for Reason {
             Reason::SloMinimum { target_ms } => write!(f, "SLO minimum for {target_ms:.3} ms"),
             Reason::Gain { per_block } => write!(f, "gain {per_block:.3e} per block"),
             Reason::Mlms => write!(f, "MLMS"),
+            Reason::MlmsBootstrap { sample } => {
+                write!(f, "MLMS bootstrap sample {sample} (fitting its model)")
+            }
             Reason::Hysteresis { gain } => {
                 write!(
                     f,
@@ -209,6 +217,27 @@ pub enum Layout {
     Shared,
     /// Each tenant alone on the whole system (a baseline: sizes are whole nodes).
     Alone,
+    /// Level 1 partitioned per tenant, each level-2 node one cache shared by its tenants
+    /// (MLMS's first-level-only baseline; level-2 sizes are the node capacities).
+    #[serde(rename = "partitioned-level1")]
+    PartitionedLevel1,
+    /// Level 1 one shared cache per host, level 2 partitioned per tenant (MLMS's
+    /// second-level-only baseline; level-1 sizes are the host capacities).
+    #[serde(rename = "partitioned-level2")]
+    PartitionedLevel2,
+}
+
+impl Layout {
+    /// Whether the nodes of `level` (1: hosts, 2: storage servers) each hold one cache
+    /// shared by all their tenants.
+    pub fn shared_at(self, level: u8) -> bool {
+        match self {
+            Layout::Shared => true,
+            Layout::Partitioned | Layout::Alone => false,
+            Layout::PartitionedLevel1 => level != 1,
+            Layout::PartitionedLevel2 => level == 1,
+        }
+    }
 }
 
 /// One enforcement step's output.

@@ -41,6 +41,7 @@ fn obs(writes: Option<u64>) -> Observations {
         seconds: SECONDS,
         tenants: vec![tenant_obs(100, writes), tenant_obs(20_000, Some(0))],
         tiers: vec![],
+        servers: Vec::new(),
     }
 }
 

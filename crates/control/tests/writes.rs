@@ -100,6 +100,7 @@ fn space_goes_to_the_reads_that_need_it() {
         seconds: 1.0,
         tenants: vec![obs(0), obs(900)],
         tiers: vec![],
+        servers: Vec::new(),
     };
     let mut plan = c.step(0.0, &o).unwrap();
     for k in 1..4 {
@@ -145,6 +146,7 @@ fn observations_and_states_without_the_write_fields_load() {
         seconds: 1.0,
         tenants: vec![o.clone(), o],
         tiers: vec![],
+        servers: Vec::new(),
     };
     c.step(0.0, &obs2).unwrap();
     let mut s = serde_json::to_value(c.state()).unwrap();
@@ -189,6 +191,7 @@ fn waiting_writer(write_back: bool, curve: Option<HitRatioCurve>) -> Observation
         seconds: 1.0,
         tenants: vec![obs(0), w],
         tiers: vec![],
+        servers: Vec::new(),
     }
 }
 

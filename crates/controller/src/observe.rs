@@ -205,6 +205,7 @@ pub fn build(
         seconds,
         tenants: Vec::new(),
         tiers: Vec::new(),
+        servers: Vec::new(),
     };
     let mut measured = Vec::new();
     let empty = TenantObservations::default();

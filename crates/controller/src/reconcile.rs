@@ -18,7 +18,7 @@ use crate::placement::Volume;
 use crate::registry::NodeEntry;
 use api::client::{CallError, NodeClient};
 use api::node::{CacheInfo, CachePatch, CreateCache, CreateRule, Proportions, SHARED_CACHE};
-use control::{Layout, Plan, Topology};
+use control::{Plan, Topology};
 use serde::{Deserialize, Serialize};
 use units::ByteSize;
 
@@ -65,9 +65,11 @@ pub struct Action {
     pub result: String,
 }
 
-/// The caches the plan wants on node `e`: one per volume placed on it, or under a shared
-/// layout ([`Layout::Shared`], the `uncontrolled` scheme) one cache, [`SHARED_CACHE`], of
-/// the node's whole memory, that every volume the node exports is routed to.
+/// The caches the plan wants on node `e`: one per volume placed on it, or where the layout
+/// shares the node's level ([`control::Layout::shared_at`]: every node under [`control::Layout::Shared`], the
+/// `uncontrolled` scheme; the other level of MLMS's one-level baselines) one cache,
+/// [`SHARED_CACHE`], of the node's whole memory, that every volume the node exports is
+/// routed to.
 pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs: u64) -> Desired {
     let mut caches: Vec<WantCache> = Vec::new();
     let exports = |v: &Volume| e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.cache);
@@ -87,7 +89,7 @@ pub fn desired(topo: &Topology, plan: &Plan, vols: &[Volume], e: &NodeEntry, bs:
             continue;
         };
         let route = exports(v).then(|| v.cache.clone());
-        if plan.layout == Layout::Shared {
+        if plan.layout.shared_at(e.level) {
             match caches.first_mut() {
                 Some(c) => c.routes.extend(route),
                 None => caches.push(WantCache {
@@ -416,7 +418,7 @@ pub fn apply(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use control::{Partition, Reason, TenantPlan};
+    use control::{Layout, Partition, Reason, TenantPlan};
 
     #[test]
     fn zero_partitions_keep_a_block_within_capacity() {

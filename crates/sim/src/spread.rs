@@ -101,6 +101,8 @@ pub struct ClaimSpread {
     pub of: usize,
     /// The rule with our numbers, per seed, in seed order.
     pub ours: Vec<String>,
+    /// Whose claim it is.
+    pub kind: crate::claims::ClaimKind,
 }
 
 /// A scenario over several seeds (`spread.json`).
@@ -194,6 +196,7 @@ pub fn spread(runs: &[(u64, Summary)]) -> Spread {
                         holds_at: Vec::new(),
                         of: 0,
                         ours: Vec::new(),
+                        kind: c.kind,
                     });
                     claims.len() - 1
                 }

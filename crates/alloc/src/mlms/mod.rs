@@ -8,30 +8,30 @@
 //! 2. SLO-fulfilment set: on a grid whose step is a fair share divided by `grid` (per
 //!    level), for each level-1 size the smallest level-2 size meeting `lat_assured` (the
 //!    Pareto frontier of the set);
-//! 3. candidates: the fair point, and for `λ = 0, 0.1, …, 1` every tenant's frontier point
-//!    minimising `λ·c1/C1 + (1−λ)·c2/C2`; the infeasible-partition filter drops candidates
-//!    over either level's capacity or whose level-2 totals cannot be placed on the
-//!    tenants' servers (exactly, by maximum flow: [`flow`]) — instead of
-//!    discarding them outright, tenants are dropped from the SLO set (largest normalised
-//!    need first) until the rest fits;
-//! 4. spare space goes one grid step at a time to the (tenant, level) with the largest
-//!    projected gain `(lat(c) − lat(c + step)) / lat_fair`, which is the steepest rise of
-//!    the fair speedup;
+//! 3. the feasibility set: every combination of one fulfilment point per tenant that fits
+//!    each host's level 1, the level-2 aggregate and each tenant's servers, and whose
+//!    level-2 totals can be placed (exactly, by maximum flow: [`flow`]); combinations that
+//!    do not fit are filtered out ([`feasible`], with the bounded enumeration it needs);
+//! 4. for each feasible combination, all spare space at each level handed out in
+//!    proportion to each tenant's projected gain per block ([`spare`]);
 //! 5. the winner has the most SLOs met, then the highest fair speedup
 //!    `T / Σ lat_scheme / lat_base` (harmonic mean of `lat_base / lat_scheme`, base = fair
 //!    share); its level-2 totals are placed on servers by the LP in [`lp`] (if that is
 //!    infeasible the next candidate is taken; the fair point is always placeable).
 //!
 //! Special cases and baselines as [`Scheme`]s: first-level-only / second-level-only (MLMS
-//! on one level, the other at fair share), fair share, independent (each level's
+//! on one level; the other level is planned at fair share here, and the caller runs it
+//! as one shared cache, as the paper's baselines do), fair share, independent (each level's
 //! controller maximises its own gain assuming the other level is at fair share), and
 //! uncontrolled (shared LRU at each level, approximated by occupancy proportional to each
 //! tenant's request rate times its predicted latency — a fixed point, since a tenant that
 //! misses more inserts more).
 
+pub mod feasible;
 pub mod flow;
 pub mod lp;
 pub mod model;
+mod spare;
 
 use crate::report::row;
 use crate::{AllocError, AllocInput, AllocOutput, Objective, SloKind};
@@ -39,10 +39,7 @@ use lp::{spread_level2, Placement};
 use model::{LevelLatencies, TenantModel};
 use mrc::HitRatioCurve;
 use serde::{Deserialize, Serialize};
-use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
-
-use crate::gain::Gain;
+use std::collections::HashMap;
 
 /// One tenant of an MLMS problem.
 #[derive(Clone, Debug)]
@@ -313,66 +310,6 @@ impl<'a> Ctx<'a> {
             .map(|free| free.into_iter().map(|f| f as f64).collect())
     }
 
-    /// Hands spare grid steps to the best (tenant, level) by projected gain; a level-2
-    /// step must fit in the free `room` of the tenant's servers (and is taken from them
-    /// in proportion), so the partition stays placeable.
-    fn spread_spare(&self, pts: &mut [Point], l1: bool, l2: bool, room: &mut [f64]) {
-        let mut left1 = self.level1_left(pts);
-        let mut left2 = self.c2_total.saturating_sub(pts.iter().map(|p| p.1).sum());
-        // Lazy max-heap of (gain, tenant, level, version): an entry is stale once its
-        // tenant has moved; level-2 room is checked when an entry is popped.
-        let gain = |pt: Point, level1: bool, i: usize| -> f64 {
-            let next = if level1 {
-                (pt.0 + self.g1, pt.1)
-            } else {
-                (pt.0, pt.1 + self.g2)
-            };
-            (lat(self.p, i, pt) - lat(self.p, i, next)) / self.lat_fair[i]
-        };
-        let mut version = vec![0u32; pts.len()];
-        let mut heap: BinaryHeap<(Gain, Reverse<usize>, bool, u32)> = BinaryHeap::new();
-        let push = |heap: &mut BinaryHeap<_>, pts: &[Point], i: usize, v: u32| {
-            if l1 {
-                heap.push((Gain(gain(pts[i], true, i)), Reverse(i), true, v));
-            }
-            if l2 && pts[i].1 + self.g2 <= self.reach[i] {
-                heap.push((Gain(gain(pts[i], false, i)), Reverse(i), false, v));
-            }
-        };
-        for i in 0..pts.len() {
-            push(&mut heap, pts, i, 0);
-        }
-        while let Some((Gain(g), Reverse(i), level1, v)) = heap.pop() {
-            if g <= 0.0 {
-                break;
-            }
-            if v != version[i] {
-                continue;
-            }
-            let servers = &self.p.tenants[i].servers;
-            if level1 {
-                let h = self.p.tenants[i].host;
-                if left1[h] < self.g1 {
-                    continue;
-                }
-                pts[i].0 += self.g1;
-                left1[h] -= self.g1;
-            } else {
-                let avail: f64 = servers.iter().map(|&s| room[s]).sum();
-                if left2 < self.g2 || avail < self.g2 as f64 - 1e-9 {
-                    continue;
-                }
-                pts[i].1 += self.g2;
-                left2 -= self.g2;
-                for &s in servers {
-                    room[s] -= self.g2 as f64 * room[s] / avail;
-                }
-            }
-            version[i] += 1;
-            push(&mut heap, pts, i, version[i]);
-        }
-    }
-
     /// Level-1 blocks left on each host after `pts`.
     fn level1_left(&self, pts: &[Point]) -> Vec<u64> {
         let mut left = self.p.hosts.clone();
@@ -423,7 +360,7 @@ pub fn plan(p: &MlmsProblem, scheme: Scheme) -> Result<MlmsPlan, AllocError> {
                 Scheme::SecondLevelOnly => (false, true),
                 _ => (true, true),
             };
-            (candidates(&cx, l1, l2), l1, l2)
+            (cx.feasibility_set(l1, l2), l1, l2)
         }
     };
     let mut scored: Vec<(usize, f64, Vec<Point>)> = Vec::new();
@@ -464,54 +401,6 @@ pub fn plan(p: &MlmsProblem, scheme: Scheme) -> Result<MlmsPlan, AllocError> {
         }
     }
     Err(last_err.unwrap_or_else(|| AllocError::BadInput("no candidate allocation".into())))
-}
-
-/// The fair point plus one frontier pick per λ, repaired to fit.
-fn candidates(cx: &Ctx, l1: bool, l2: bool) -> Vec<Vec<Point>> {
-    let n = cx.p.tenants.len();
-    let fronts: Vec<Vec<Point>> = (0..n).map(|i| cx.frontier(i, l1, l2)).collect();
-    // Level-1 cost is normalised by the tenant's own host, level 2 by the whole tier.
-    let c1_of = |i: usize| cx.p.hosts[cx.p.tenants[i].host].max(1) as f64;
-    let c2 = cx.c2_total.max(1) as f64;
-    let mut out = vec![cx.fair.clone()];
-    // Start value for a tenant without a usable frontier: nothing on the levels MLMS
-    // controls, fair share on the others.
-    let base = |i: usize| -> Point {
-        (
-            if l1 { 0 } else { cx.fair[i].0 },
-            if l2 { 0 } else { cx.fair[i].1 },
-        )
-    };
-    for step in 0..=10 {
-        let lam = step as f64 / 10.0;
-        let cost =
-            |i: usize, p: &Point| lam * p.0 as f64 / c1_of(i) + (1.0 - lam) * p.1 as f64 / c2;
-        let mut pts: Vec<Point> = (0..n)
-            .map(|i| {
-                fronts[i]
-                    .iter()
-                    .copied()
-                    .min_by(|a, b| cost(i, a).total_cmp(&cost(i, b)))
-                    .unwrap_or_else(|| base(i))
-            })
-            .collect();
-        // Infeasible-partition filter with repair: drop the largest needs until it fits.
-        let mut order: Vec<usize> = (0..n).collect();
-        order.sort_by(|&a, &b| {
-            cost(b, &pts[b])
-                .total_cmp(&cost(a, &pts[a]))
-                .then(a.cmp(&b))
-        });
-        let mut k = 0;
-        while !cx.fits(&pts) && k < n {
-            pts[order[k]] = base(order[k]);
-            k += 1;
-        }
-        if cx.fits(&pts) && !out.contains(&pts) {
-            out.push(pts);
-        }
-    }
-    out
 }
 
 /// Shared LRU caches: occupancy proportional to rate × predicted latency, by fixed point.

@@ -157,3 +157,36 @@ fn each_host_shares_only_its_own_level1() {
         "{e}"
     );
 }
+
+#[test]
+fn all_spare_space_is_handed_out_even_where_no_tenant_gains() {
+    // Both working sets fit in level 1 with room to spare: nobody gains from level 2, and
+    // the paper's step still hands all of it out (here equally), as it does level 1.
+    let mut p = problem();
+    p.tenants[1] = tenant("large", &[(0, 1.0), (30, 0.0)], vec![0, 1]);
+    let m = plan(&p, Scheme::Mlms).unwrap();
+    assert_eq!(m.c1.iter().sum::<u64>(), 100, "{m:?}");
+    assert_eq!(m.c2.iter().sum::<u64>(), 200, "{m:?}");
+    assert_eq!(m.c2, vec![100, 100]);
+    assert!(m.slo_met.iter().all(|&x| x));
+}
+
+#[test]
+fn combinations_over_capacity_are_filtered_not_repaired() {
+    // Three tenants whose cheapest fulfilment points together overrun level 1: the old
+    // repair zeroed one of them; the filter keeps only combinations that fit, so every
+    // tenant keeps an SLO point and every SLO holds.
+    let mut p = problem();
+    p.hosts = vec![90];
+    p.servers = vec![30, 30];
+    p.tenants = ["a", "b", "c"]
+        .iter()
+        .map(|n| tenant(n, &[(0, 1.0), (60, 0.0)], vec![0, 1]))
+        .collect();
+    let m = plan(&p, Scheme::Mlms).unwrap();
+    assert!(m.slo_met.iter().all(|&x| x), "{m:?}");
+    for i in 0..3 {
+        assert!(m.c1[i] + m.c2[i] >= 50, "tenant {i} was starved: {m:?}");
+    }
+    assert!(m.c1.iter().sum::<u64>() <= 90 && m.c2.iter().sum::<u64>() <= 60);
+}

@@ -177,11 +177,20 @@ pub fn allocate(inp: &Inputs) -> Sizes {
     for i in (0..n).filter(|&i| !fixed[i]) {
         let t = &topo.tenants[i];
         let (l1, l2): (u64, Vec<u64>) = match inp.guard(i) {
-            Some(g) => (g.l1, g.l2.clone()),
-            None if kept_by_guard(i) && out_of_reach[i] => {
+            // Out of reach, a tail SLO's quantile is set by the disk whatever the size, so
+            // the guard's measurements cannot see a shrink's harm to the rest of its
+            // requests: the tenant keeps its fair share (or its guard's floor if higher).
+            _ if kept_by_guard(i) && out_of_reach[i] => {
                 out_of_reach_floor[i] = true;
-                (out.l1[i], out.l2[i].clone())
+                let g = inp.guard(i);
+                let l2 = out.l2[i]
+                    .iter()
+                    .enumerate()
+                    .map(|(k, &f)| f.max(g.and_then(|g| g.l2.get(k).copied()).unwrap_or(0)))
+                    .collect();
+                (out.l1[i].max(g.map_or(0, |g| g.l1)), l2)
             }
+            Some(g) => (g.l1, g.l2.clone()),
             None => continue,
         };
         g1[i] = l1.min(host_free[t.host]);

@@ -4,6 +4,11 @@
 //! each tenant's regression model refitted from its observed (allocation, latency) samples,
 //! or the curve model where no regression can be fitted yet.
 //!
+//! The model is bootstrapped as the paper's Algorithm 1 does ("Initialize IOSalloc and
+//! STSalloc to bootstrap allocations"): before it plans, MLMS enforces
+//! [`BOOTSTRAP_PLANS`] sampled allocations after the fair start ([`bootstrap`]), so each
+//! tenant's regression has three distinct (level-1, level-2) samples to be fitted from.
+//!
 //! MLMS has no notion of idle tenants: every tenant takes part. Its SLO is the relative
 //! degradation `lat_assured = (1 + degradation) · lat_fair`; an absolute target (latency,
 //! or IOPS and bandwidth through Little's law) overrides it. Tenants without an SLO are
@@ -15,6 +20,52 @@ use crate::scheme::MlmsLevels;
 use crate::topology::Slo;
 use lachesis_alloc::mlms::model::{LevelLatencies, Regression, TenantModel};
 use lachesis_alloc::mlms::{plan, MlmsProblem, MlmsTenant, Scheme};
+
+/// Sampled allocations MLMS enforces after the fair start, before its regression plans.
+pub const BOOTSTRAP_PLANS: u64 = 2;
+
+/// The `k`-th bootstrap allocation (`1..=BOOTSTRAP_PLANS`): on each node of a level MLMS
+/// controls, its tenants' fair shares scaled by multipliers spread evenly from 0.5 to 1.5
+/// (summing to the number of tenants, so the node stays within its capacity), the
+/// assignment rotated by `k` at level 1 and by `2k + 1` at level 2, so that each tenant's
+/// three samples (fair, then `k = 1, 2`) differ at both levels and do not lie on one line
+/// wherever a node has more than one tenant. A tenant alone on a node keeps that node's
+/// whole capacity there.
+pub fn bootstrap(inp: &Inputs, levels: MlmsLevels, k: u64) -> Sizes {
+    let topo = inp.topo;
+    let all = vec![true; topo.tenants.len()];
+    let mut out = super::fair(topo, &all, 0);
+    let scale = |fair: u64, j: usize, h: usize, shift: usize| -> u64 {
+        if h < 2 {
+            return fair;
+        }
+        let pos = (j + shift) % h;
+        let m = 0.5 + pos as f64 / (h - 1) as f64;
+        (fair as f64 * m).floor() as u64
+    };
+    let place = topo.placement();
+    let k = k as usize;
+    if levels != MlmsLevels::Second {
+        for members in &place.hosts {
+            for (j, &i) in members.iter().enumerate() {
+                out.l1[i] = scale(out.l1[i], j, members.len(), k);
+            }
+        }
+    }
+    if levels != MlmsLevels::First {
+        for members in &place.servers {
+            for (j, &(i, s)) in members.iter().enumerate() {
+                out.l2[i][s] = scale(out.l2[i][s], j, members.len(), 2 * k + 1);
+            }
+        }
+    }
+    let why = Reason::MlmsBootstrap { sample: k as u32 };
+    for i in 0..topo.tenants.len() {
+        out.l1_reason[i] = why.clone();
+        out.l2_reason[i] = why.clone();
+    }
+    out
+}
 
 /// MLMS's sizes; `regressions[i]` is tenant `i`'s fitted model, if any. Falls back to fair
 /// share (with the reason in a shortfall-free plan) if the LP cannot be solved.

@@ -15,7 +15,7 @@ pub mod moirai;
 use crate::model::LatencyModel;
 use crate::plan::{Reason, Shortfall};
 use crate::topology::Topology;
-use lachesis_alloc::utility::{fast, FixUp, UtilityProblem, UtilityTenant};
+use lachesis_alloc::utility::{fast, water_fill, FixUp, UtilityProblem, UtilityTenant};
 use mrc::HitRatioCurve;
 
 /// What an allocation method decided.
@@ -172,16 +172,39 @@ pub struct Item {
     pub min: u64,
 }
 
+/// How a per-node optimisation searches ([`optimise_with`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Search {
+    /// The concave-hull optimiser, in steps of 1/1024 of the node: exact on concave curves,
+    /// within one hull segment otherwise, so a cliff (a loop that fits) is seen across a
+    /// plateau. Ours.
+    Hull,
+    /// Moirai's Algorithm 3.1 as published: water-filling in steps of `ε = 0.001 · C`,
+    /// each step to the item whose next step gains the most (ties to the lowest index).
+    /// It stops short of a cliff behind a plateau, as the paper says of non-concave curves.
+    WaterFill,
+}
+
 /// Shares `capacity` blocks among `items` to maximise `Σ weight · (1 − miss(size))` with
-/// the concave-hull optimiser (exact on concave curves, within one hull segment otherwise;
-/// cliffs are seen, unlike step-wise water-filling). Minimums that do not fit are scaled
-/// down in proportion. Returns sizes and each item's marginal gain per block at its size.
-/// Space no item gains from is spread evenly, so no block of the node lies unused.
+/// the concave-hull optimiser ([`Search::Hull`]).
 pub fn optimise(capacity: u64, items: &[Item]) -> (Vec<u64>, Vec<f64>) {
+    optimise_with(capacity, items, Search::Hull)
+}
+
+/// Shares `capacity` blocks among `items` to maximise `Σ weight · (1 − miss(size))` by
+/// `search`. Minimums that do not fit are scaled down in proportion. Returns sizes and each
+/// item's marginal gain per block at its size. Space no item gains from is spread evenly,
+/// so no block of the node lies unused (Algorithm 3.1 hands out all of `C`; when no
+/// workload gains, its arg max is a tie the paper does not break, and an even split is
+/// ours).
+pub fn optimise_with(capacity: u64, items: &[Item], search: Search) -> (Vec<u64>, Vec<f64>) {
     if items.is_empty() {
         return (Vec::new(), Vec::new());
     }
-    let step = (capacity / 1024).max(1);
+    let step = match search {
+        Search::Hull => (capacity / 1024).max(1),
+        Search::WaterFill => (capacity / 1000).max(1),
+    };
     let cap_steps = capacity / step;
     let mut mins: Vec<u64> = items.iter().map(|t| t.min.div_ceil(step)).collect();
     let need: u64 = mins.iter().sum();
@@ -209,10 +232,11 @@ pub fn optimise(capacity: u64, items: &[Item]) -> (Vec<u64>, Vec<f64>) {
         step,
         capacity_steps: cap_steps,
     };
-    let steps = match fast(&problem, FixUp::Round) {
-        Ok(a) => a.steps,
-        Err(_) => mins.clone(),
-    };
+    let steps = match search {
+        Search::Hull => fast(&problem, FixUp::Round).map(|a| a.steps),
+        Search::WaterFill => water_fill(&problem),
+    }
+    .unwrap_or_else(|_| mins.clone());
     let mut sizes: Vec<u64> = steps.iter().map(|&k| k * step).collect();
     let used: u64 = sizes.iter().sum();
     let spare = capacity.saturating_sub(used);

@@ -1,6 +1,8 @@
 //! Moirai's allocation (Stefanovici et al., SoCC'15): each cache is shared among its tenants
-//! to maximise the hits it serves (each tenant's hit ratio weighted by its request rate),
-//! after, optionally, every SLO's minimum.
+//! to maximise the hits it serves (each tenant's hit ratio weighted by its request rate:
+//! the paper's "hit rate" utility), after, optionally, every SLO's minimum, by the paper's
+//! Algorithm 3.1 (water-filling in steps of `ε = 0.001 · C`, [`super::Search::WaterFill`]),
+//! not by our hull optimiser.
 //!
 //! Level 1 first, per host: tenant `i`'s curve is its own, weighted by its rate. Then level
 //! 2, per server, given the level-1 sizes: a server holds `1/n` of a tenant's stripe, so
@@ -9,9 +11,11 @@
 //! level 1, the cache Moirai programs for the tenant: the target latency becomes a hit
 //! ratio between a level-1 hit and a level-1 miss at fair-share level 2
 //! (`lachesis_alloc::slo`), and the smallest size reaching it is reserved, admitted by
-//! class when they do not all fit.
+//! class when they do not all fit. An IOPS or bandwidth SLA becomes its hit ratio by the
+//! paper's equation 2, `Hit ≥ (SLA − BW_storage) / (BW_memory − BW_storage)` (figures per
+//! outstanding request, see the code).
 
-use super::{optimise, Inputs, Item, Sizes};
+use super::{optimise_with, Inputs, Item, Search, Sizes};
 use crate::model::normalised_curve_flat;
 use crate::plan::{Reason, Shortfall};
 use lachesis_alloc::slo::{slo_minimums, SloStatus, SloTenant};
@@ -42,11 +46,31 @@ pub fn allocate(inp: &Inputs, slo_stage: bool, fair_l2: &[u64]) -> Sizes {
                     let target = inp.targets[i]?;
                     let m = &inp.models[i];
                     let storage = m.latency(0.0, fair_l2[i] as f64);
-                    (storage > m.service.l1_hit_ms).then_some(Slo {
-                        kind: SloKind::Latency,
-                        target,
-                        cache: m.service.l1_hit_ms,
-                        storage,
+                    if storage <= m.service.l1_hit_ms {
+                        return None;
+                    }
+                    Some(match topo.tenants[i].slo {
+                        // Equation 2: a bandwidth (or IOPS) SLA is a hit ratio between what
+                        // the tenant's outstanding requests get from memory and from the
+                        // storage behind it. Both figures and the SLA scale with its
+                        // concurrency N (Little's law: the target latency is N / SLA), so
+                        // they are taken per outstanding request: SLA ↔ 1 / target,
+                        // BW_memory ↔ 1 / level-1 hit, BW_storage ↔ 1 / its latency with
+                        // no level 1 (level 2 at fair share).
+                        Some(crate::topology::Slo::Iops(_) | crate::topology::Slo::Mbps(_)) => {
+                            Slo {
+                                kind: SloKind::Iops,
+                                target: 1.0 / target,
+                                cache: 1.0 / m.service.l1_hit_ms,
+                                storage: 1.0 / storage,
+                            }
+                        }
+                        _ => Slo {
+                            kind: SloKind::Latency,
+                            target,
+                            cache: m.service.l1_hit_ms,
+                            storage,
+                        },
                     })
                 })
                 .collect();
@@ -85,7 +109,7 @@ pub fn allocate(inp: &Inputs, slo_stage: bool, fair_l2: &[u64]) -> Sizes {
                 min,
             })
             .collect();
-        let (sizes, gains) = optimise(cap, &items);
+        let (sizes, gains) = optimise_with(cap, &items, Search::WaterFill);
         for (k, &i) in members.iter().enumerate() {
             out.l1[i] = sizes[k];
             out.l1_reason[i] = if mins[k] > 0 && sizes[k] <= mins[k] {
@@ -146,7 +170,7 @@ pub fn level2_for_hits(inp: &Inputs, out: &mut Sizes) {
                 }
             })
             .collect();
-        let (sizes, gains) = optimise(cap, &items);
+        let (sizes, gains) = optimise_with(cap, &items, Search::WaterFill);
         for (j, &(i, k)) in members.iter().enumerate() {
             out.l2[i][k] = sizes[j];
             out.l2_reason[i] = Reason::Gain {

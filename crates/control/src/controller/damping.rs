@@ -1,10 +1,15 @@
 //! Hysteresis applied to a plan against the previous one ([`damp`]), and the pacing of
-//! shrinks whose dirty evictions the disks must write back ([`pace_write_backs`]).
+//! shrinks whose dirty evictions the disks must write back ([`pace_write_backs`]) within
+//! each server's budget ([`write_back_budgets`]).
 
 use super::previous::Previous;
+use super::state::ControlState;
 use crate::allocate::{Inputs, Sizes};
+use crate::guard::{measured_ms, Limit};
 use crate::hysteresis::limit_moves;
+use crate::observe::Observations;
 use crate::plan::Reason;
+use crate::topology::Topology;
 
 /// Applies hysteresis to `sizes` against the previous plan. A node is *changed* when its
 /// capacity is not the one the previous plan was made for, or its tenants are not those
@@ -89,6 +94,69 @@ pub(super) fn damp(
     }
 }
 
+/// Per storage server, the dirty blocks the plan's shrinks may send to its disk this
+/// interval ([`write_back_budgets`]).
+pub(super) struct Budgets {
+    /// For shrinks that end at or above the tenant's fair share (a return towards the
+    /// fair split): [`crate::Hysteresis::write_back_share`] of the disk's time. Holding
+    /// these back would keep the plan away from the fair point, which is what no harm is
+    /// measured against.
+    pub(super) restoring: Vec<f64>,
+    /// For shrinks below fair share: the share `b` below.
+    pub(super) exploring: Vec<f64>,
+}
+
+/// Per storage server, the dirty blocks the plan's shrinks may send to its disk this
+/// interval. Shrinks that explore below fair share get a share `b` of the interval's
+/// disk time, at the nominal cost of a disk operation. Write-backs are work the fair split never does, and they queue with every
+/// tenant's misses: on a disk busy a share `ρ` of the time (as measured last interval),
+/// background work taking a share `b` lengthens the queue's response time by about
+/// `(1 − ρ) / (1 − ρ − b)` (an M/M/1 queue; `R = S / (1 − ρ)`). For that to stay within
+/// the least headroom `x` of the guarded tenants striped over the server (how much slower
+/// each may get before it passes what its SLO allows: [`Limit::headroom`]), `b ≤ x (1 − ρ)
+/// / (1 + x)`. So `b` is the smaller of that and [`crate::Hysteresis::write_back_share`];
+/// a server whose load is not measured, or that no guarded tenant uses, gets the latter.
+/// A disk that is saturated, or a guarded tenant already at its bound, stops the drains
+/// there until either eases.
+pub(super) fn write_back_budgets(
+    topo: &Topology,
+    state: &ControlState,
+    obs: &Observations,
+    active: &[bool],
+    h: crate::scheme::Hysteresis,
+) -> Budgets {
+    let per_block_s = topo.service.miss_ms.max(1e-6) / 1e3;
+    let place = topo.placement();
+    let exploring = (0..topo.servers.len())
+        .map(|s| {
+            let headroom = place.servers[s]
+                .iter()
+                .filter(|&&(i, _)| active[i] && obs.tenants[i].requests > 0)
+                .filter_map(|&(i, _)| {
+                    let limit = topo.tenants[i].slo.as_ref().and_then(Limit::of)?;
+                    let measured = measured_ms(&obs.tenants[i], limit);
+                    Some(limit.headroom(measured, state.tenants[i].guard.reference_ms))
+                })
+                .fold(None, |acc: Option<f64>, x| {
+                    Some(acc.map_or(x, |a| a.min(x)))
+                });
+            let busy = obs.servers.get(s).and_then(|o| o.backend_busy);
+            let share = match (headroom, busy) {
+                (Some(x), Some(rho)) if rho.is_finite() => {
+                    let rho = rho.clamp(0.0, 1.0);
+                    h.write_back_share.min(x * (1.0 - rho) / (1.0 + x))
+                }
+                _ => h.write_back_share,
+            };
+            share * obs.seconds / per_block_s
+        })
+        .collect();
+    Budgets {
+        restoring: vec![h.write_back_share * obs.seconds / per_block_s; topo.servers.len()],
+        exploring,
+    }
+}
+
 /// Paces shrinks that force write-backs. A shrink evicts a tenant's least recently used
 /// blocks at once, and the dirty ones among them go to the disk of the server their
 /// stripe lives on, ahead of every request that queues there after them: a few thousand
@@ -101,7 +169,10 @@ pub(super) fn damp(
 /// are taken to be dirty in the share `dirty[i]` (see the caller: the share of its
 /// requests that write where that is observed, since the blocks a shrink evicts are its
 /// coldest, touched about once since they were read). Where a server's dirty evictions
-/// exceed the budget, every shrink there moves the same fraction of the way, and each
+/// exceed its budget ([`Budgets`]: shrinks that end at or above the tenant's fair share
+/// share the restoring one, shrinks below it the exploring one; a dirty tenant's shrink
+/// from above its fair share to below it stops at its fair share first), every shrink of
+/// that kind there moves the same fraction of the way, and each
 /// tenant takes the least fraction of its servers (so none of its servers is over).
 /// The space a paced shrink does not yet free is taken from the growth of the node's
 /// other partitions, in proportion to it, so no node holds more than its capacity.
@@ -112,7 +183,8 @@ pub(super) fn pace_write_backs(
     sizes: &mut Sizes,
     was: &Previous,
     dirty: &[f64],
-    budget: f64,
+    budgets: &Budgets,
+    fair: &Sizes,
 ) {
     let topo = inp.topo;
     let n = topo.tenants.len();
@@ -120,9 +192,37 @@ pub(super) fn pace_write_backs(
         let t = &topo.tenants[i];
         was.host_changed[t.host] || t.servers.iter().any(|&s| was.server_changed[s])
     };
+    // A dirty tenant's shrink from above its fair share to below it heads for its fair
+    // share first: that part restores (within the restoring budget), the rest explores in
+    // later intervals.
+    let mut paced = false;
+    for i in (0..n).filter(|&i| !exempt(i) && dirty.get(i).is_some_and(|&d| d > 0.0)) {
+        let Some((l1, l2)) = was.sizes(topo, i) else {
+            continue;
+        };
+        if l1 > fair.l1[i] && sizes.l1[i] < fair.l1[i] {
+            sizes.l1[i] = fair.l1[i];
+            sizes.l1_reason[i] = Reason::Draining { target: fair.l1[i] };
+            paced = true;
+        }
+        for k in 0..l2.len() {
+            if l2[k] > fair.l2[i][k] && sizes.l2[i][k] < fair.l2[i][k] {
+                sizes.l2[i][k] = fair.l2[i][k];
+                sizes.l2_reason[i] = Reason::Draining {
+                    target: fair.l2[i][k],
+                };
+                paced = true;
+            }
+        }
+    }
+    // Whether tenant i's shrink restores (ends at or above its fair share everywhere).
+    let restores = |sizes: &Sizes, i: usize| {
+        sizes.l1[i] >= fair.l1[i] && sizes.l2[i].iter().zip(&fair.l2[i]).all(|(s, f)| s >= f)
+    };
     // Per tenant and server, the blocks its shrink evicts there.
     let mut evicts: Vec<Vec<f64>> = vec![Vec::new(); n];
-    let mut demand = vec![0.0f64; topo.servers.len()];
+    let servers = topo.servers.len();
+    let (mut restoring, mut exploring) = (vec![0.0f64; servers], vec![0.0f64; servers]);
     for i in 0..n {
         let d = dirty.get(i).copied().unwrap_or(0.0).clamp(0.0, 1.0);
         if d <= 0.0 || exempt(i) {
@@ -137,20 +237,34 @@ pub(super) fn pace_write_backs(
         evicts[i] = (0..t.servers.len())
             .map(|k| fall1.max(0.0) + (l2[k] as f64 - sizes.l2[i][k] as f64).max(0.0))
             .collect();
+        let demand = if restores(sizes, i) {
+            &mut restoring
+        } else {
+            &mut exploring
+        };
         for (k, &s) in t.servers.iter().enumerate() {
             demand[s] += d * evicts[i][k];
         }
     }
-    let allowed: Vec<f64> = demand
-        .iter()
-        .map(|&dm| if dm > budget { budget / dm } else { 1.0 })
-        .collect();
-    let mut paced = false;
+    let fraction = |demand: &[f64], budget: &[f64]| -> Vec<f64> {
+        demand
+            .iter()
+            .zip(budget)
+            .map(|(&dm, &b)| if dm > b { b.max(0.0) / dm } else { 1.0 })
+            .collect()
+    };
+    let allowed_restoring = fraction(&restoring, &budgets.restoring);
+    let allowed_exploring = fraction(&exploring, &budgets.exploring);
     for i in 0..n {
         if evicts[i].iter().all(|&e| e <= 0.0) {
             continue;
         }
         let t = &topo.tenants[i];
+        let allowed = if restores(sizes, i) {
+            &allowed_restoring
+        } else {
+            &allowed_exploring
+        };
         let f = t
             .servers
             .iter()

@@ -1,10 +1,11 @@
 //! The controller's side of the do-no-harm guard ([`crate::guard`]): each guarded tenant's
-//! verdict turned into its floor and the nodes that fall back to fair share.
+//! verdict turned into its floor (the least sizes the guard allows it) and the nodes that
+//! fall back to fair share.
 
 use super::previous::Previous;
 use super::state::ControlState;
 use crate::allocate::{Floor, Sizes};
-use crate::guard::{Held, Limit};
+use crate::guard::{GuardSizes, Held, Limit};
 use crate::model::LatencyModel;
 use crate::observe::Observations;
 use crate::plan::{Layout, Reason};
@@ -14,8 +15,11 @@ use crate::topology::Topology;
 /// What the do-no-harm guard ([`crate::guard`]) decided this interval.
 #[derive(Default)]
 pub(super) struct Guarding {
-    /// Per tenant, its floor (its fair share) while the guard holds it there.
+    /// Per guarded tenant, its floor: the least sizes the guard allows
+    /// ([`crate::guard::floor`]).
     pub(super) floors: Vec<Option<Floor>>,
+    /// Per tenant, whether it runs the fair scheme's policy because its nodes fall back.
+    pub(super) fair_policy: Vec<bool>,
     /// Per host, the guarded tenant for whom every tenant on it falls back to its fair
     /// share there.
     pub(super) hosts: Vec<Option<usize>>,
@@ -103,6 +107,7 @@ pub(super) fn guard(
     }
     let mut out = Guarding {
         floors: vec![None; n],
+        fair_policy: vec![false; n],
         hosts: vec![None; topo.hosts.len()],
         servers: vec![None; topo.servers.len()],
     };
@@ -129,11 +134,17 @@ pub(super) fn guard(
             for &s in &t.servers {
                 out.servers[s].get_or_insert(i);
             }
+            out.fair_policy[i] = true;
         }
-        out.floors[i] = verdict.why().map(|why| Floor {
+        let fair_i = GuardSizes {
             l1: fair.l1[i],
             l2: fair.l2[i].clone(),
-            reason: Reason::Guarded { why },
+        };
+        let f = crate::guard::floor(st, verdict, &fair_i);
+        out.floors[i] = Some(Floor {
+            l1: f.l1,
+            l2: f.l2,
+            reason: Reason::Guarded { why: verdict.why() },
         });
     }
     out

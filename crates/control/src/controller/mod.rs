@@ -9,7 +9,7 @@ use crate::model::{latency_target, LatencyModel, WriteMix};
 use crate::observe::Observations;
 use crate::plan::{BoostPlan, Layout, Partition, Plan, Reason, Shortfall, TenantPlan};
 use crate::policy_choice::ChoiceState;
-use crate::scheme::{Allocation, MlmsModel, Scheme};
+use crate::scheme::{Allocation, MlmsLevels, MlmsModel, Scheme};
 use crate::topology::{Slo, Topology};
 use crate::ControlError;
 use lachesis_alloc::boost::{step as boost_step, PeriodObservation, ThresholdState};
@@ -22,7 +22,7 @@ mod guarding;
 mod previous;
 mod state;
 
-use damping::{damp, pace_write_backs};
+use damping::{damp, pace_write_backs, write_back_budgets};
 use guarding::{baseline_policy, guard, Guarding};
 use previous::Previous;
 use state::SAMPLES;
@@ -171,6 +171,12 @@ impl Controller {
             Allocation::Alone | Allocation::Shared | Allocation::Fair => {
                 allocate::fair(topo, &active, inp.idle_floor)
             }
+            Allocation::Mlms {
+                levels,
+                model: MlmsModel::Regression,
+            } if self.state.interval < allocate::mlms::BOOTSTRAP_PLANS => {
+                allocate::mlms::bootstrap(&inp, levels, self.state.interval + 1)
+            }
             Allocation::Mlms { levels, model } => {
                 let regs: Vec<Option<Regression>> = (0..n)
                     .map(|i| match model {
@@ -219,10 +225,7 @@ impl Controller {
                     });
                 damp(&inp, &mut sizes, &was, h, at_risk);
                 if h.write_back_share > 0.0 {
-                    // Blocks one server's disk writes back in the budgeted share of an
-                    // interval, at the nominal cost of a disk operation.
-                    let per_block_s = topo.service.miss_ms.max(1e-6) / 1e3;
-                    let budget = h.write_back_share * obs.seconds / per_block_s;
+                    let budget = write_back_budgets(topo, &self.state, obs, &active, h);
                     // The share of what a shrink evicts that is dirty: the share of its
                     // resident blocks that are, where the nodes count them (a write-back
                     // cache keeps every block written since its last write-back dirty,
@@ -243,7 +246,7 @@ impl Controller {
                             },
                         )
                         .collect();
-                    pace_write_backs(&inp, &mut sizes, &was, &dirty, budget);
+                    pace_write_backs(&inp, &mut sizes, &was, &dirty, &budget, &fair_all);
                 }
             }
         }
@@ -255,13 +258,14 @@ impl Controller {
         // Eviction policy per tenant.
         if let Some(cfg) = self.scheme.policy_choice.clone() {
             for (i, tp) in plan.tenants.iter_mut().enumerate() {
-                if guarding.floors.get(i).is_some_and(Option::is_some) {
-                    // Guarded: the fair scheme's policy, and SOPA starts afresh once the
-                    // guard lets go.
+                if guarding.fair_policy.get(i).copied().unwrap_or(false) {
+                    // Its nodes fall back: the fair scheme's policy, and SOPA starts
+                    // afresh once the guard lets go.
                     self.state.tenants[i].choice = ChoiceState::default();
                     tp.eviction = baseline_policy(&self.scheme);
                     tp.eviction_reason =
-                        "do no harm: the fair scheme's policy while held at fair share".into();
+                        "do no harm: the fair scheme's policy while its nodes are at fair share"
+                            .into();
                     continue;
                 }
                 let size = (tp.l1.size + tp.l2_total()) as f64;
@@ -583,6 +587,16 @@ impl Controller {
         let layout = match self.scheme.allocation {
             Allocation::Shared => Layout::Shared,
             Allocation::Alone => Layout::Alone,
+            // MLMS's one-level baselines leave the other level one shared cache per node,
+            // as the paper's first-level-only and second-level-only schemes do.
+            Allocation::Mlms {
+                levels: MlmsLevels::First,
+                ..
+            } => Layout::PartitionedLevel1,
+            Allocation::Mlms {
+                levels: MlmsLevels::Second,
+                ..
+            } => Layout::PartitionedLevel2,
             _ => Layout::Partitioned,
         };
         let active = vec![true; n];
@@ -605,12 +619,14 @@ impl Controller {
             .map(|i| {
                 let t = &topo.tenants[i];
                 let (l1, l2, r1, r2) = match layout {
-                    Layout::Partitioned => (
-                        sizes.l1[i],
-                        sizes.l2[i].clone(),
-                        sizes.l1_reason[i].clone(),
-                        sizes.l2_reason[i].clone(),
-                    ),
+                    Layout::Partitioned | Layout::PartitionedLevel1 | Layout::PartitionedLevel2 => {
+                        (
+                            sizes.l1[i],
+                            sizes.l2[i].clone(),
+                            sizes.l1_reason[i].clone(),
+                            sizes.l2_reason[i].clone(),
+                        )
+                    }
                     Layout::Shared | Layout::Alone => {
                         let r = if layout == Layout::Shared {
                             Reason::Shared
@@ -627,6 +643,19 @@ impl Controller {
                 };
                 let predicted = inp.latency(i, l1, &l2);
                 speed += predicted / lat_fair[i].max(1e-12);
+                // A level run as one shared cache per node: the size shown is the node's
+                // (the prediction above is the plan's, at the size the model assumed).
+                let (l1, r1) = if layout.shared_at(1) {
+                    (topo.hosts[t.host].capacity, Reason::Shared)
+                } else {
+                    (l1, r1)
+                };
+                let (l2, r2) = if layout.shared_at(2) && layout != Layout::Shared {
+                    let caps = t.servers.iter().map(|&s| topo.servers[s].capacity);
+                    (caps.collect(), Reason::Shared)
+                } else {
+                    (l2, r2)
+                };
                 let met = targets[i].map(|tg| predicted <= tg * (1.0 + 1e-9));
                 if met == Some(false) && !reported.contains(t.name.as_str()) {
                     infeasible.push(Shortfall {

@@ -94,5 +94,6 @@ pub fn interval(tenants: Vec<TenantObservation>) -> Observations {
         seconds: 10.0,
         tenants,
         tiers: vec![],
+        servers: Vec::new(),
     }
 }

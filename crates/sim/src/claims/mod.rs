@@ -9,7 +9,12 @@
 //! rule = "mlms.fair_speedup >= 1.058 and mlms.slo_violations == 0"
 //! explain = "why it may not hold here"   # optional, shown when it does not hold
 //! ci = true                              # optional: the quick CI run asserts it
+//! kind = "paper"                         # paper (default) | ours | sanity
 //! ```
+//! A claim's kind says whose it is: `paper` — a result the paper reports, in its metric;
+//! `ours` — something we claim of our own scheme (beside fair share, a shared cache and the
+//! paper's scheme); `sanity` — a check that the simulation behaves (an upper bound holds,
+//! exclusive levels hold more than inclusive ones), kept out of the count of claims.
 //! and `summary.json` gets `"claims": [{"name", "paper", "rule", "ours", "holds", ...}]`.
 //!
 //! The rule language:
@@ -67,6 +72,33 @@ pub struct ClaimSpec {
     /// Whether the quick CI run asserts it.
     #[serde(default)]
     pub ci: bool,
+    /// Whose claim it is.
+    #[serde(default)]
+    pub kind: ClaimKind,
+}
+
+/// Whose claim a claim is (see the module doc).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimKind {
+    /// A result the paper reports.
+    #[default]
+    Paper,
+    /// A claim of ours about our scheme.
+    Ours,
+    /// A check that the simulation behaves, not a claim.
+    Sanity,
+}
+
+impl ClaimKind {
+    /// Its name as written in scenario files and reports.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ClaimKind::Paper => "paper",
+            ClaimKind::Ours => "ours",
+            ClaimKind::Sanity => "sanity",
+        }
+    }
 }
 
 /// A claim checked against a run (`summary.json`'s `claims`).
@@ -87,6 +119,9 @@ pub struct Claim {
     pub explain: Option<String>,
     /// Whether the quick CI run asserts it.
     pub ci: bool,
+    /// Whose claim it is.
+    #[serde(default)]
+    pub kind: ClaimKind,
 }
 
 /// A rule that does not parse or evaluate.
@@ -126,6 +161,7 @@ pub fn check(
                 holds,
                 explain: if holds { None } else { s.explain.clone() },
                 ci: s.ci,
+                kind: s.kind,
             })
         })
         .collect()
@@ -238,6 +274,7 @@ mod tests {
             rule: "mlms.fair_speedup >= 1.1".into(),
             explain: Some("smaller gap here".into()),
             ci: false,
+            kind: ClaimKind::Paper,
         }];
         let c = check(&specs, &summary(), &[]).unwrap();
         assert!(!c[0].holds);

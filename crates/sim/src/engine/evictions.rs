@@ -5,6 +5,9 @@
 //! resize's, batched — take one path ([`Engine::demote`]); they differ only in how the
 //! victims are grouped into network transfers.
 //!
+//! A plan's resizes set their dirty victims' disk writes aside and issue them together,
+//! sorted by address ([`Engine::destage`]).
+//!
 //! Does not own: the caches that evict (`hierarchy`), the disk's service (`below`).
 
 use super::below::disk_runs;
@@ -77,7 +80,6 @@ impl Engine<'_> {
         let bs = sc.block_size;
         let t = tenant_of(victims[0].0);
         let spec = &sc.tenants[t];
-        let n = spec.servers.len() as u64;
         let nbytes = victims.len() as u64 * bs;
         let t_host = self.hosts[spec.host].nic.serve(t, now, 0, nbytes, true);
         let arrive = self.servers[s].nic.serve(t, t_host, 0, nbytes, true);
@@ -94,8 +96,7 @@ impl Engine<'_> {
                 }
             }
             if to_disk {
-                let block = key & BLOCK_MASK;
-                disk_runs(&mut self.servers[s], spec, t, &[block], n, bs, arrive, true);
+                self.write_to_disk(s, t, key & BLOCK_MASK, arrive);
             }
             self.absorb_l2_evictions(s, now);
         }
@@ -106,27 +107,65 @@ impl Engine<'_> {
         if self.evicted2.is_empty() {
             return;
         }
-        let sc = self.sc;
-        let bs = sc.block_size;
         let mut ev = std::mem::take(&mut self.evicted2);
         for &(key, dirty) in &ev {
             if dirty {
-                let t = tenant_of(key);
-                let spec = &sc.tenants[t];
-                let n = spec.servers.len() as u64;
-                disk_runs(
-                    &mut self.servers[s],
-                    spec,
-                    t,
-                    &[key & BLOCK_MASK],
-                    n,
-                    bs,
-                    now,
-                    true,
-                );
+                self.write_to_disk(s, tenant_of(key), key & BLOCK_MASK, now);
             }
         }
         ev.clear();
         self.evicted2 = ev;
+    }
+
+    /// Writes tenant `t`'s dirty `block` to server `s`'s disk at `at`, or, while a plan is
+    /// being applied, sets it aside for [`Engine::destage`].
+    fn write_to_disk(&mut self, s: usize, t: usize, block: u64, at: f64) {
+        if let Some(d) = self.destaging.as_mut() {
+            d[s].push((t, block));
+            return;
+        }
+        let spec = &self.sc.tenants[t];
+        let n = spec.servers.len() as u64;
+        disk_runs(
+            &mut self.servers[s],
+            spec,
+            t,
+            &[block],
+            n,
+            self.sc.block_size,
+            at,
+            true,
+        );
+    }
+
+    /// Sets aside the dirty blocks the next resizes write back (until [`Engine::destage`]).
+    pub(super) fn start_destaging(&mut self) {
+        self.destaging = Some(vec![Vec::new(); self.servers.len()]);
+    }
+
+    /// Writes the dirty blocks a plan's resizes evicted to their servers' disks at `now`,
+    /// each tenant's sorted by address, as an elevator (or a node's batched write-back)
+    /// orders them: contiguous dirty blocks are one disk operation, not one each in the
+    /// order the caches evicted them. How many there are per interval is the plan's
+    /// business (`control` paces shrinks to a budget of disk time). (Spreading them over
+    /// the interval instead, booked ahead on the disk's calendar, left gaps between them
+    /// shorter than a read's service, so reads queued behind the whole interval's
+    /// write-backs: idle-priority destaging needs a scheduler class the disk model does
+    /// not have.)
+    pub(super) fn destage(&mut self, now: f64) {
+        let Some(per_server) = self.destaging.take() else {
+            return;
+        };
+        let bs = self.sc.block_size;
+        for (s, mut writes) in per_server.into_iter().enumerate() {
+            writes.sort_unstable();
+            for run in writes.chunk_by(|a, b| a.0 == b.0) {
+                let t = run[0].0;
+                let blocks: Vec<u64> = run.iter().map(|&(_, b)| b).collect();
+                let spec = &self.sc.tenants[t];
+                let n = spec.servers.len() as u64;
+                disk_runs(&mut self.servers[s], spec, t, &blocks, n, bs, now, true);
+            }
+        }
     }
 }

@@ -206,56 +206,51 @@ impl Engine<'_> {
         let chooses = self.scheme.policy_choice.is_some();
         let active = |i: usize| self.tenants[i].is_some();
         for (h, host) in self.hosts.iter_mut().enumerate() {
-            match plan.layout {
-                Layout::Shared => {
-                    host.level
-                        .parts
-                        .push(Part::new(sc.hosts[h].blocks, &sc.eviction, hist)?);
-                    for (i, t) in sc.tenants.iter().enumerate() {
-                        if t.host == h {
-                            host.level.of_tenant[i] = Some(0);
-                        }
+            if plan.layout.shared_at(1) {
+                host.level
+                    .parts
+                    .push(Part::new(sc.hosts[h].blocks, &sc.eviction, hist)?);
+                for (i, t) in sc.tenants.iter().enumerate() {
+                    if t.host == h {
+                        host.level.of_tenant[i] = Some(0);
                     }
                 }
-                Layout::Partitioned | Layout::Alone => {
-                    for (i, tp) in plan.tenants.iter().enumerate() {
-                        if tp.l1.node == h && active(i) {
-                            host.level.of_tenant[i] = Some(host.level.parts.len());
-                            host.level.parts.push(Part::new(
-                                tp.l1.size,
-                                running_policy(sc, chooses, tp),
-                                hist,
-                            )?);
-                        }
-                    }
+                continue;
+            }
+            for (i, tp) in plan.tenants.iter().enumerate() {
+                if tp.l1.node == h && active(i) {
+                    host.level.of_tenant[i] = Some(host.level.parts.len());
+                    host.level.parts.push(Part::new(
+                        tp.l1.size,
+                        running_policy(sc, chooses, tp, 1),
+                        hist,
+                    )?);
                 }
             }
         }
         for (s, server) in self.servers.iter_mut().enumerate() {
-            match plan.layout {
-                Layout::Shared => {
-                    server
-                        .level
-                        .parts
-                        .push(Part::new(sc.servers[s].blocks, &sc.eviction, hist)?);
-                    for (i, t) in sc.tenants.iter().enumerate() {
-                        if t.servers.contains(&s) {
-                            server.level.of_tenant[i] = Some(0);
-                        }
+            if plan.layout.shared_at(2) {
+                server.level.parts.push(Part::new(
+                    sc.servers[s].blocks,
+                    sc.l2_eviction.as_deref().unwrap_or(&sc.eviction),
+                    hist,
+                )?);
+                for (i, t) in sc.tenants.iter().enumerate() {
+                    if t.servers.contains(&s) {
+                        server.level.of_tenant[i] = Some(0);
                     }
                 }
-                Layout::Partitioned | Layout::Alone => {
-                    for (i, tp) in plan.tenants.iter().enumerate() {
-                        for p in tp.l2.iter().filter(|p| p.node == s) {
-                            if active(i) {
-                                server.level.of_tenant[i] = Some(server.level.parts.len());
-                                server.level.parts.push(Part::new(
-                                    p.size,
-                                    running_policy(sc, chooses, tp),
-                                    hist,
-                                )?);
-                            }
-                        }
+                continue;
+            }
+            for (i, tp) in plan.tenants.iter().enumerate() {
+                for p in tp.l2.iter().filter(|p| p.node == s) {
+                    if active(i) {
+                        server.level.of_tenant[i] = Some(server.level.parts.len());
+                        server.level.parts.push(Part::new(
+                            p.size,
+                            running_policy(sc, chooses, tp, 2),
+                            hist,
+                        )?);
                     }
                 }
             }
@@ -266,14 +261,18 @@ impl Engine<'_> {
     /// Applies a new plan: resizes, switches policies, sets bandwidth shares.
     pub(super) fn apply(&mut self, plan: &Plan, now: f64) -> Result<(), SimError> {
         let chooses = self.scheme.policy_choice.is_some();
-        if plan.layout == Layout::Partitioned {
+        // Only the partitioned levels of a partitioned layout move (a shared level keeps
+        // its one cache; the `alone` baseline keeps its whole-node partitions).
+        let moves = |level: u8| plan.layout != Layout::Alone && !plan.layout.shared_at(level);
+        self.start_destaging();
+        if moves(1) || moves(2) {
             for (i, tp) in plan.tenants.iter().enumerate() {
-                let policy = running_policy(self.sc, chooses, tp);
                 if self.tenants[i].is_none() {
                     continue;
                 }
                 let h = tp.l1.node;
-                if let Some(k) = self.hosts[h].level.of_tenant[i] {
+                let policy = running_policy(self.sc, chooses, tp, 1);
+                if let (true, Some(k)) = (moves(1), self.hosts[h].level.of_tenant[i]) {
                     let mut ev = std::mem::take(&mut self.evicted);
                     let part = &mut self.hosts[h].level.parts[k];
                     part.switch(policy)?;
@@ -281,7 +280,8 @@ impl Engine<'_> {
                     self.evicted = ev;
                     self.absorb_resize_evictions(now);
                 }
-                for p in &tp.l2 {
+                let policy = running_policy(self.sc, chooses, tp, 2);
+                for p in tp.l2.iter().filter(|_| moves(2)) {
                     if let Some(k) = self.servers[p.node].level.of_tenant[i] {
                         let mut ev = std::mem::take(&mut self.evicted2);
                         let part = &mut self.servers[p.node].level.parts[k];
@@ -293,6 +293,7 @@ impl Engine<'_> {
                 }
             }
         }
+        self.destage(now);
         for b in &plan.boost {
             let Some(tier) = self.servers.get_mut(b.server).and_then(|s| s.tier.as_mut()) else {
                 continue;
@@ -362,18 +363,20 @@ fn controlled_admission(configured: &str, threshold: u32) -> String {
     spec
 }
 
-/// The eviction policy a partition of `tp` runs: the plan's when the scheme chooses
-/// policies (SOPA), else the scenario's `eviction` (a variant's policy reaches partitioned
-/// schemes as it reaches shared caches; `control` plans `lru` when it does not choose).
+/// The eviction policy a partition of `tp` at `level` (1 or 2) runs: the plan's when the
+/// scheme chooses policies (SOPA), else the scenario's `eviction`, or at level 2 its
+/// `l2_eviction` where set (a variant's policy reaches partitioned schemes as it reaches
+/// shared caches; `control` plans `lru` when it does not choose).
 pub(super) fn running_policy<'p>(
     sc: &'p Scenario,
     chooses: bool,
     tp: &'p control::TenantPlan,
+    level: u8,
 ) -> &'p str {
-    if chooses {
-        &tp.eviction
-    } else {
-        &sc.eviction
+    match (chooses, level, &sc.l2_eviction) {
+        (true, _, _) => &tp.eviction,
+        (false, 2, Some(e)) => e,
+        _ => &sc.eviction,
     }
 }
 

@@ -95,6 +95,12 @@ pub struct Engine<'a> {
     need: Vec<Vec<u64>>,
     scratch: Vec<u64>,
     net_latency: f64,
+    /// Per server, its disk's busy time as of the last interval's end (for the interval's
+    /// busy share, [`control::ServerObservation`]).
+    disk_busy: Vec<f64>,
+    /// While a plan is applied: per server, the dirty blocks its resizes evicted, to be
+    /// written back sorted by address once the plan is in place (`evictions`).
+    destaging: Option<Vec<Vec<(usize, u64)>>>,
 }
 
 impl<'a> Engine<'a> {
@@ -149,6 +155,8 @@ impl<'a> Engine<'a> {
             need: vec![Vec::new(); sc.servers.len()],
             scratch: Vec::new(),
             net_latency,
+            disk_busy: vec![0.0; sc.servers.len()],
+            destaging: None,
         };
         e.build_partitions(&plan)?;
         if let Some(w) = &sc.shares {

@@ -1,6 +1,7 @@
 //! What an interval's end reports: per tenant the counters and the observation the
 //! control step gets (as the live controller gets it from a node: requests, hits per
 //! level, latencies, service times, dirty share, hit-ratio curves), the hot tiers' counts,
+//! each disk's busy share,
 //! the interval's rows for `intervals.csv`, and the new plan applied.
 //!
 //! Does not own: the decision (`control`), how a plan is applied (`hierarchy`), the
@@ -11,7 +12,9 @@ use super::Engine;
 use crate::scenario::WritePolicy;
 use crate::stats::{Counters, IntervalRow, Served};
 use crate::SimError;
-use control::{Observations, Plan, PolicyCurve, TenantObservation, TierObservation};
+use control::{
+    Observations, Plan, PolicyCurve, ServerObservation, TenantObservation, TierObservation,
+};
 
 impl Engine<'_> {
     /// Ends the interval at `boundary` (of length `len`): its counters and rows are
@@ -29,6 +32,7 @@ impl Engine<'_> {
             seconds: len,
             tenants: Vec::new(),
             tiers: Vec::new(),
+            servers: Vec::new(),
         };
         let mut counters = Vec::new();
         for i in 0..sc.tenants.len() {
@@ -107,6 +111,16 @@ impl Engine<'_> {
             });
             obs.tiers.push(TierObservation { hits, migrations });
         }
+        // Each disk's busy share of the interval (its reserved service time; what is
+        // booked past the boundary counts in the interval it was booked in).
+        for (s, server) in self.servers.iter().enumerate() {
+            let busy = server.disk.busy();
+            let share = ((busy - self.disk_busy[s]) / len.max(1e-9)).clamp(0.0, 1.0);
+            self.disk_busy[s] = busy;
+            obs.servers.push(ServerObservation {
+                backend_busy: Some(share),
+            });
+        }
         self.rows_for(intervals.len() as u64, boundary, len, &counters, rows);
         counters.iter_mut().for_each(Counters::seal);
         intervals.push(counters);
@@ -151,7 +165,7 @@ impl Engine<'_> {
                 l2_size: tp.l2_total(),
                 target_ms: tp.target_latency_ms,
                 slo_met: None,
-                eviction: running_policy(self.sc, self.scheme.policy_choice.is_some(), tp)
+                eviction: running_policy(self.sc, self.scheme.policy_choice.is_some(), tp, 1)
                     .to_string(),
                 l1_reason: tp.l1.reason.to_string(),
                 l2_reason: tp

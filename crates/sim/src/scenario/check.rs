@@ -55,6 +55,9 @@ impl Scenario {
             ));
         }
         policy::build(&s.eviction).map_err(|e| err("sim.eviction".into(), e.to_string()))?;
+        if let Some(e) = &s.l2_eviction {
+            policy::build(e).map_err(|x| err("sim.l2_eviction".into(), x.to_string()))?;
+        }
         let schemes = match &s.schemes {
             Some(v) => {
                 for n in v {
@@ -348,6 +351,9 @@ impl Scenario {
             if let Some(e) = &v.eviction {
                 policy::build(e).map_err(|x| err(key("eviction"), x.to_string()))?;
             }
+            if let Some(e) = &v.l2_eviction {
+                policy::build(e).map_err(|x| err(key("l2_eviction"), x.to_string()))?;
+            }
             if let Some(a) = &v.hot_admission {
                 policy::admission::build_admission(a)
                     .map_err(|x| err(key("hot_admission"), x.to_string()))?;
@@ -380,6 +386,7 @@ impl Scenario {
                 name: v.name.clone(),
                 base: v.base.clone(),
                 eviction: v.eviction.clone(),
+                l2_eviction: v.l2_eviction.clone(),
                 hot_admission: v.hot_admission.clone(),
                 hot_tier: v.hot_tier,
                 policy_choice: v.policy_choice,
@@ -431,6 +438,7 @@ impl Scenario {
             schemes,
             inclusive: s.inclusive,
             eviction: s.eviction.clone(),
+            l2_eviction: s.l2_eviction.clone(),
             duration: s.duration.map(|d| d.0),
             seed: s.seed,
             reseeded: false,

@@ -111,6 +111,8 @@ pub(super) struct VariantSection {
     #[serde(default)]
     pub(super) eviction: Option<String>,
     #[serde(default)]
+    pub(super) l2_eviction: Option<String>,
+    #[serde(default)]
     pub(super) hot_admission: Option<String>,
     #[serde(default)]
     pub(super) hot_tier: Option<bool>,
@@ -169,6 +171,8 @@ pub(super) struct SimSection {
     pub(super) inclusive: bool,
     #[serde(default = "default_eviction")]
     pub(super) eviction: String,
+    #[serde(default)]
+    pub(super) l2_eviction: Option<String>,
     #[serde(default)]
     pub(super) duration: Option<Seconds>,
     #[serde(default = "default_seed")]

@@ -8,6 +8,7 @@
 //! schemes = ["fair", "mlms"]  # default: all
 //! inclusive = false           # exclusive levels with demotion
 //! eviction = "lru"            # default policy at both levels
+//! l2_eviction = "lrfu"        # optional: level 2's policy where it differs (MLMS's DEMOTE)
 //! duration = "1h"             # optional: stop at this simulated time
 //! l1_write = "write-back"     # write-back | write-through | write-around
 //! l2_write = "write-back"
@@ -185,8 +186,11 @@ pub struct Variant {
     pub name: String,
     /// The scheme it starts from (`control::Scheme::named`).
     pub base: String,
-    /// Eviction policy at both levels (the scenario's `eviction`).
+    /// Eviction policy at both levels (the scenario's `eviction`; it also clears the
+    /// scenario's `l2_eviction` unless the variant sets its own).
     pub eviction: Option<String>,
+    /// Eviction policy at level 2 (the scenario's `l2_eviction`).
+    pub l2_eviction: Option<String>,
     /// Admission of every hot tier.
     pub hot_admission: Option<String>,
     /// `false`: the hot tiers are removed.
@@ -224,8 +228,11 @@ pub struct Scenario {
     pub schemes: Vec<String>,
     /// Inclusive levels (exclusive with demotion otherwise).
     pub inclusive: bool,
-    /// Default eviction policy.
+    /// Default eviction policy (level 1, and level 2 unless `l2_eviction` is set).
     pub eviction: String,
+    /// Level 2's policy where it differs from `eviction` (MLMS runs DEMOTE: LRU at
+    /// level 1 over LRFU at level 2). Schemes that choose policies (SOPA) override both.
+    pub l2_eviction: Option<String>,
     /// Stop at this simulated time.
     pub duration: Option<f64>,
     /// Seed of every random choice.

@@ -19,11 +19,15 @@ impl Scenario {
         scheme.name = v.name.clone();
         if let Some(e) = &v.eviction {
             sc.eviction = e.clone();
+            sc.l2_eviction = None;
             if let Some(pc) = scheme.policy_choice.as_mut() {
                 if !pc.candidates.contains(e) {
                     pc.candidates.insert(0, e.clone());
                 }
             }
+        }
+        if let Some(e) = &v.l2_eviction {
+            sc.l2_eviction = Some(e.clone());
         }
         for s in &mut sc.servers {
             if v.hot_tier == Some(false) {
