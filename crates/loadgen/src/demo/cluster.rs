@@ -9,9 +9,9 @@
 use super::error::{setup, DemoError};
 use super::options::DemoOptions;
 use super::workload::DemoTenant;
-use crate::config::{ControllerConfig, ControllerSection, TenantSpec, VolumeSpec};
-use crate::store::SqliteStore;
-use crate::RunningController;
+use controller::config::{ControllerConfig, ControllerSection, TenantSpec, VolumeSpec};
+use controller::store::SqliteStore;
+use controller::RunningController;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -81,7 +81,7 @@ pub(super) async fn start_controller(
         SqliteStore::open(&cfg.controller.data_dir.join("controller.db"))
             .map_err(setup("the controller's store"))?,
     );
-    crate::start(&cfg, store, false)
+    controller::start(&cfg, store, false)
         .await
         .map_err(setup("the controller"))
 }

@@ -10,7 +10,7 @@
 //! what the tenant's clients measured of every request they completed after the warm-up.
 
 use super::results::{span, ArmResult, DriverLog};
-use crate::service::IntervalReport;
+use controller::service::IntervalReport;
 use std::collections::BTreeMap;
 
 /// Intervals at the start of every arm that no figure counts (caches warming).
@@ -261,7 +261,7 @@ impl DemoSummary {
 mod tests {
     use super::super::results::tests::{arm, log};
     use super::*;
-    use crate::service::Row;
+    use controller::service::Row;
 
     #[test]
     fn latency_against_fair_share_covers_the_requests_both_completed() {
