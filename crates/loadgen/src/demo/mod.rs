@@ -34,14 +34,14 @@
 //! | `judge` | degradation SLOs judged against the fair arm's measurements |
 //! | `summary` | arms compared ([`Summary`], [`DemoSummary`]) |
 
-mod cluster;
-mod disks;
+pub(crate) mod cluster;
+pub(crate) mod disks;
 mod error;
 mod judge;
 mod options;
 mod results;
 mod summary;
-mod workload;
+pub(crate) mod workload;
 
 pub use error::DemoError;
 pub use options::DemoOptions;
@@ -137,7 +137,7 @@ pub async fn run_arms(
     for scheme in schemes {
         let dir = dir.join(scheme);
         std::fs::create_dir_all(&dir).map_err(setup("the demo directory"))?;
-        let disks = disks::start(&dir, &cluster::SERVERS, &ts, opts.seek_ms).await?;
+        let disks = disks::start(&dir, &cluster::servers(&ts), &ts, opts.seek_ms).await?;
         let ctl = cluster::start_controller(opts, scheme, &dir, &ts).await?;
         let nodes = cluster::start_nodes(opts, &dir, &ts, disks.addr, &ctl).await?;
         // Every node registers itself (as in a deployment: `[node] controller`).

@@ -20,15 +20,15 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
 /// A tenant of the demo.
-pub(super) struct DemoTenant {
-    pub(super) name: &'static str,
-    pub(super) host: &'static str,
-    pub(super) servers: [&'static str; 2],
-    pub(super) slo: Option<Slo>,
-    pub(super) class: Option<&'static str>,
-    pub(super) depth: usize,
+pub(crate) struct DemoTenant {
+    pub(crate) name: &'static str,
+    pub(crate) host: &'static str,
+    pub(crate) servers: [&'static str; 2],
+    pub(crate) slo: Option<Slo>,
+    pub(crate) class: Option<&'static str>,
+    pub(crate) depth: usize,
     /// How fast each of its connections asks.
-    pub(super) pace: Pace,
+    pub(crate) pace: Pace,
 }
 
 /// Requests per second each of `db`'s connections asks for: a front end with a rate of
@@ -37,13 +37,13 @@ pub(super) struct DemoTenant {
 /// block of `db`'s set comes back every few seconds, while `scan` streams a level-1
 /// cache's worth of blocks through in about two: a cache `db` shares with `scan` loses
 /// the colder part of `db`'s set.
-pub(super) const DB_RATE: f64 = 300.0;
+pub(crate) const DB_RATE: f64 = 300.0;
 
 /// Bytes of each tenant's volume.
-pub(super) const VOLUME: u64 = 1 << 30;
+pub(crate) const VOLUME: u64 = 1 << 30;
 
 /// The demo's tenants, `db` with a p99 SLO of `db_slo_ms`.
-pub(super) fn tenants(db_slo_ms: f64) -> Vec<DemoTenant> {
+pub(crate) fn tenants(db_slo_ms: f64) -> Vec<DemoTenant> {
     vec![
         DemoTenant {
             name: "db",
@@ -85,7 +85,7 @@ pub(super) fn tenants(db_slo_ms: f64) -> Vec<DemoTenant> {
 }
 
 /// The tenants' client connections, running.
-pub(super) struct Workload {
+pub(crate) struct Workload {
     stop: Arc<AtomicBool>,
     drivers: Vec<tokio::task::JoinHandle<()>>,
     logs: Vec<(String, Arc<Log>)>,
@@ -109,7 +109,7 @@ fn stream(t: &DemoTenant, ti: usize, k: usize, trace: Option<&Arc<Vec<trace::Req
 impl Workload {
     /// Starts `depth` connections per tenant of `ts` to its host's export (`l1_addr` by
     /// host name); `cloud` replays `trace` if given, else a synthetic Zipf set.
-    pub(super) fn start(
+    pub(crate) fn start(
         ts: &[DemoTenant],
         l1_addr: &HashMap<String, SocketAddr>,
         trace: Option<&Path>,
@@ -143,12 +143,12 @@ impl Workload {
     }
 
     /// How many requests each connection has logged so far.
-    pub(super) fn mark(&self) -> Vec<usize> {
+    pub(crate) fn mark(&self) -> Vec<usize> {
         self.logs.iter().map(|(_, l)| l.len()).collect()
     }
 
     /// Each connection's log so far.
-    pub(super) fn snapshot(&self) -> Vec<DriverLog> {
+    pub(crate) fn snapshot(&self) -> Vec<DriverLog> {
         self.logs
             .iter()
             .map(|(t, l)| DriverLog {
@@ -160,7 +160,7 @@ impl Workload {
 
     /// Stops every connection (each after its request in flight) and returns the
     /// requests completed per tenant.
-    pub(super) async fn stop(self) -> HashMap<String, u64> {
+    pub(crate) async fn stop(self) -> HashMap<String, u64> {
         self.stop.store(true, Ordering::Relaxed);
         for d in self.drivers {
             let _ = d.await;
