@@ -11,7 +11,7 @@
 //!    topology changed: the controller resumed from the carried state on the new topology
 //!    (checked and fitted, `Controller::resume`) and then stepped, which the live
 //!    controller does only when tenants or nodes change.
-//! 2. The demo's workload (`controller::demo`, real NBD I/O on loopback): the scheme's
+//! 2. The demo's workload (`loadgen::demo`, real NBD I/O on loopback): the scheme's
 //!    arm and a static fair-share arm on fresh nodes, both printed: the share of
 //!    tenant-intervals after the first three in which each feasible SLO held (goal
 //!    ≥ 95 %), and aggregate level-1 throughput of each arm and their ratio (goal ≥ 1).
@@ -231,7 +231,7 @@ pub fn run(
     let Some(duration) = demo else {
         return Ok(());
     };
-    let opts = controller::demo::DemoOptions {
+    let opts = loadgen::demo::DemoOptions {
         duration,
         trace,
         ..Default::default()
@@ -240,33 +240,28 @@ pub fn run(
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let run = |opts: &controller::demo::DemoOptions,
-               scheme: &str,
-               fair: Option<&controller::demo::ArmResult>| {
-        rt.block_on(controller::demo::run_arm(
-            opts,
-            scheme,
-            &dir.path().join(scheme),
-            |_| {},
-            |_| {},
-            Duration::ZERO,
-            fair,
-        ))
-        .map_err(|e| crate::BenchError::Failed(e.to_string()))
+    // Fair share and the scheme at once, the scheme's degradation SLOs judged against
+    // fair share's measurements; both run half as long again, uncounted, so that fair
+    // share's clients reach the requests the scheme's completed (`DemoOptions::extend`).
+    let opts = loadgen::demo::DemoOptions {
+        extend: duration / 2,
+        ..opts
     };
-    // Fair share first, the scheme's arm judging degradation SLOs against it; twice as
-    // long, the second half only logging (see `DemoOptions::extend`).
-    let fair = run(
-        &controller::demo::DemoOptions {
-            extend: duration,
-            ..opts.clone()
-        },
-        "fair",
-        None,
-    )?;
-    let ours = run(&opts, "lachesis", Some(&fair))?;
-    let s = controller::demo::ArmComparison::of(&ours, Some(&fair));
-    let sf = controller::demo::ArmComparison::of(&fair, None);
+    let mut arms = rt
+        .block_on(loadgen::demo::run_arms(
+            &opts,
+            &["fair", "lachesis"],
+            dir.path(),
+            |_, _| {},
+            |_, _| {},
+            Duration::ZERO,
+        ))
+        .map_err(|e| crate::BenchError::Failed(e.to_string()))?;
+    loadgen::demo::judge(&mut arms, &opts);
+    let ours = arms.pop().expect("two arms");
+    let fair = arms.pop().expect("two arms");
+    let s = loadgen::demo::ArmComparison::of(&ours, Some(&fair));
+    let sf = loadgen::demo::ArmComparison::of(&fair, None);
     println!(
         "demo workload, {:.0} s per arm, {} s intervals, the first three not counted:",
         duration.as_secs_f64(),

@@ -73,6 +73,25 @@ enum BenchWhat {
         #[arg(long)]
         trace: Option<PathBuf>,
     },
+    /// PostgreSQL (pgbench) on ext4 on a Lachesis volume beside a scanning neighbour (fio),
+    /// under each scheme at once, side by side (needs root, postgresql, qemu-utils, fio).
+    Apps {
+        /// Seconds pgbench runs.
+        #[arg(long, default_value_t = 60)]
+        seconds: u64,
+        /// Seconds the neighbour scans before pgbench starts.
+        #[arg(long, default_value_t = 20)]
+        warmup: u64,
+        /// pgbench's scale.
+        #[arg(long, default_value_t = 5)]
+        scale: u32,
+        /// The schemes compared (comma-separated).
+        #[arg(long, value_delimiter = ',', default_value = "fair,lachesis")]
+        schemes: Vec<String>,
+        /// One JSON object per arm instead of the table.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 #[derive(Args, Debug)]
@@ -190,6 +209,73 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             }),
         )?,
         BenchWhat::Mrc(b) => bench::curves::run(b.requests, b.objects, &b.dir, !b.no_minisim)?,
+        BenchWhat::Apps {
+            seconds,
+            warmup,
+            scale,
+            schemes,
+            json,
+        } => apps(
+            loadgen::apps::AppsOptions {
+                schemes,
+                duration: std::time::Duration::from_secs(seconds),
+                warmup: std::time::Duration::from_secs(warmup),
+                scale,
+                ..Default::default()
+            },
+            json,
+        )?,
+    }
+    Ok(())
+}
+
+/// `lachesis bench apps`: every arm at once, then a row per arm.
+fn apps(opts: loadgen::apps::AppsOptions, json: bool) -> anyhow::Result<()> {
+    for s in &opts.schemes {
+        control::Scheme::named(s).map_err(|e| anyhow::anyhow!("--schemes: {e}"))?;
+    }
+    let dir = tempfile::tempdir()?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let rows = rt.block_on(loadgen::apps::run_apps(&opts, dir.path()))?;
+    if json {
+        for r in &rows {
+            println!("{}", serde_json::to_string(r)?);
+        }
+        return Ok(());
+    }
+    println!(
+        "pgbench (TPC-B-like, scale {}, {} clients, {} s) on ext4 on a Lachesis volume, a \
+         scanning neighbour (fio, 64 KiB sequential reads) on the same host and servers; \
+         every arm at the same time:",
+        opts.scale,
+        opts.clients,
+        opts.duration.as_secs()
+    );
+    println!(
+        "{:<14} {:>8} {:>12} {:>9} {:>9} {:>13} {:>9} {:>9}",
+        "scheme",
+        "TPS",
+        "transactions",
+        "mean ms",
+        "p99 ms",
+        "neighbour MB/s",
+        "pg L1 MiB",
+        "pg L2 MiB"
+    );
+    for r in &rows {
+        println!(
+            "{:<14} {:>8.1} {:>12} {:>9.2} {:>9.2} {:>13.1} {:>9.1} {:>9.1}",
+            r.scheme,
+            r.tps,
+            r.transactions,
+            r.mean_ms,
+            r.p99_ms,
+            r.neighbour_mbps,
+            r.pg_sizes.0 as f64 / 1048576.0,
+            r.pg_sizes.1 as f64 / 1048576.0
+        );
     }
     Ok(())
 }

@@ -1,18 +1,19 @@
-//! `lachesis demo`: the controller, six cache nodes and four tenants on loopback in one
-//! process (see the `controller` crate's `demo` module for what runs). It runs the same
-//! workload three times on fresh nodes: under a static fair split (the reference that
-//! degradation SLOs are judged against), under one shared cache per node
-//! (`uncontrolled`), and under the chosen scheme (default `lachesis`). It prints every
-//! interval's table of the scheme's arm (or, with `--json`, one object per tenant per
-//! interval), and ends with the three arms side by side (`controller::demo::DemoSummary`):
+//! `lachesis demo`: a controller, six cache nodes and four tenants on loopback in one
+//! process, three times over (see the `loadgen` crate's `demo` module for what runs). It
+//! runs the same workload on three fresh clusters at the same time: under a static fair
+//! split (the reference that degradation SLOs are judged against), under one shared cache
+//! per node (`uncontrolled`), and under the chosen scheme (default `lachesis`). While they
+//! run it prints `db`'s p99 in each arm per interval; then every interval's table of the
+//! scheme's arm (or, with `--json`, one object per tenant per interval), and ends with the
+//! three arms side by side (`loadgen::demo::DemoSummary`):
 //! per tenant the share of judged intervals after the warm-up in which its SLO held, its
 //! clients' mean and p99 latency, the intervals the plan called infeasible; per arm the
 //! throughput. With `--json` that is the last line, `{"summary": ...}`.
 
 use anyhow::{bail, Context};
 use clap::Args;
-use controller::demo::{run_arm, DemoOptions, DemoSummary, WARMUP_INTERVALS};
 use controller::IntervalReport;
+use loadgen::demo::{judge, run_arms, DemoOptions, DemoSummary, WARMUP_INTERVALS};
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,8 +22,9 @@ use std::time::Duration;
 /// Arguments of `lachesis demo`.
 #[derive(Args, Debug)]
 pub struct DemoArgs {
-    /// How long the workload runs in each arm (fair share, a shared cache, the scheme).
-    #[arg(long, default_value = "48s")]
+    /// How long the arms (fair share, a shared cache, the scheme) run and are counted;
+    /// they run half as long again, uncounted, as the fair reference's extension.
+    #[arg(long, default_value = "70s")]
     duration: String,
     /// Enforcement interval.
     #[arg(long, default_value = "2s")]
@@ -183,6 +185,9 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
         trace,
         listen: a.listen.clone(),
         exclusive: a.exclusive,
+        // The fair arm is the reference: every arm runs on, uncounted, until its clients
+        // have had time to reach the requests a faster arm completed.
+        extend: duration / 2,
         ..DemoOptions::default()
     };
     let dir = tempfile::tempdir().context("creating the demo's temporary directory")?;
@@ -193,85 +198,83 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
     let json_out = a.json;
     let scheme = a.scheme.clone();
     let secs = duration.as_secs_f64();
-    let show = |arm: &'static str, shown: bool| {
-        move |r: &IntervalReport| match (shown, json_out) {
-            (false, _) => {}
-            (true, true) => {
-                for mut v in row_json(r) {
-                    v["arm"] = json!(arm);
-                    println!("{v}");
-                }
-            }
-            (true, false) => print_table(r),
-        }
-    };
-    // 1. Static fair share, twice as long (the second half only logging: another arm
-    // may get further through the same requests), the reference that degradation SLOs
-    // are judged against.
     if !json_out {
         println!(
-            "lachesis demo: the same workload three times on fresh nodes, {secs} s each, every {} s \
-             (the first {WARMUP_INTERVALS} intervals of each arm not counted):\n  1. static fair share \
-             (the reference for degradation SLOs), 2. one shared cache per node (uncontrolled), 3. {scheme}",
+            "lachesis demo: the same workload on three fresh clusters at once, {secs} s counted (then {} s \
+             more as the reference's extension), every {} s, the first {WARMUP_INTERVALS} intervals of each \
+             arm not counted:\n  1. static fair share (the reference for degradation SLOs), 2. one shared \
+             cache per node (uncontrolled), 3. {scheme}",
+            opts.extend.as_secs_f64(),
             interval.as_secs_f64()
         );
     }
-    let fo = DemoOptions {
-        listen: "127.0.0.1:0".into(),
-        extend: duration,
-        ..opts.clone()
-    };
-    let fair = rt.block_on(run_arm(
-        &fo,
-        "fair",
-        &dir.path().join("fair"),
-        |_| {},
-        show("fair", a.show_baselines),
-        Duration::ZERO,
-        None,
-    ))?;
-    // 2. One shared cache per node.
-    let so = DemoOptions {
-        listen: "127.0.0.1:0".into(),
-        ..opts.clone()
-    };
-    let shared = rt.block_on(run_arm(
-        &so,
-        "uncontrolled",
-        &dir.path().join("uncontrolled"),
-        |_| {},
-        show("uncontrolled", a.show_baselines),
-        Duration::ZERO,
-        Some(&fair),
-    ))?;
-    // 3. The scheme under test.
-    let main_arm = rt.block_on(run_arm(
+    // While it runs: db's p99 in every arm, per interval.
+    let mut p99s: BTreeMap<String, Option<f64>> = BTreeMap::new();
+    let schemes = ["fair", "uncontrolled", scheme.as_str()];
+    let mut arms = rt.block_on(run_arms(
         &opts,
-        &scheme,
-        &dir.path().join(&scheme),
-        |url| {
-            if json_out {
-                eprintln!("console: {url}");
-            } else {
+        &schemes,
+        dir.path(),
+        |arm, url| {
+            if arm == scheme {
+                if json_out {
+                    eprintln!("console: {url}");
+                } else {
+                    println!(
+                        "{scheme}: controller + 2 level-1 and 4 level-2 nodes + 4 tenants on loopback; console: {url}"
+                    );
+                }
+            }
+        },
+        |arm, r| {
+            let db = r.rows.iter().find(|x| x.tenant == "db").and_then(|x| x.p99_ms);
+            p99s.insert(arm.to_string(), db);
+            if arm == scheme && !json_out {
+                let ms = |a: &str| {
+                    p99s.get(a)
+                        .copied()
+                        .flatten()
+                        .map_or("-".to_string(), |v| format!("{v:.2}"))
+                };
                 println!(
-                    "\n{scheme}: controller + 2 level-1 and 4 level-2 nodes + 4 tenants on loopback\nconsole: {url}"
+                    "interval {:>3}: db p99 ms: shared {:>7} · fair {:>7} · {scheme} {:>7}",
+                    r.interval,
+                    ms("uncontrolled"),
+                    ms("fair"),
+                    ms(&scheme)
                 );
             }
         },
-        show("main", true),
         linger,
-        Some(&fair),
     ))?;
+    judge(&mut arms, &opts);
     let slos = demo_slos(&opts);
-    let s = DemoSummary::of(
-        &[
-            ("fair", &fair),
-            ("uncontrolled", &shared),
-            (scheme.as_str(), &main_arm),
-        ],
-        &scheme,
-        &slos,
-    );
+    for arm in &arms {
+        let main = arm.scheme == scheme;
+        if !(main || a.show_baselines) {
+            continue;
+        }
+        let label = if main { "main" } else { arm.scheme.as_str() };
+        if json_out {
+            for r in &arm.reports {
+                for mut v in row_json(r) {
+                    v["arm"] = json!(label);
+                    println!("{v}");
+                }
+            }
+        } else {
+            println!(
+                "\n== {} (every interval, degradation SLOs judged against the fair arm)",
+                arm.scheme
+            );
+            for r in &arm.reports {
+                print_table(r);
+            }
+        }
+    }
+    let by: Vec<(&str, &loadgen::demo::ArmResult)> =
+        arms.iter().map(|a| (a.scheme.as_str(), a)).collect();
+    let s = DemoSummary::of(&by, &scheme, &slos);
     if json_out {
         println!("{}", json!({ "summary": s }));
     } else {
@@ -282,7 +285,7 @@ pub fn run(a: DemoArgs) -> anyhow::Result<()> {
 
 /// Each demo tenant's SLO as text.
 fn demo_slos(opts: &DemoOptions) -> BTreeMap<String, Option<String>> {
-    controller::demo::tenant_slos(opts)
+    loadgen::demo::tenant_slos(opts)
         .into_iter()
         .map(|(t, s)| (t, s.map(|s| s.to_string())))
         .collect()

@@ -26,7 +26,6 @@
 //! | [`error`] | the service's error (one HTTP status per variant) |
 //! | [`fanout`] | one blocking call per node on a bounded number of threads (polls, reconciles) |
 //! | [`api`], [`auth`], [`console`] | HTTP: JSON verbs, bearer token, operator's page |
-//! | [`demo`] | `lachesis demo`: disks, nodes, controller and tenants on loopback |
 //!
 //! [`start`] opens the store's state, binds the API and runs the loop until stopped.
 
@@ -36,7 +35,6 @@ pub mod bandwidth;
 pub mod config;
 pub mod console;
 pub mod counters;
-pub mod demo;
 pub mod error;
 pub mod etcd;
 pub mod fanout;

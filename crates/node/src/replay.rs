@@ -287,23 +287,36 @@ pub fn map_request(req: &Request, size: u64) -> Option<(u64, u32)> {
     Some((offset, len))
 }
 
-async fn send(c: &NbdClient, req: &Request, size: u64, fill: &Bytes) -> (u64, Result<(), String>) {
+/// Sends `req` on `c` to an export of `size` bytes, mapped as the module docs say
+/// ([`map_request`]; a flush flushes); returns the bytes it moved (what the load
+/// generators' driver and [`replay`]'s workers both send through).
+pub async fn send(
+    c: &NbdClient,
+    req: &Request,
+    size: u64,
+    fill: &Bytes,
+) -> Result<u64, nbd::ClientError> {
     if req.op == Op::Flush {
-        return (0, c.flush().await.map_err(|e| e.to_string()));
+        return c.flush().await.map(|()| 0);
     }
     let Some((offset, len)) = map_request(req, size) else {
-        return (0, Ok(()));
+        return Ok(0);
     };
     if len == 0 {
-        return (0, Ok(()));
+        return Ok(0);
     }
-    let r = match req.op {
-        Op::Read => c.read(offset, len).await.map(|_| ()),
-        Op::Write => c.write(offset, fill.slice(..len as usize), false).await,
-        Op::Trim => c.trim(offset, len).await,
-        Op::Flush => unreachable!("handled above"),
+    let len = match req.op {
+        // A write writes what `fill` holds ([`MAX_REQUEST`] bytes in a replay).
+        Op::Write => len.min(u32::try_from(fill.len()).unwrap_or(u32::MAX)),
+        _ => len,
     };
-    (len as u64, r.map_err(|e| e.to_string()))
+    match req.op {
+        Op::Read => c.read(offset, len).await.map(|_| ())?,
+        Op::Write => c.write(offset, fill.slice(..len as usize), false).await?,
+        Op::Trim => c.trim(offset, len).await?,
+        Op::Flush => unreachable!("handled above"),
+    }
+    Ok(u64::from(len))
 }
 
 /// Replays `requests` as `cfg` says, counting into `stats` (readable while it runs);
@@ -341,7 +354,10 @@ where
                 let next = rx.lock().await.recv().await;
                 let Some(req) = next else { break };
                 let t = Instant::now();
-                let (len, result) = send(&c, &req, size, &fill).await;
+                let (len, result) = match send(&c, &req, size, &fill).await {
+                    Ok(len) => (len, Ok(())),
+                    Err(e) => (0, Err(e.to_string())),
+                };
                 stats.record(req.op, len, t.elapsed(), result);
             }
             let _ = c.disconnect().await;

@@ -32,6 +32,7 @@ servers = ["s1", "s2"]
 stripe_unit = "64KiB"
 [[tenant]]
 name = "web"
+slo = { degradation = 0.2 }
 [[tenant.volume]]
 name = "web"
 host = "h"
@@ -113,6 +114,22 @@ return {
   decisions: q("#decisions tbody tr").map(tr => q("td", tr).map(td => td.textContent)),
   nodes: q("#nodes tbody tr").map(tr => ({node: tr.dataset.node, cells: q("td", tr).map(td => td.textContent)})),
   infeasible: document.getElementById("infeasible").textContent,
+  p99: q("#tenants tbody tr").map(tr => ({volume: tr.dataset.tenant, p99: txt(tr, ".p99")})),
+  login_shown: getComputedStyle(document.getElementById("login")).display !== "none",
+  // Every chart: its axis titles, its last x label's right edge against the axis' end,
+  // each line's style, and the values each line draws.
+  charts: q("#curves svg, #latency svg, #alloc svg").map(s => {
+    const axis = s.querySelector("line").getBoundingClientRect(), last = s.querySelector("text.xlast").getBoundingClientRect();
+    return {cls: s.getAttribute("class"), volume: s.dataset.tenant || null,
+      xtitle: txt(s, "text.xtitle"), ytitle: txt(s, "text.ytitle"), last_gap: Math.abs(last.right - axis.right),
+      styles: q("path", s).map(p => (p.getAttribute("stroke-dasharray") || "") + "/" + p.getAttribute("stroke-width")),
+      markers: q(".marker", s).length,
+      series: Object.fromEntries(q("path", s).map(p => [p.dataset.series, {x: JSON.parse(p.dataset.x), y: JSON.parse(p.dataset.y)}]))};
+  }),
+  // Text that leaves its picture (clipped).
+  clipped: q("svg text").filter(t => { const r = t.getBoundingClientRect(), b = t.ownerSVGElement.getBoundingClientRect();
+    return t.textContent && (r.left < b.left - 0.5 || r.right > b.right + 0.5 || r.top < b.top - 0.5 || r.bottom > b.bottom + 0.5); })
+    .map(t => t.textContent),
 };
 "##;
 
@@ -408,12 +425,156 @@ fn console_in_headless_chromium_shows_what_the_api_says() {
         "{text} vs {inf}"
     );
 
+    // p99 beside the mean, as the API gives it.
+    for r in api_rows {
+        let v = r["tenant"].as_str().unwrap();
+        let shown = page["p99"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|x| x["volume"] == v)
+            .unwrap();
+        assert_shown(&shown["p99"], r["p99_ms"].as_f64(), 3, &format!("{v} p99"));
+    }
+
+    // Charts: axis titles, the last x label ending where the axis ends, no text clipped,
+    // and lines of the same chart drawn each in a style of its own (equal series stay
+    // distinguishable), with markers.
+    let charts = page["charts"].as_array().unwrap();
+    assert!(charts.len() >= 5, "{page}");
+    for c in charts {
+        assert!(
+            !c["xtitle"].as_str().unwrap().is_empty() && !c["ytitle"].as_str().unwrap().is_empty(),
+            "axis titles: {c}"
+        );
+        assert!(
+            c["last_gap"].as_f64().unwrap() < 1.5,
+            "last x label at the axis end: {c}"
+        );
+        let styles: Vec<&str> = c["styles"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|x| x.as_str().unwrap())
+            .collect();
+        let mut unique = styles.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), styles.len(), "each line its own style: {c}");
+        assert!(c["markers"].as_u64().unwrap() >= styles.len() as u64, "{c}");
+    }
+    assert_eq!(page["clipped"], json!([]), "labels clipped: {page}");
+
+    // The whole history, from the store: the latency chart has a point per stored
+    // interval, and the degradation target drawn is the one the controller set from the
+    // fair-share reference ((1 + x) times the model's latency at fair share), not one
+    // made from the measured latency.
+    let hist = api("/v1/history?limit=10000");
+    let web_rows: Vec<&Value> = hist
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|h| h["tenant"] == "web")
+        .map(|h| &h["detail"])
+        .collect();
+    let web = charts
+        .iter()
+        .find(|c| c["cls"] == "latency" && c["volume"] == "web")
+        .unwrap_or_else(|| panic!("{page}"));
+    let drawn: Vec<f64> = web["series"]["target"]["y"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let stored: Vec<f64> = web_rows
+        .iter()
+        .filter_map(|r| r["target_ms"].as_f64())
+        .collect();
+    assert_eq!(drawn, stored, "web's target line is the stored targets");
+    assert!(!stored.is_empty(), "web has a degradation target: {hist}");
+    let measured: Vec<f64> = web_rows
+        .iter()
+        .filter_map(|r| r["latency_ms"].as_f64())
+        .collect();
+    assert!(
+        stored
+            .iter()
+            .zip(&measured)
+            .any(|(t, m)| (t - 1.2 * m).abs() > 1e-6),
+        "a target is not 1.2 times the measured latency: {stored:?} {measured:?}"
+    );
+    assert_eq!(
+        web["series"]["mean"]["x"].as_array().unwrap().len(),
+        measured.len(),
+        "a point per stored interval"
+    );
+
+    // Reasons in words and units: no "per block", no bare block counts.
+    for r in dec {
+        for cell in [&r[3], &r[5]] {
+            let t = cell.as_str().unwrap();
+            assert!(
+                !t.contains("per block") && !t.contains(" blocks"),
+                "reason in words and units: {t}"
+            );
+        }
+    }
+
+    // Without the token the page asks for it (no raw 401), and takes it.
+    let bare = format!("http://{}/", ctl.addr);
+    let token = ctl.token.secret().to_string();
+    rt.block_on(async {
+        let (_driver, c) = browser().await;
+        c.goto(&bare).await.unwrap();
+        let t0 = Instant::now();
+        loop {
+            let v = c.execute(READ_PAGE, vec![]).await.unwrap();
+            if v["login_shown"] == true {
+                assert_eq!(v["err"], "", "no raw error beside the prompt: {v}");
+                assert!(!v["meta"].as_str().unwrap().contains("401"), "{v}");
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "no token prompt: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let input = c.find(fantoccini::Locator::Id("token")).await.unwrap();
+        input.send_keys(&token).await.unwrap();
+        c.find(fantoccini::Locator::Css("#login button"))
+            .await
+            .unwrap()
+            .click()
+            .await
+            .unwrap();
+        let t0 = Instant::now();
+        loop {
+            let v = c.execute(READ_PAGE, vec![]).await.unwrap();
+            if v["loaded"].as_str() == Some(interval.to_string().as_str()) {
+                assert_eq!(v["login_shown"], false, "{v}");
+                break;
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(10),
+                "the token was not taken: {v}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        if let Ok(dir) = std::env::var("LACHESIS_CONSOLE_SCREENSHOT") {
+            let png = c.screenshot().await.unwrap();
+            std::fs::write(std::path::Path::new(&dir).join("console.png"), png).unwrap();
+        }
+        c.close().await.unwrap();
+    });
+
     rt.block_on(ctl.shutdown());
     for (_, _, n) in nodes {
         rt.block_on(n.shutdown()).unwrap();
     }
     assert!(
-        t_start.elapsed() < Duration::from_secs(20),
+        t_start.elapsed() < Duration::from_secs(40),
         "{:?}",
         t_start.elapsed()
     );

@@ -1,7 +1,8 @@
 //! What one demo arm measured ([`ArmResult`]): every interval's report, the requests
-//! each tenant completed, and each client connection's latency log ([`DriverLog`]).
+//! each tenant completed, each client connection's latency log ([`DriverLog`]) and how
+//! far each had got at the end of every interval.
 
-use crate::views::IntervalReport;
+use controller::views::IntervalReport;
 use std::collections::HashMap;
 
 /// What one arm measured.
@@ -22,6 +23,10 @@ pub struct ArmResult {
     /// ([`WARMUP_INTERVALS`](crate::demo::WARMUP_INTERVALS)) ended (empty if the arm ended before).
     #[serde(skip)]
     pub warm: Vec<usize>,
+    /// After each interval (the counted ones, then those of the extension), how many
+    /// requests each client connection had logged: `marks[i]` ends `reports[i]`.
+    #[serde(skip)]
+    pub marks: Vec<Vec<usize>>,
 }
 
 /// One client connection of a tenant: the latency (ms) of each request it completed, in
@@ -63,6 +68,7 @@ pub(super) mod tests {
             seconds: 1.0,
             drivers,
             warm: Vec::new(),
+            marks: Vec::new(),
         }
     }
 }

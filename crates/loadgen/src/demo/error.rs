@@ -9,6 +9,6 @@ pub enum DemoError {
 }
 
 /// An error's `what: error` as a [`DemoError::Setup`].
-pub(super) fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> DemoError + '_ {
+pub(crate) fn setup<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> DemoError + '_ {
     move |e| DemoError::Setup(format!("{what}: {e}"))
 }

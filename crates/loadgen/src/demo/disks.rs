@@ -69,7 +69,7 @@ impl nbd::Export for SlowFile {
 }
 
 /// The disks served: where they listen, and how to stop them.
-pub(super) struct Disks {
+pub(crate) struct Disks {
     /// The NBD server's address; disk `S.T` is level-2 node `S`'s disk of tenant `T`.
     pub addr: std::net::SocketAddr,
     stop: tokio::sync::oneshot::Sender<()>,
@@ -78,7 +78,7 @@ pub(super) struct Disks {
 
 /// One disk per level-2 node in `servers`, with a file of half a volume per tenant it
 /// serves (`dir/disk-S-T.img`), served on a loopback port.
-pub(super) async fn start(
+pub(crate) async fn start(
     dir: &Path,
     servers: &[&str],
     ts: &[DemoTenant],
@@ -117,7 +117,7 @@ pub(super) async fn start(
 
 impl Disks {
     /// Stops serving, waiting at most 30 s for in-flight requests.
-    pub(super) async fn stop(self) {
+    pub(crate) async fn stop(self) {
         let _ = self.stop.send(());
         let _ = tokio::time::timeout(Duration::from_secs(30), self.task).await;
     }

@@ -9,23 +9,33 @@
 use super::error::{setup, DemoError};
 use super::options::DemoOptions;
 use super::workload::DemoTenant;
-use crate::config::{ControllerConfig, ControllerSection, TenantConfig, VolumeSpec};
-use crate::store::SqliteStore;
-use crate::RunningController;
+use controller::config::{ControllerConfig, ControllerSection, TenantConfig, VolumeSpec};
+use controller::store::SqliteStore;
+use controller::RunningController;
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The level-2 nodes' names.
-pub(super) const SERVERS: [&str; 4] = ["l2-a", "l2-b", "l2-c", "l2-d"];
+/// The level-2 nodes' names: every server of a tenant of `ts`, in order.
+pub(crate) fn servers(ts: &[DemoTenant]) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = ts.iter().flat_map(|t| t.servers).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
 
-/// The level-1 nodes' names.
-const HOSTS: [&str; 2] = ["l1-a", "l1-b"];
+/// The level-1 nodes' names: every host of a tenant of `ts`, in order.
+fn hosts(ts: &[DemoTenant]) -> Vec<&'static str> {
+    let mut v: Vec<&'static str> = ts.iter().map(|t| t.host).collect();
+    v.sort_unstable();
+    v.dedup();
+    v
+}
 
 /// One node of the demo.
-pub(super) struct DemoNode {
+pub(crate) struct DemoNode {
     /// Its name.
     pub name: String,
     /// Its level.
@@ -36,7 +46,7 @@ pub(super) struct DemoNode {
 
 /// Starts the controller with scheme `scheme`, the tenants `ts` and no node (each
 /// registers itself), not running its own loop.
-pub(super) async fn start_controller(
+pub(crate) async fn start_controller(
     opts: &DemoOptions,
     scheme: &str,
     dir: &Path,
@@ -88,14 +98,14 @@ pub(super) async fn start_controller(
         SqliteStore::open(&cfg.controller.data_dir.join("controller.db"))
             .map_err(setup("the controller's store"))?,
     );
-    crate::start(&cfg, store, false)
+    controller::start(&cfg, store, false)
         .await
         .map_err(setup("the controller"))
 }
 
 /// Starts the level-2 nodes (over the disks at `disk_addr`), then the level-1 nodes,
 /// each linked to the controller `ctl`.
-pub(super) async fn start_nodes(
+pub(crate) async fn start_nodes(
     opts: &DemoOptions,
     dir: &Path,
     ts: &[DemoTenant],
@@ -112,7 +122,7 @@ pub(super) async fn start_nodes(
         )
     };
     let mut nodes: Vec<DemoNode> = Vec::new();
-    for s in SERVERS {
+    for s in servers(ts) {
         let mut toml = format!(
             "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = {}\nlevel = 2\n\
              data_dir = \"{}\"\nbusy_poll = \"0s\"\nstop_timeout = \"2s\"\n{}",
@@ -143,14 +153,13 @@ pub(super) async fn start_nodes(
     for n in &nodes {
         let f = dir.join(format!("{}.api-token", n.name));
         std::fs::write(&f, n.node.api_token.secret()).map_err(setup("a node's token file"))?;
-        let s = SERVERS
-            .iter()
-            .find(|s| **s == n.name.as_str())
-            .copied()
+        let s = servers(ts)
+            .into_iter()
+            .find(|s| *s == n.name.as_str())
             .unwrap_or("");
         api_of.insert(s, (n.node.api_addr, f));
     }
-    for h in HOSTS {
+    for h in hosts(ts) {
         let mut toml = format!(
             "[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\ncache_size = {}\nlevel = 1\n\
              data_dir = \"{}\"\nbusy_poll = \"0s\"\nstop_timeout = \"2s\"\n{}",
@@ -185,7 +194,7 @@ pub(super) async fn start_nodes(
 }
 
 /// Waits (at most 15 s) until `n` nodes have registered with the controller and are up.
-pub(super) async fn registered(ctl: &RunningController, n: usize) -> Result<(), DemoError> {
+pub(crate) async fn registered(ctl: &RunningController, n: usize) -> Result<(), DemoError> {
     let t0 = Instant::now();
     loop {
         let known = ctl
@@ -213,7 +222,7 @@ pub(super) async fn registered(ctl: &RunningController, n: usize) -> Result<(), 
 /// and are waited for (their write-back into level 2 ends before level 2 stops), then the
 /// level-2 nodes (writing back to the disks). A node still draining after `grace` is
 /// reported and not waited for further (the temporary directory goes with the process).
-pub(super) async fn stop_nodes(nodes: Vec<DemoNode>, grace: Duration) {
+pub(crate) async fn stop_nodes(nodes: Vec<DemoNode>, grace: Duration) {
     let (level1, level2): (Vec<_>, Vec<_>) = nodes.into_iter().partition(|n| n.level == 1);
     for level in [level1, level2] {
         let stopping: Vec<_> = level
