@@ -146,7 +146,7 @@ mod tests {
             assert!(log
                 .latencies_ms()
                 .iter()
-                .all(|&ms| ms >= 0.0 && ms < 10_000.0));
+                .all(|&ms| (0.0..10_000.0).contains(&ms)));
             // Paced at 200 per second for about half a second: no more than the pace
             // allows (one at the start, then one per 5 ms), and not far fewer.
             let (stop, log) = (Arc::new(AtomicBool::new(false)), Arc::new(Log::default()));
