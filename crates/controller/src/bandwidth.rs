@@ -146,6 +146,7 @@ impl BandwidthSpec {
                     .iter()
                     .map(|&(i, _)| (i, weight(i) / total))
                     .collect(),
+                volumes: Vec::new(),
             });
         }
         Some(out)

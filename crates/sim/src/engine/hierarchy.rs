@@ -147,7 +147,7 @@ pub(super) fn hosts(sc: &Scenario) -> Vec<Host> {
                 of_tenant: vec![None; sc.tenants.len()],
             },
             ram: station(sc, sc.ram, 1 + h as u64),
-            nic: station(sc, sc.network, 1000 + h as u64),
+            nic: station(sc, sc.hosts[h].link.unwrap_or(sc.network), 1000 + h as u64),
         })
         .collect()
 }
@@ -312,7 +312,7 @@ impl Engine<'_> {
             }
         }
         for r in &plan.bandwidth {
-            let sched = scheduler(self.sc, self.sc.tenants.len(), &r.shares);
+            let sched = scheduler(self.sc, self.sc.tenants.len(), &r.shares, &r.volumes);
             match r.level.as_str() {
                 "server" => self.servers[r.node].disk.set_scheduler(sched, now),
                 _ => self.hosts[r.node].nic.set_scheduler(sched, now),
@@ -379,8 +379,15 @@ pub(super) fn running_policy<'p>(
 
 /// The scheduler that enforces `shares` (`(tenant, proportion)`) among `n` tenants: weighted
 /// fair sharing, or time quanta when the scenario sets `sim.quantum`. Classes are tenant
-/// indices; tenants not listed get no share (they do not use the resource).
-pub(super) fn scheduler(sc: &Scenario, n: usize, shares: &[(usize, f64)]) -> Scheduler {
+/// indices, or with time quanta and `volumes` (the volume of each of `shares`' tenants)
+/// one class per volume, with the sum of its tenants' shares; tenants not listed get no
+/// share (they do not use the resource).
+pub(super) fn scheduler(
+    sc: &Scenario,
+    n: usize,
+    shares: &[(usize, f64)],
+    volumes: &[usize],
+) -> Scheduler {
     let mut w = vec![0.0; n];
     for &(i, x) in shares {
         if i < n {
@@ -388,7 +395,28 @@ pub(super) fn scheduler(sc: &Scenario, n: usize, shares: &[(usize, f64)]) -> Sch
         }
     }
     match sc.quantum {
-        Some(quantum) => Scheduler::Quanta { quantum, shares: w },
+        Some(quantum) if volumes.len() == shares.len() && !volumes.is_empty() => {
+            let nv = volumes.iter().max().map_or(0, |v| v + 1);
+            // Volumes first, then one class (of no share) per tenant not listed.
+            let mut classes: Vec<usize> = (nv..nv + n).collect();
+            let mut per_class = vec![0.0; nv + n];
+            for (&(i, x), &v) in shares.iter().zip(volumes) {
+                if i < n {
+                    classes[i] = v;
+                    per_class[v] += x;
+                }
+            }
+            Scheduler::Quanta {
+                quantum,
+                shares: per_class,
+                classes,
+            }
+        }
+        Some(quantum) => Scheduler::Quanta {
+            quantum,
+            shares: w,
+            classes: Vec::new(),
+        },
         None => Scheduler::Weighted { weights: w },
     }
 }

@@ -103,9 +103,14 @@ impl Scenario {
             if hosts.iter().any(|x: &HostSpec| x.name == h.name) {
                 return Err(err(format!("host \"{}\"", h.name), "appears twice".into()));
             }
+            if let Some(l) = &h.link {
+                l.check()
+                    .map_err(|r| err(format!("host \"{}\".link", h.name), r.to_string()))?;
+            }
             hosts.push(HostSpec {
                 name: h.name.clone(),
                 blocks: blocks(h.cache, format!("host \"{}\".cache", h.name))?,
+                link: h.link,
             });
         }
         let disk = |d: &Option<DiskField>,

@@ -197,6 +197,8 @@ pub(super) struct SimSection {
 pub(super) struct HostSection {
     pub(super) name: String,
     pub(super) cache: Bytes,
+    #[serde(default)]
+    pub(super) link: Option<DeviceSpec>,
 }
 
 /// A device: `hdd`, `ssd`, or a table of its parameters.

@@ -16,6 +16,7 @@
 //! [[host]]
 //! name = "h1"
 //! cache = "512MiB"
+//! link = { kind = "net", mbps = 25 }   # optional: its link, where not `sim.network`
 //! [[server]]
 //! name = "s1"
 //! cache = "1GiB"
@@ -113,6 +114,8 @@ pub struct HostSpec {
     pub name: String,
     /// Cache capacity in blocks.
     pub blocks: u64,
+    /// Its link to the storage servers, where it differs from `sim.network`.
+    pub link: Option<DeviceSpec>,
 }
 
 /// A storage server.
