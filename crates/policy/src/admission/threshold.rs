@@ -270,6 +270,19 @@ impl AdmissionPolicy for Threshold {
             false
         }
     }
+    fn deferred(&mut self, key: Key) {
+        let c = self.candidates.count(key);
+        if c < self.threshold {
+            self.candidates.bump(key, self.threshold - c);
+        }
+    }
+    fn threshold(&self) -> Option<u32> {
+        Some(self.threshold)
+    }
+    fn set_threshold(&mut self, threshold: u32) -> bool {
+        self.threshold = threshold.max(1);
+        true
+    }
 }
 
 #[cfg(test)]

@@ -39,6 +39,7 @@ mod hierarchy;
 mod observe;
 mod serve;
 mod tenants;
+mod tier;
 
 use crate::scenario::{Pacing, Scenario, Workload};
 use crate::stats::{Counters, IntervalRow};

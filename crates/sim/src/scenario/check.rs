@@ -161,6 +161,14 @@ impl Scenario {
                         admission: t.admission.clone(),
                         device: disk(&t.device, key("hot_tier.device"), DeviceSpec::ssd())?,
                         volumes: None,
+                        migration_threads: if t.migration_threads == 0 {
+                            return Err(err(
+                                key("hot_tier.migration_threads"),
+                                "must be at least 1".into(),
+                            ));
+                        } else {
+                            t.migration_threads
+                        },
                     })
                 }
             };

@@ -222,6 +222,12 @@ pub(super) struct HotTierSection {
     pub(super) device: Option<DiskField>,
     #[serde(default)]
     pub(super) volumes: Option<Vec<String>>,
+    #[serde(default = "default_migration_threads")]
+    pub(super) migration_threads: u32,
+}
+
+fn default_migration_threads() -> u32 {
+    1
 }
 
 /// `[[server]]`.

@@ -21,7 +21,8 @@
 //! name = "s1"
 //! cache = "1GiB"
 //! disk = "hdd"                # hdd | ssd | { kind = "hdd", rpm = 10045, seek_ms = 5.0 }
-//! hot_tier = { size = "4GiB", chunk = "1MiB", admission = "adaptive" }   # optional
+//! hot_tier = { size = "4GiB", chunk = "1MiB", admission = "adaptive" }   # optional;
+//!                             # also volumes = ["db"], migration_threads = 1
 //! [[tenant]]
 //! name = "db"
 //! trace = "traces/db.csv"     # any format `lachesis sim` reads; or synthetic = "zipf:..."
@@ -105,6 +106,9 @@ pub struct HotTier {
     pub device: DeviceSpec,
     /// Tenants whose data may be boosted (all when `None`).
     pub volumes: Option<Vec<usize>>,
+    /// Copies to the tier that may run at once (the migration rate limit: an admitted
+    /// miss that finds every copy busy is deferred).
+    pub migration_threads: u32,
 }
 
 /// A level-1 host.
