@@ -1,66 +1,114 @@
-//! Learning automata for end-to-end QoS (coordinated resource controllers): each
-//! controller divides one resource (a host's or a storage server's bandwidth) between its
-//! workloads by a *linear reward-penalty* (L_R-P) automaton over a discrete set of
-//! proportion vectors; controllers at different levels learn in turn by passing a token.
+//! Learning automata for end-to-end QoS (coordinated resource controllers, the paper in
+//! `003_…`): each controller divides one resource (a host's link to its storage, or a
+//! storage server's disk) between its workloads by a *linear reward-penalty* (L_R-P)
+//! automaton over a discrete set of proportion vectors, and controllers at different
+//! levels learn in turn by passing a token between the levels.
 //!
-//! Feedback: each application's deviance from target `dft = (observed − target) / target`
-//! (0 on target; a best-effort application always reports 0, see [`dft`]); the error of an
-//! interval is `e(k) = Σ dft²`. The environment's answer is *graded* (an S-model
-//! environment), not a binary reward: `f(k) = e(k) / (e(k) + τ)` in `[0, 1)`, 0 when every
-//! target is met exactly and approaching 1 as the error grows, with `τ` the error at which
-//! the answer is half penalty (the automaton's `tolerance`). Updates for the chosen action
-//! `i` of `r`, with reward rate `α` and penalty rate `β`:
-//! ```text
-//! p_i += α (1 − f) (1 − p_i) − β f p_i
-//! p_j += −α (1 − f) p_j + β f (1 / (r − 1) − p_j)      for j ≠ i
-//! ```
-//! which keeps `Σ p = 1`; `f = 0` is the full L_R-P reward, `f = 1` the full penalty. An
-//! action close to the targets is rewarded nearly fully, one far from them is penalised,
-//! and one in between is graded, so the probabilities concentrate on the actions that
-//! come closest to the targets. Coordination ([`Coordinator`]): only the token holder explores (samples
-//! its action from its probabilities and learns); the others play their most probable
-//! action; the token moves on after `turn` intervals, so one controller's learning does
-//! not see another's exploration as noise. Randomness comes from the caller's
-//! [`rand::Rng`], so a run is reproducible from its seed.
+//! * **Deviance from target** ([`dft`]), per application in its own metric: the relative
+//!   distance of the measured metric from the SLO, positive when the application does
+//!   better than its target and negative when it falls short; a best-effort application
+//!   always reports 0 ([`Goal::BestEffort`]).
+//! * **Error** of a controller ([`error`]): the sum of the squared dfts of the
+//!   applications whose I/O it schedules (eq. 3). Doing better than the target counts as
+//!   error too: what a priority application does not need is left to the others.
+//! * **Feedback from the benefit of the last move** ([`feedback`]). An iteration measures
+//!   the error with the current action in force (`e_before`), takes an action, waits an
+//!   interval and measures again (`e_after`); the answer `f(k)` lies in `[0, 1]`, 0 the
+//!   most positive and 1 the most negative, graded by how much the move helped:
+//!   `f = e_after / (e_before + e_after)`. A move that removes all error gets 0, one that
+//!   spoils a configuration on target gets 1, one that changes nothing gets 1/2 (and two
+//!   errors of 0 give 1/2: nothing was learned). The ratio has no scale of its own, so no
+//!   constant of ours sets what counts as a small error.
+//! * **Update** of the chosen action `i` of `r`, reward rate `α`, penalty rate `β` (eqs. 1
+//!   and 2):
+//!   ```text
+//!   p_i += α (1 − f) (1 − p_i) − β f p_i
+//!   p_j += β f (1 / (r − 1) − p_j) − α (1 − f) p_j      for j ≠ i
+//!   ```
+//!   which keeps `Σ p = 1`.
+//! * **Coordination** ([`Learners`]): each controller has a level (hosts, storage
+//!   servers). With a token, only the controllers of the level holding it learn; the
+//!   others hold their most probable action. A turn starts with one interval in which
+//!   every controller holds its most probable action (the holders "first measure the
+//!   current error"), then the holders take `turn` actions, each learned from the benefit
+//!   over the interval before; then the token passes to the next level. Without a token
+//!   every controller explores and learns at every interval from the same intervals. The
+//!   actions a level holds when it does not learn are its most probable ones, ties going
+//!   to the most even split (before anything is learned: equal shares).
+//!
+//! Randomness comes from the caller's [`rand::Rng`], so a run is reproducible from its
+//! seed.
 
 use crate::AllocError;
 use rand::Rng;
+use serde::{Deserialize, Serialize};
 
-/// Deviance from target; 0 for a best-effort application or a non-positive target.
-pub fn dft(observed: f64, target: f64, best_effort: bool) -> f64 {
-    if best_effort || target <= 0.0 {
-        0.0
-    } else {
-        (observed - target) / target
+/// What an application's SLO asks of its metric.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Goal {
+    /// At least this much of a metric where more is better (throughput, IOPS, MB/s).
+    AtLeast(f64),
+    /// At most this much of a metric where less is better (latency).
+    AtMost(f64),
+    /// No SLO: its dft is always 0.
+    BestEffort,
+}
+
+/// Deviance from target of `observed` against `goal`: `(observed − t) / t` for
+/// [`Goal::AtLeast`], `(t − observed) / t` for [`Goal::AtMost`] (so above 0 is better than
+/// the target either way), 0 for best effort, a non-positive target, or a measurement
+/// that is not a number.
+pub fn dft(goal: Goal, observed: f64) -> f64 {
+    if !observed.is_finite() {
+        return 0.0;
+    }
+    match goal {
+        Goal::AtLeast(t) if t > 0.0 => (observed - t) / t,
+        Goal::AtMost(t) if t > 0.0 => (t - observed) / t,
+        _ => 0.0,
     }
 }
 
-/// The error of an interval: the sum of squared deviances.
+/// A controller's error: the sum of its applications' squared deviances.
 pub fn error(dfts: &[f64]) -> f64 {
     dfts.iter().map(|d| d * d).sum()
 }
 
+/// The answer `f(k)` in `[0, 1]` to a move that took the error from `before` to `after`:
+/// `after / (before + after)` (0: all error removed; 1: a configuration on target spoiled;
+/// 1/2: no change, or no error on either side). Negative or non-finite errors count as
+/// the worst (`f64::MAX`).
+pub fn feedback(before: f64, after: f64) -> f64 {
+    let clean = |e: f64| {
+        if e.is_finite() && e >= 0.0 {
+            e
+        } else {
+            f64::MAX
+        }
+    };
+    let (b, a) = (clean(before), clean(after));
+    if a + b <= 0.0 {
+        return 0.5;
+    }
+    // Halved first so that two errors of f64::MAX do not overflow.
+    (a / 2.0) / (a / 2.0 + b / 2.0)
+}
+
 /// One controller's L_R-P automaton.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Automaton {
     actions: Vec<Vec<f64>>,
     p: Vec<f64>,
     alpha: f64,
     beta: f64,
-    tolerance: f64,
     current: usize,
 }
 
 impl Automaton {
     /// An automaton over `actions` (each a proportion vector), uniform to start, with
-    /// reward rate `alpha` and penalty rate `beta` in `(0, 1)` and `tolerance` `τ` of the
-    /// graded feedback (the error answered with half penalty; above 0).
-    pub fn new(
-        actions: Vec<Vec<f64>>,
-        alpha: f64,
-        beta: f64,
-        tolerance: f64,
-    ) -> Result<Self, AllocError> {
+    /// reward rate `alpha` in `(0, 1)` and penalty rate `beta` in `[0, 1)`. Its current
+    /// action is the most even split.
+    pub fn new(actions: Vec<Vec<f64>>, alpha: f64, beta: f64) -> Result<Self, AllocError> {
         if actions.is_empty() {
             return Err(AllocError::BadInput(
                 "an automaton needs at least one action".into(),
@@ -68,24 +116,26 @@ impl Automaton {
         }
         if !(alpha > 0.0 && alpha < 1.0 && (0.0..1.0).contains(&beta)) {
             return Err(AllocError::BadInput(format!(
-                "alpha {alpha} and beta {beta} must lie in (0, 1)"
+                "alpha {alpha} must lie in (0, 1) and beta {beta} in [0, 1)"
             )));
         }
         let r = actions.len();
-        Ok(Automaton {
+        let mut a = Automaton {
             actions,
             p: vec![1.0 / r as f64; r],
             alpha,
             beta,
-            tolerance: tolerance.max(f64::MIN_POSITIVE),
             current: 0,
-        })
+        };
+        a.exploit();
+        Ok(a)
     }
 
-    /// Proportions for two workloads in steps of `1 / n`: `[k/n, 1 − k/n]` for `k = 1..n`.
-    pub fn two_way_actions(n: usize) -> Vec<Vec<f64>> {
-        (1..n)
-            .map(|k| vec![k as f64 / n as f64, 1.0 - k as f64 / n as f64])
+    /// The paper's actions for two workloads: 10/90, 30/70, 50/50, 70/30, 90/10.
+    pub fn paper_actions() -> Vec<Vec<f64>> {
+        [0.1, 0.3, 0.5, 0.7, 0.9]
+            .iter()
+            .map(|&x| vec![x, 1.0 - x])
             .collect()
     }
 
@@ -110,16 +160,35 @@ impl Automaton {
         self.current
     }
 
+    /// The current action.
+    pub fn current(&self) -> usize {
+        self.current
+    }
+
     /// The current action's proportions.
     pub fn proportions(&self) -> &[f64] {
         &self.actions[self.current]
     }
 
-    /// The most probable action (lowest index on ties).
+    /// The actions' proportion vectors.
+    pub fn actions(&self) -> &[Vec<f64>] {
+        &self.actions
+    }
+
+    /// The most probable action; among equally probable ones, the most even split (the
+    /// least squared distance from equal shares), then the lowest index.
     pub fn best(&self) -> usize {
+        let unevenness = |a: &[f64]| {
+            let even = 1.0 / a.len().max(1) as f64;
+            a.iter().map(|x| (x - even) * (x - even)).sum::<f64>()
+        };
         let mut b = 0;
         for i in 1..self.p.len() {
-            if self.p[i] > self.p[b] {
+            let (pi, pb) = (self.p[i], self.p[b]);
+            let tie = (pi - pb).abs() <= 1e-12;
+            if (!tie && pi > pb)
+                || (tie && unevenness(&self.actions[i]) < unevenness(&self.actions[b]) - 1e-12)
+            {
                 b = i;
             }
         }
@@ -131,23 +200,13 @@ impl Automaton {
         &self.p
     }
 
-    /// The graded answer `f(k)` to an error: `e / (e + τ)`.
-    pub fn feedback(&self, err: f64) -> f64 {
-        let e = if err.is_finite() {
-            err.max(0.0)
-        } else {
-            f64::MAX
-        };
-        e / (e + self.tolerance)
-    }
-
-    /// Learns from the error the current action produced; returns whether the answer was
-    /// more reward than penalty (`f < 1/2`).
-    pub fn learn(&mut self, err: f64) -> bool {
-        let f = self.feedback(err);
+    /// Updates the probabilities from the answer `f` (clamped to `[0, 1]`) to the
+    /// current action (eqs. 1 and 2).
+    pub fn learn(&mut self, f: f64) {
+        let f = if f.is_nan() { 0.5 } else { f.clamp(0.0, 1.0) };
         let (i, r) = (self.current, self.p.len());
         if r == 1 {
-            return f < 0.5;
+            return;
         }
         let (a, b) = (self.alpha * (1.0 - f), self.beta * f);
         let share = 1.0 / (r - 1) as f64;
@@ -161,138 +220,127 @@ impl Automaton {
         // Guard against rounding drift.
         let sum: f64 = self.p.iter().sum();
         self.p.iter_mut().for_each(|q| *q /= sum);
-        f < 0.5
     }
 }
 
-/// Controllers that learn in turn, passing a token.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct Coordinator {
-    /// The controllers, in token order.
+/// How the controllers take turns.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Coordination {
+    /// A token passed between the levels: the holding level learns for one measuring
+    /// interval plus `turn` actions, the others hold their most probable actions.
+    Token {
+        /// Actions a level takes per turn (at least 1).
+        turn: u32,
+    },
+    /// Every controller explores and learns at every interval.
+    None,
+}
+
+/// A set of controllers at one or more levels, learning in turn or all at once (see the
+/// module doc).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Learners {
+    /// The controllers.
     pub controllers: Vec<Automaton>,
+    level: Vec<usize>,
+    coordination: Coordination,
+    /// Each controller's error in the interval before the last (the baseline its move is
+    /// judged against).
+    before: Vec<Option<f64>>,
+    /// Whether each controller took an exploring action for the interval just measured.
+    explored: Vec<bool>,
     token: usize,
-    turn: u32,
     in_turn: u32,
+    started: bool,
 }
 
-impl Coordinator {
-    /// Controllers passing the token every `turn` intervals (at least 1).
-    pub fn new(controllers: Vec<Automaton>, turn: u32) -> Self {
-        Coordinator {
-            controllers,
-            token: 0,
-            turn: turn.max(1),
-            in_turn: 0,
+impl Learners {
+    /// Controllers with their levels (any numbers; the token visits them in ascending
+    /// order, starting with the smallest).
+    pub fn new(
+        controllers: Vec<Automaton>,
+        levels: Vec<usize>,
+        coordination: Coordination,
+    ) -> Result<Self, AllocError> {
+        if controllers.len() != levels.len() {
+            return Err(AllocError::BadInput(format!(
+                "{} controllers with {} levels",
+                controllers.len(),
+                levels.len()
+            )));
         }
+        let coordination = match coordination {
+            Coordination::Token { turn } => Coordination::Token { turn: turn.max(1) },
+            c => c,
+        };
+        let n = controllers.len();
+        let token = levels.iter().copied().min().unwrap_or(0);
+        Ok(Learners {
+            controllers,
+            level: levels,
+            coordination,
+            before: vec![None; n],
+            explored: vec![false; n],
+            token,
+            in_turn: 0,
+            started: false,
+        })
     }
 
-    /// Which controller holds the token.
-    pub fn holder(&self) -> usize {
-        self.token
+    /// The level holding the token (the one that learns), or `None` without a token.
+    pub fn holder(&self) -> Option<usize> {
+        matches!(self.coordination, Coordination::Token { .. }).then_some(self.token)
     }
 
-    /// Chooses every controller's action for the next interval: the holder explores, the
-    /// others exploit. Returns the chosen action indices.
-    pub fn choose<R: Rng + ?Sized>(&mut self, rng: &mut R) -> Vec<usize> {
-        let t = self.token;
+    /// Whether controller `c` is exploring in the interval now under way.
+    pub fn exploring(&self, c: usize) -> bool {
+        self.explored.get(c).copied().unwrap_or(false)
+    }
+
+    /// One iteration: `errors` (one per controller) were measured over the interval just
+    /// ended; each controller that moved for it learns from the benefit of its move, then
+    /// every controller's action for the next interval is chosen. Returns the actions.
+    pub fn step<R: Rng + ?Sized>(&mut self, errors: &[f64], rng: &mut R) -> Vec<usize> {
+        for (c, a) in self.controllers.iter_mut().enumerate() {
+            let now = errors.get(c).copied().unwrap_or(0.0);
+            if self.explored[c] {
+                if let Some(b) = self.before[c] {
+                    a.learn(feedback(b, now));
+                }
+            }
+            self.before[c] = Some(now);
+        }
+        let explore: Vec<bool> = match self.coordination {
+            Coordination::None => vec![self.started; self.controllers.len()],
+            Coordination::Token { turn } => {
+                if self.started {
+                    self.in_turn += 1;
+                    if self.in_turn > turn {
+                        self.in_turn = 0;
+                        self.token = self.next_level();
+                    }
+                }
+                self.level
+                    .iter()
+                    .map(|&l| l == self.token && self.in_turn > 0)
+                    .collect()
+            }
+        };
+        self.started = true;
+        self.explored = explore;
         self.controllers
             .iter_mut()
-            .enumerate()
-            .map(|(i, c)| if i == t { c.choose(rng) } else { c.exploit() })
+            .zip(&self.explored)
+            .map(|(a, &x)| if x { a.choose(rng) } else { a.exploit() })
             .collect()
     }
 
-    /// Feeds the interval's deviances to the holder, then moves the token if its turn is over.
-    pub fn feedback(&mut self, dfts: &[f64]) -> bool {
-        let rewarded = self.controllers[self.token].learn(error(dfts));
-        self.in_turn += 1;
-        if self.in_turn >= self.turn {
-            self.in_turn = 0;
-            self.token = (self.token + 1) % self.controllers.len();
-        }
-        rewarded
+    /// The level after the token's, wrapping to the smallest.
+    fn next_level(&self) -> usize {
+        let above = self.level.iter().copied().filter(|&l| l > self.token).min();
+        above.unwrap_or_else(|| self.level.iter().copied().min().unwrap_or(0))
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rand::rngs::StdRng;
-    use rand::SeedableRng;
-
-    #[test]
-    fn dft_and_error() {
-        assert_eq!(dft(30.0, 40.0, false), -0.25);
-        assert_eq!(dft(30.0, 40.0, true), 0.0);
-        assert!((error(&[-0.25, 0.5]) - 0.3125).abs() < 1e-12);
-    }
-
-    #[test]
-    fn the_feedback_is_graded_and_keeps_probabilities_summing_to_one() {
-        let mut a = Automaton::new(Automaton::two_way_actions(4), 0.2, 0.1, 0.1).unwrap();
-        assert_eq!(a.feedback(0.0), 0.0);
-        assert!((a.feedback(0.1) - 0.5).abs() < 1e-12);
-        assert!(a.feedback(10.0) > 0.99);
-        a.exploit();
-        let before = a.probabilities()[0];
-        // A small error is mostly reward, a large one mostly penalty.
-        assert!(a.learn(0.01));
-        let after_small = a.probabilities()[0];
-        assert!(after_small > before);
-        assert!(!a.learn(5.0));
-        assert!(a.probabilities()[0] < after_small);
-        assert!((a.probabilities().iter().sum::<f64>() - 1.0).abs() < 1e-12);
-    }
-
-    #[test]
-    fn converges_to_the_share_that_meets_targets() {
-        // Linear plant: throughput_j = gain_j * share_j; targets met exactly at 60/40.
-        let (gain, target) = ([50.0, 125.0], [30.0, 50.0]);
-        let mut a = Automaton::new(Automaton::two_way_actions(10), 0.1, 0.01, 1e-6).unwrap();
-        let mut rng = StdRng::seed_from_u64(7);
-        for _ in 0..3000 {
-            a.choose(&mut rng);
-            let share = a.proportions().to_vec();
-            let d: Vec<f64> = (0..2)
-                .map(|j| dft(gain[j] * share[j], target[j], false))
-                .collect();
-            a.learn(error(&d));
-        }
-        assert_eq!(a.best(), 5, "{:?}", a.probabilities()); // [0.6, 0.4]
-        assert!(a.probabilities()[5] > 0.9, "{:?}", a.probabilities());
-    }
-
-    #[test]
-    fn coordinated_controllers_meet_end_to_end_targets() {
-        // Two apps through a host (100 MB/s) then a storage server (80 MB/s); end-to-end
-        // throughput is the smaller of the two shares; app 1 is best effort.
-        let mk = || Automaton::new(Automaton::two_way_actions(10), 0.1, 0.01, 1e-6).unwrap();
-        let mut c = Coordinator::new(vec![mk(), mk()], 50);
-        let mut rng = StdRng::seed_from_u64(11);
-        let plant = |c: &Coordinator| {
-            let (h, s) = (
-                c.controllers[0].proportions(),
-                c.controllers[1].proportions(),
-            );
-            let app0 = (100.0 * h[0]).min(80.0 * s[0]);
-            vec![dft(app0, 40.0, false), dft(0.0, 0.0, true)]
-        };
-        for _ in 0..8000 {
-            c.choose(&mut rng);
-            let d = plant(&c);
-            c.feedback(&d);
-        }
-        c.controllers.iter_mut().for_each(|a| {
-            a.exploit();
-        });
-        // Host share 0.4 gives exactly 40 (storage 0.5 gives 40 too): any pair whose
-        // minimum is 40 meets the target; the learned pair must.
-        let d = plant(&c);
-        assert!(
-            error(&d) < 1e-9,
-            "{d:?} {:?} {:?}",
-            c.controllers[0].probabilities(),
-            c.controllers[1].probabilities()
-        );
-    }
-}
+mod tests;

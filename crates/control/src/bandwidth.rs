@@ -1,19 +1,32 @@
-//! Bandwidth proportions learned by linear reward-penalty automata, one per scheduled
-//! resource (each host and each storage server with two or more tenants), coordinated by a
-//! token passed between them (`lachesis_alloc::automata`).
+//! Bandwidth proportions learned by linear reward-penalty automata (the coordinated
+//! learning paper, `lachesis_alloc::automata`), one per scheduled resource: each host's
+//! link to its storage divides between the host's tenants, and each storage server's disk
+//! divides between its *volumes*, a volume being the I/O of one host's tenants on that
+//! server (the paper's virtual block device that one machine mounts). A tenant's share of
+//! a server is its volume's share split in the proportions its host gives the volume's
+//! tenants (equal where the host does not learn), and the plan says which volume each
+//! tenant is in ([`ResourceShares::volumes`]), so a scheduler by volume can serve a
+//! volume's tenants together in the volume's time.
 //!
-//! Each automaton's actions are proportion vectors over the resource's tenants: every way
-//! of dealing `units` equal units with at least one each. Feedback each interval is every
-//! tenant's deviance from its target latency, `dft = (observed − target) / target`
-//! (0 for best effort and for tenants without a target), and the error is `Σ dft²`.
-//! Coordinated: only the token holder explores and learns, for `turn` intervals at a time;
-//! uncoordinated: every automaton explores and learns from the same error at once. The
-//! random choices come from a generator seeded by the interval number, so a run replays.
+//! Feedback each interval is every tenant's deviance from target in the metric of its SLO
+//! (`lachesis_alloc::automata::dft`): IOPS and MB/s as measured against the target, mean
+//! and tail latency against the bound, a degradation SLO's mean latency against the
+//! latency it allows; a tenant without an SLO is best effort and always 0. A controller's
+//! error is the sum of the squared dfts of the tenants whose I/O it schedules, and its
+//! answer is the benefit of its last move (`automata::feedback`).
+//!
+//! Two members get the paper's five actions (10/90 ... 90/10); more get every way of
+//! dealing `units` equal units with at least one each. Coordinated: a token passes
+//! between the levels (hosts, then storage servers), `turn` actions a level; uncoordinated:
+//! every automaton explores and learns at every interval; `servers_only` (the paper's
+//! single storage learner): no learners at the hosts. The random choices come from a
+//! generator seeded by the scheme's seed and the interval number, so a run replays.
 
+use crate::observe::{Observations, TenantObservation};
 use crate::plan::ResourceShares;
 use crate::scheme::Automata;
-use crate::topology::{Class, Topology};
-use lachesis_alloc::automata::{error, Automaton, Coordinator};
+use crate::topology::{Slo, Topology};
+use lachesis_alloc::automata::{dft, error, Automaton, Coordination, Goal, Learners};
 use rand::rngs::StdRng;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
@@ -25,17 +38,30 @@ pub struct Resource {
     pub level: String,
     /// Index of the node.
     pub node: usize,
-    /// Tenant indices sharing it.
-    pub members: Vec<usize>,
-    /// The action space (proportion vectors).
+    /// What the proportions are over: at a host, its tenants one by one; at a storage
+    /// server, its volumes (the tenants of one host that use it, hosts in order).
+    pub members: Vec<Vec<usize>>,
+    /// The action space (proportion vectors over `members`).
     pub actions: Vec<Vec<f64>>,
+}
+
+impl Resource {
+    /// Every tenant whose I/O this resource schedules.
+    fn tenants(&self) -> impl Iterator<Item = usize> + '_ {
+        self.members.iter().flatten().copied()
+    }
 }
 
 /// The learners' state (plain data).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct BandwidthState {
+    #[serde(default)]
     resources: Vec<Resource>,
-    learners: Option<Coordinator>,
+    /// The automata, one per resource, with their token (`None` until the first step, or
+    /// when no resource has two members).
+    #[serde(default)]
+    levels: Option<Learners>,
+    #[serde(default)]
     chosen: Vec<usize>,
 }
 
@@ -62,117 +88,202 @@ pub fn compositions(k: usize, units: u32) -> Vec<Vec<f64>> {
         .collect()
 }
 
+/// The actions of a resource with `k` members: the paper's five for two, compositions of
+/// `units` for more.
+pub fn actions(k: usize, units: u32) -> Vec<Vec<f64>> {
+    if k == 2 {
+        Automaton::paper_actions()
+    } else {
+        compositions(k, units)
+    }
+}
+
+/// Tenant `i`'s deviance from target this interval in its SLO's metric (see the module
+/// doc); `latency_target` is the mean latency (ms) the controller derived for it.
+pub fn tenant_dft(
+    slo: Option<&Slo>,
+    o: &TenantObservation,
+    seconds: f64,
+    latency_target: Option<f64>,
+) -> f64 {
+    let Some(slo) = slo else {
+        return dft(Goal::BestEffort, 0.0);
+    };
+    let secs = seconds.max(1e-9);
+    let measured = o.requests > 0;
+    match *slo {
+        Slo::Iops(v) => dft(Goal::AtLeast(v), o.requests as f64 / secs),
+        Slo::Mbps(m) => dft(Goal::AtLeast(m), o.bytes as f64 / secs / 1e6),
+        Slo::LatencyMs(t) if measured => dft(Goal::AtMost(t), o.mean_latency_ms),
+        Slo::Degradation(_) if measured => match latency_target {
+            Some(t) => dft(Goal::AtMost(t), o.mean_latency_ms),
+            None => 0.0,
+        },
+        Slo::P95Ms(_) | Slo::P99Ms(_) | Slo::P999Ms(_) if measured => {
+            let Some((q, t)) = slo.tail() else {
+                return 0.0;
+            };
+            let observed = o
+                .latency_quantiles
+                .and_then(|x| x.at(q))
+                .or_else(|| (q == 0.99).then_some(o.p99_latency_ms));
+            observed.map_or(0.0, |ms| dft(Goal::AtMost(t), ms))
+        }
+        _ => 0.0,
+    }
+}
+
 impl BandwidthState {
-    /// One interval: learn from `observed` mean latencies against `targets` (ms), then
-    /// choose every resource's proportions for the next interval.
+    /// One interval: learn from `obs` (each tenant against its SLO; `targets` are the
+    /// mean latencies the controller derived, used for degradation SLOs), then choose
+    /// every resource's proportions for the next interval.
     pub fn step(
         &mut self,
         cfg: &Automata,
         topo: &Topology,
         targets: &[Option<f64>],
-        observed: &[f64],
+        obs: &Observations,
         interval: u64,
     ) -> Vec<ResourceShares> {
-        if self.learners.is_none() {
+        if self.levels.is_none() {
             self.init(cfg, topo);
         }
-        let Some(learners) = self.learners.as_mut() else {
+        let Some(learners) = self.levels.as_mut() else {
             return Vec::new();
         };
-        let mut rng = StdRng::seed_from_u64(0x6c61_6368_6573_6973 ^ interval);
-        let dfts: Vec<f64> = (0..topo.tenants.len())
-            .map(|i| {
-                let best_effort =
-                    topo.tenants[i].class == Class::BestEffort && targets[i].is_none();
-                match targets[i] {
-                    Some(t) if !best_effort && observed[i] > 0.0 => {
-                        lachesis_alloc::automata::dft(observed[i], t, false)
-                    }
-                    _ => 0.0,
-                }
+        let mut rng = StdRng::seed_from_u64(
+            0x6c61_6368_6573_6973 ^ cfg.seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ interval,
+        );
+        let dfts: Vec<f64> = topo
+            .tenants
+            .iter()
+            .enumerate()
+            .map(|(i, t)| match obs.tenants.get(i) {
+                Some(o) => tenant_dft(
+                    t.slo.as_ref(),
+                    o,
+                    obs.seconds,
+                    targets.get(i).copied().flatten(),
+                ),
+                None => 0.0,
             })
             .collect();
-        if !self.chosen.is_empty() {
-            if cfg.coordinated {
-                learners.feedback(&dfts);
-            } else {
-                let err = error(&dfts);
-                for c in learners.controllers.iter_mut() {
-                    c.learn(err);
+        let errors: Vec<f64> = self
+            .resources
+            .iter()
+            .map(|r| error(&r.tenants().map(|i| dfts[i]).collect::<Vec<_>>()))
+            .collect();
+        self.chosen = learners.step(&errors, &mut rng);
+        self.shares(topo.tenants.len())
+    }
+
+    /// The proportions of every resource under the chosen actions.
+    fn shares(&self, tenants: usize) -> Vec<ResourceShares> {
+        // Each tenant's proportion at its host, where the host learns.
+        let mut at_host: Vec<Option<f64>> = vec![None; tenants];
+        for (r, &a) in self.resources.iter().zip(&self.chosen) {
+            if r.level == "host" {
+                for (m, &p) in r.members.iter().zip(&r.actions[a]) {
+                    for &i in m {
+                        if let Some(x) = at_host.get_mut(i) {
+                            *x = Some(p);
+                        }
+                    }
                 }
             }
         }
-        self.chosen = if cfg.coordinated {
-            learners.choose(&mut rng)
-        } else {
-            learners
-                .controllers
-                .iter_mut()
-                .map(|c| c.choose(&mut rng))
-                .collect()
-        };
         self.resources
             .iter()
             .zip(&self.chosen)
-            .map(|(r, &a)| ResourceShares {
-                level: r.level.clone(),
-                node: r.node,
-                shares: r
-                    .members
-                    .iter()
-                    .copied()
-                    .zip(r.actions[a].iter().copied())
-                    .collect(),
+            .map(|(r, &a)| {
+                let (mut shares, mut volumes) = (Vec::new(), Vec::new());
+                for (v, (m, &p)) in r.members.iter().zip(&r.actions[a]).enumerate() {
+                    let weight = |i: usize| at_host.get(i).copied().flatten().unwrap_or(1.0);
+                    let total: f64 = m.iter().map(|&i| weight(i)).sum();
+                    for &i in m {
+                        let within = if total > 0.0 {
+                            weight(i) / total
+                        } else {
+                            1.0 / m.len() as f64
+                        };
+                        shares.push((i, p * within));
+                        volumes.push(v);
+                    }
+                }
+                ResourceShares {
+                    level: r.level.clone(),
+                    node: r.node,
+                    shares,
+                    volumes: if r.level == "server" {
+                        volumes
+                    } else {
+                        Vec::new()
+                    },
+                }
             })
             .collect()
     }
 
     fn init(&mut self, cfg: &Automata, topo: &Topology) {
-        let mut resources = Vec::new();
         let place = topo.placement();
-        for (h, members) in place.hosts.into_iter().enumerate() {
-            resources.push(("host", h, members));
+        let mut candidates: Vec<(&str, usize, Vec<Vec<usize>>)> = Vec::new();
+        if !cfg.servers_only {
+            for (h, members) in place.hosts.into_iter().enumerate() {
+                candidates.push(("host", h, members.into_iter().map(|i| vec![i]).collect()));
+            }
         }
         for (s, members) in place.servers.into_iter().enumerate() {
-            resources.push(("server", s, members.into_iter().map(|m| m.0).collect()));
+            // Volumes: the server's tenants grouped by their host, hosts in order.
+            let mut volumes: Vec<(usize, Vec<usize>)> = Vec::new();
+            for (i, _) in members {
+                let h = topo.tenants[i].host;
+                match volumes.iter_mut().find(|(vh, _)| *vh == h) {
+                    Some((_, v)) => v.push(i),
+                    None => volumes.push((h, vec![i])),
+                }
+            }
+            volumes.sort_by_key(|(h, _)| *h);
+            candidates.push(("server", s, volumes.into_iter().map(|(_, v)| v).collect()));
         }
-        let mut controllers = Vec::new();
-        for (level, node, members) in resources {
-            if members.len() < 2 || (cfg.servers_only && level != "server") {
+        let (mut controllers, mut levels) = (Vec::new(), Vec::new());
+        for (level, node, members) in candidates {
+            if members.len() < 2 {
                 continue;
             }
-            let actions = compositions(members.len(), cfg.units);
-            // Graded feedback: an error of 0.05 (one tenant 22 % off) is half penalty.
-            let Ok(a) = Automaton::new(actions.clone(), cfg.alpha, cfg.beta, 0.05) else {
+            let acts = actions(members.len(), cfg.units);
+            let Ok(a) = Automaton::new(acts.clone(), cfg.alpha, cfg.beta) else {
                 continue;
             };
             controllers.push(a);
+            levels.push(usize::from(level == "server"));
             self.resources.push(Resource {
                 level: level.into(),
                 node,
                 members,
-                actions,
+                actions: acts,
             });
         }
-        if !controllers.is_empty() {
-            self.learners = Some(Coordinator::new(controllers, cfg.turn));
+        if controllers.is_empty() {
+            return;
         }
+        let coordination = if cfg.coordinated {
+            Coordination::Token { turn: cfg.turn }
+        } else {
+            Coordination::None
+        };
+        self.levels = Learners::new(controllers, levels, coordination).ok();
+    }
+
+    /// The resources learned over, in the order of [`BandwidthState::automata`].
+    pub fn resources(&self) -> &[Resource] {
+        &self.resources
+    }
+
+    /// The automata, one per resource (empty before the first step).
+    pub fn automata(&self) -> &[Automaton] {
+        self.levels.as_ref().map_or(&[], |l| &l.controllers)
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn compositions_cover_every_split_with_one_unit_each() {
-        let c = compositions(2, 4);
-        assert_eq!(c, vec![vec![0.25, 0.75], vec![0.5, 0.5], vec![0.75, 0.25]]);
-        // 3 parts of 8 units, each at least one: C(7, 2) = 21
-        let c3 = compositions(3, 8);
-        assert_eq!(c3.len(), 21);
-        assert!(c3
-            .iter()
-            .all(|v| (v.iter().sum::<f64>() - 1.0).abs() < 1e-12));
-    }
-}
+mod tests;

@@ -180,6 +180,12 @@ pub struct ResourceShares {
     pub node: usize,
     /// `(tenant index, proportion)`, proportions summing to 1.
     pub shares: Vec<(usize, f64)>,
+    /// At a storage server scheduled by volume: the volume (an index) of each tenant in
+    /// `shares`, in the same order. A scheduler by volume gives a volume the sum of its
+    /// tenants' proportions and serves its tenants together in that time. Empty: each
+    /// tenant is scheduled on its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<usize>,
 }
 
 /// Hot-tier setting of one storage server.

@@ -155,7 +155,8 @@ impl Default for PolicyChoice {
 /// Learned bandwidth proportions.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Automata {
-    /// Token passing between the controllers (false: every controller learns at once).
+    /// A token passed between the levels, hosts then storage servers (false: every
+    /// controller learns at once).
     pub coordinated: bool,
     /// Units each proportion vector is made of (each tenant gets at least one).
     pub units: u32,
@@ -163,12 +164,15 @@ pub struct Automata {
     pub alpha: f64,
     /// Penalty rate.
     pub beta: f64,
-    /// Intervals a controller keeps the token.
+    /// Actions a level takes while it holds the token (after one measuring interval).
     pub turn: u32,
     /// Learn only at the storage servers (a single level of learners); hosts keep the
     /// FIFO scheduler. `false`: every resource with two or more tenants.
     #[serde(default)]
     pub servers_only: bool,
+    /// Seed of the learners' random choices (with the interval number).
+    #[serde(default)]
+    pub seed: u64,
 }
 
 impl Default for Automata {
@@ -176,10 +180,11 @@ impl Default for Automata {
         Automata {
             coordinated: true,
             units: 8,
-            alpha: 0.1,
-            beta: 0.01,
-            turn: 3,
+            alpha: 0.2,
+            beta: 0.02,
+            turn: 10,
             servers_only: false,
+            seed: 0,
         }
     }
 }

@@ -86,6 +86,7 @@ impl BandwidthSpec {
                     .iter()
                     .map(|&(i, _)| (i, weight(i) / total))
                     .collect(),
+                volumes: Vec::new(),
             });
         }
         Some(out)

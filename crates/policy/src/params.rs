@@ -112,6 +112,11 @@ impl Params {
         Ok(x)
     }
 
+    /// Whether `key` was given (without marking it read).
+    pub fn has(&self, key: &str) -> bool {
+        self.pairs.iter().any(|(k, _)| k == key)
+    }
+
     /// Errors on any key no one asked for.
     pub fn finish(&self) -> Result<(), PolicyError> {
         let used = self.used.borrow();

@@ -59,25 +59,41 @@ impl Calendar {
     /// earliest idle gap at or after it that fits; returns the request's completion and
     /// the end of the busy period that now holds it.
     pub(crate) fn book(&mut self, arrival: f64, service: f64) -> (f64, f64) {
+        self.book_aligned(arrival, service, |t| t)
+    }
+
+    /// Books `service` seconds at the earliest start `t` at or after `arrival` that is
+    /// its own `align(t)` (a start a slice of time allows: `align` returns the earliest
+    /// allowed start at or after its argument, and is the identity on allowed starts) and
+    /// whose `[t, t + service)` is idle; returns the completion and the end of the busy
+    /// period that now holds it.
+    pub(crate) fn book_aligned(
+        &mut self,
+        arrival: f64,
+        service: f64,
+        align: impl Fn(f64) -> f64,
+    ) -> (f64, f64) {
         // In order (the common case): no gap can open before the last busy period, so the
         // request starts at the later of its arrival and that period's end. The last
         // element of `buf` is the last period: the window never leaves `buf` empty of
         // periods once it holds one (forgetting keeps the last).
         match self.buf.last_mut() {
             Some(last) if last.0 <= arrival => {
-                let end = if arrival <= last.1 {
+                let start = align(arrival.max(last.1));
+                let end = if start <= last.1 {
                     last.1 += service;
                     last.1
                 } else {
-                    self.buf.push((arrival, arrival + service));
-                    arrival + service
+                    self.buf.push((start, start + service));
+                    start + service
                 };
                 return (end, end);
             }
             None => {
                 self.front_end = f64::NEG_INFINITY;
-                self.buf.push((arrival, arrival + service));
-                return (arrival + service, arrival + service);
+                let start = align(arrival);
+                self.buf.push((start, start + service));
+                return (start + service, start + service);
             }
             Some(_) => {}
         }
@@ -89,11 +105,12 @@ impl Calendar {
         if first_after > 0 {
             at = at.max(cal[first_after - 1].1);
         }
+        at = align(at);
         for &(s, end) in &cal[first_after..] {
             if s - at >= service {
                 break;
             }
-            at = at.max(end);
+            at = align(at.max(end));
         }
         let (mut start, mut end) = (at, at + service);
         // Merge with the period ending at `start` and the one starting at `end`. Every

@@ -26,11 +26,20 @@
 //!   their rate: the device is over- or under-booked by at most one reservation per class
 //!   at each such change. A weight of 0 counts as a hundredth of the smallest positive one
 //!   (no class is starved forever).
-//! * Time quanta (the coordinated-learning paper's enforcement, `sim.scheduler = "quanta"`):
-//!   time is cut into rounds of `quantum` seconds, and class `c` owns the slice
-//!   `[offset_c, offset_c + share_c · quantum)` of every round. Each class has its own
-//!   queue that advances only inside its own slices, so a class gets exactly its share of
-//!   the device whatever the others do, and not more: idle slices are not lent.
+//! * Time quanta (the coordinated-learning paper's enforcement, §3.6 and §4.3, with
+//!   `sim.quantum`): time is cut into rounds of `quantum` seconds (the paper's period of
+//!   100 ms), and class `c` owns the slice `[offset_c, offset_c + share_c · quantum)` of
+//!   every round, exclusively. Each class has its own queue that advances only inside its
+//!   own slices, served by arrival as a FIFO station is (a request takes the earliest
+//!   idle time of its class's slices at or after its arrival that fits it), so a class
+//!   gets its share of the device whatever the others do, and not more: idle slices are
+//!   not lent.
+//!   A request is issued only if it completes within what is left of its class's slice;
+//!   otherwise it waits for the class's next slice, and the rest of this one goes unused
+//!   (as the paper's scheduler stops issuing when a request would overrun the quantum).
+//!   A request longer than a whole slice starts at a slice's beginning and continues in
+//!   the class's next slices. Classes may group tenants (a storage server's volumes: the
+//!   tenants of one host share their volume's slice), given by a class per tenant.
 
 use crate::calendar::Calendar;
 use crate::device::Device;
@@ -51,6 +60,8 @@ pub enum Scheduler {
         quantum: f64,
         /// Share of each class (summing to 1).
         shares: Vec<f64>,
+        /// The class of each tenant index; empty: tenant `i` is class `i`.
+        classes: Vec<usize>,
     },
 }
 
@@ -60,10 +71,14 @@ pub struct Station {
     device: Device,
     scheduler: Scheduler,
     /// FIFO: when the server frees. Weighted: per class, when its queue drains.
-    /// Quanta: per class, the class-local time its queue frees.
     free: Vec<f64>,
     /// FIFO: reserved busy periods, and the booking into them ([`Calendar`]).
     calendar: Calendar,
+    /// Quanta: per class, its reserved busy periods in class-local time (the class's
+    /// slices laid end to end), so a class serves its requests by arrival as FIFO does.
+    slices: Vec<Calendar>,
+    /// Quanta: per class, the latest completion reserved for it (wall time).
+    class_done: Vec<f64>,
     busy: f64,
     ops: u64,
 }
@@ -76,6 +91,8 @@ impl Station {
             scheduler: Scheduler::Fifo,
             free: vec![0.0],
             calendar: Calendar::default(),
+            slices: Vec::new(),
+            class_done: Vec::new(),
             busy: 0.0,
             ops: 0,
         }
@@ -83,8 +100,16 @@ impl Station {
 
     /// Sets the scheduler (proportions from the controller); queues restart from `now`.
     pub fn set_scheduler(&mut self, scheduler: Scheduler, now: f64) {
-        let latest = self.free.iter().copied().fold(now, f64::max);
+        let was_quanta = matches!(self.scheduler, Scheduler::Quanta { .. });
+        let class_done = std::mem::take(&mut self.class_done);
+        let latest = self
+            .free
+            .iter()
+            .chain(&class_done)
+            .copied()
+            .fold(now, f64::max);
         self.calendar.clear();
+        self.slices.clear();
         self.free = match &scheduler {
             Scheduler::Fifo => {
                 self.calendar.reset_to(now.max(0.0), latest);
@@ -102,13 +127,28 @@ impl Station {
                 }
                 f
             }
-            Scheduler::Quanta { shares, quantum } => shares
-                .iter()
-                .enumerate()
-                .map(|(c, &s)| {
-                    local_time(latest, offset(shares, c) * quantum, s * quantum, *quantum)
-                })
-                .collect(),
+            Scheduler::Quanta {
+                shares, quantum, ..
+            } => {
+                // What a class had reserved stays ahead of its new requests (from time
+                // quanta with the same classes; after another scheduler, everything
+                // reserved finishes first); the other classes do not wait for it.
+                let same = was_quanta && class_done.len() == shares.len();
+                for (c, &x) in shares.iter().enumerate() {
+                    let (off, len) = (offset(shares, c) * quantum, x * quantum);
+                    let ahead = if same { class_done[c] } else { latest };
+                    let mut cal = Calendar::default();
+                    if len > 0.0 && ahead > now {
+                        cal.reset_to(
+                            local_time(now, off, len, *quantum),
+                            local_time(ahead, off, len, *quantum),
+                        );
+                    }
+                    self.slices.push(cal);
+                    self.class_done.push(ahead.max(now));
+                }
+                Vec::new()
+            }
         };
         let scheduler = match scheduler {
             Scheduler::Weighted { weights } => Scheduler::Weighted {
@@ -157,16 +197,38 @@ impl Station {
                 self.free[c] = start + service / rate;
                 self.free[c]
             }
-            Scheduler::Quanta { quantum, shares } => {
-                let c = class.min(shares.len() - 1);
+            Scheduler::Quanta {
+                quantum,
+                shares,
+                classes,
+            } => {
+                let c = classes
+                    .get(class)
+                    .copied()
+                    .unwrap_or(class)
+                    .min(shares.len() - 1);
                 let (q, len) = (*quantum, shares[c] * quantum);
                 if len <= 0.0 {
                     return f64::INFINITY;
                 }
                 let off = offset(shares, c) * q;
-                let start = local_time(arrival, off, len, q).max(self.free[c]);
-                self.free[c] = start + service;
-                wall_time(self.free[c], off, len, q)
+                // Issued only if it completes within what is left of the slice (one
+                // longer than a slice starts at a slice's beginning).
+                let fits = |t: f64| {
+                    let within = t - (t / len).floor() * len;
+                    // At a slice's boundary (up to rounding) a request may start.
+                    let at_boundary = within <= len * 1e-9 || within >= len * (1.0 - 1e-9);
+                    if !at_boundary && within + service > len * (1.0 + 1e-9) {
+                        t + len - within
+                    } else {
+                        t
+                    }
+                };
+                let local = local_time(arrival.max(0.0), off, len, q);
+                let (done, _) = self.slices[c].book_aligned(local, service, fits);
+                let t = wall_time(done, off, len, q);
+                self.class_done[c] = self.class_done[c].max(t);
+                t
             }
         }
     }
@@ -187,6 +249,17 @@ impl Station {
     /// earlier periods forgotten).
     pub fn forget_before(&mut self, now: f64) {
         self.calendar.forget_before(now);
+        if let Scheduler::Quanta {
+            quantum, shares, ..
+        } = &self.scheduler
+        {
+            for (c, cal) in self.slices.iter_mut().enumerate() {
+                let len = shares[c] * quantum;
+                if len > 0.0 {
+                    cal.forget_before(local_time(now, offset(shares, c) * quantum, len, *quantum));
+                }
+            }
+        }
     }
 
     /// Seconds of service reserved so far.
@@ -235,7 +308,7 @@ fn local_time(t: f64, off: f64, len: f64, q: f64) -> f64 {
 fn wall_time(l: f64, off: f64, len: f64, q: f64) -> f64 {
     let mut round = (l / len).floor();
     let mut within = l - round * len;
-    if within == 0.0 && round > 0.0 {
+    if within <= len * 1e-9 && round > 0.0 {
         round -= 1.0;
         within = len;
     }
@@ -276,12 +349,14 @@ mod tests {
         let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
         st.set_scheduler(
             Scheduler::Quanta {
-                quantum: 0.01,
+                quantum: 0.004,
                 shares: vec![0.25, 0.75],
+                classes: Vec::new(),
             },
             0.0,
         );
-        // Both classes saturate the device with 1 ms jobs for one simulated second.
+        // Both classes saturate the device with 1 ms jobs for one simulated second (one
+        // fits each 1 ms slice of class 0, three each 3 ms slice of class 1).
         let (mut done0, mut done1) = (0u32, 0u32);
         for _ in 0..2000 {
             if st.reserve(0, 0.0, 0.001) <= 1.0 {
@@ -293,6 +368,94 @@ mod tests {
         }
         assert!((done0 as i32 - 250).abs() <= 1, "{done0}");
         assert!((done1 as i32 - 750).abs() <= 1, "{done1}");
+    }
+
+    #[test]
+    fn a_request_that_would_overrun_its_slice_waits_for_the_next() {
+        // Slices of 5 ms in rounds of 10 ms; jobs of 2 ms: two fit in a slice, the third
+        // would overrun it and starts at the next slice (1 ms of each slice goes unused).
+        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
+        st.set_scheduler(
+            Scheduler::Quanta {
+                quantum: 0.01,
+                shares: vec![0.5, 0.5],
+                classes: Vec::new(),
+            },
+            0.0,
+        );
+        let ends: Vec<f64> = (0..5).map(|_| st.reserve(0, 0.0, 0.002)).collect();
+        for (e, want) in ends.iter().zip([0.002, 0.004, 0.012, 0.014, 0.022]) {
+            assert!((e - want).abs() < 1e-12, "{ends:?}");
+        }
+        // Class 1's slice is [5, 10) ms of every round.
+        assert!((st.reserve(1, 0.0, 0.002) - 0.007).abs() < 1e-12);
+        // A job longer than a whole slice starts at a slice's beginning and goes on in
+        // the class's next slice: 7 ms arriving at 11 ms waits for the slice at 20 ms,
+        // runs 20-25 ms and 30-32 ms (class 0 owns [0, 5) ms of every 10 ms).
+        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
+        st.set_scheduler(
+            Scheduler::Quanta {
+                quantum: 0.01,
+                shares: vec![0.5, 0.5],
+                classes: Vec::new(),
+            },
+            0.0,
+        );
+        assert!((st.reserve(0, 0.011, 0.007) - 0.032).abs() < 1e-12);
+        // Saturated with 2 ms jobs for a second: 200 done, not the 250 a split would give.
+        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
+        st.set_scheduler(
+            Scheduler::Quanta {
+                quantum: 0.01,
+                shares: vec![0.5, 0.5],
+                classes: Vec::new(),
+            },
+            0.0,
+        );
+        let done = (0..400)
+            .filter(|_| st.reserve(0, 0.0, 0.002) <= 1.0)
+            .count();
+        assert_eq!(done, 200);
+    }
+
+    #[test]
+    fn tenants_of_one_volume_share_its_slice() {
+        // Tenants 0 and 1 are one volume (class 0, half the time); tenant 2 is the other.
+        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
+        st.set_scheduler(
+            Scheduler::Quanta {
+                quantum: 0.01,
+                shares: vec![0.5, 0.5],
+                classes: vec![0, 0, 1],
+            },
+            0.0,
+        );
+        let mut done = [0u32; 3];
+        for _ in 0..1000 {
+            for (t, d) in done.iter_mut().enumerate() {
+                if st.reserve(t, 0.0, 0.001) <= 1.0 + 1e-9 {
+                    *d += 1;
+                }
+            }
+        }
+        // The volume's 500 ms are shared in the order its requests came (alternating).
+        assert_eq!(done, [250, 250, 500]);
+        // By arrival, not by reservation: one reserved first that arrives at 22 ms runs
+        // 22-24 ms; one reserved after it that arrives at 1 ms still runs 1-3 ms.
+        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
+        st.set_scheduler(
+            Scheduler::Quanta {
+                quantum: 0.01,
+                shares: vec![0.5, 0.5],
+                classes: Vec::new(),
+            },
+            0.0,
+        );
+        assert!((st.reserve(0, 0.022, 0.002) - 0.024).abs() < 1e-12);
+        assert!((st.reserve(0, 0.001, 0.002) - 0.003).abs() < 1e-12);
+        // One arriving at 21.5 ms fits neither before the booked 22-24 ms nor in the
+        // slice's last millisecond after it: it runs at the next slice, 30-32 ms.
+        assert!((st.reserve(0, 0.0215, 0.002) - 0.032).abs() < 1e-12);
     }
 
     /// Closed loops of `depth` requests per class on one HDD for `secs` simulated seconds;

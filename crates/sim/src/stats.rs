@@ -348,6 +348,12 @@ pub struct IntervalRow {
     pub read_latency_ms: Option<f64>,
     /// Mean latency of its writes (ms; 0 without a write, none without a read).
     pub write_latency_ms: Option<f64>,
+    /// Its proportion of its host's link in force during the interval (none where the
+    /// plan sets no proportions there).
+    pub host_share: Option<f64>,
+    /// Its proportion of its first storage server's disk in force during the interval
+    /// (with volumes, its volume's share times its part of it).
+    pub disk_share: Option<f64>,
 }
 
 #[cfg(test)]

@@ -280,11 +280,10 @@ impl Controller {
             }
         }
         if let Some(cfg) = self.scheme.automata {
-            let observed: Vec<f64> = obs.tenants.iter().map(|o| o.mean_latency_ms).collect();
             plan.bandwidth =
                 self.state
                     .bandwidth
-                    .step(&cfg, topo, &targets, &observed, self.state.interval);
+                    .step(&cfg, topo, &targets, obs, self.state.interval);
         }
         if self.scheme.boost {
             for (s, server) in topo.servers.iter().enumerate() {

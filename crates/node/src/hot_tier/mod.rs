@@ -21,8 +21,10 @@
 //!   *touches* its chunk once: the admission policy sees `access(chunk, resident)`, a hit
 //!   refreshes the chunk's LRU position, and a miss the policy admits takes a token from the
 //!   migration bucket (`max_migrations_per_sec`, burst of one second's worth; 0 means
-//!   unlimited; see `clock`). Without a token the admission is counted as throttled and dropped —
-//!   MRFU has already forgotten the chunk's count, so it must earn its place again.
+//!   unlimited; see `clock`). Without a token the admission is counted as throttled and
+//!   deferred: the policy is told (`AdmissionPolicy::deferred`), the chunk keeps its
+//!   count and is placed at a later access. The policy reads the tier's clock
+//!   (`AdmissionPolicy::tick`), so its periods (cooling, the adaptive rule) are of time.
 //! * A migration places the chunk in the directory (a free slot, or the least recently
 //!   touched chunk's, whose eviction the admission policy is told of), then copies the
 //!   chunk slow -> fast holding the slot's lock for writing, and only then names the
@@ -46,10 +48,8 @@
 //!   two slots.
 //!
 //! Where it falls short: the tier is not kept exclusive of the RAM cache (SANCACHE keeps
-//! its tier exclusive of the array cache; here a chunk's blocks may sit in both); a
-//! throttled admission still counts as a migration inside `adaptive` (the policy cannot
-//! be told it was refused), which biases its hits-per-migration ratio downwards while
-//! the rate limit bites; migrations run synchronously on the request that triggered them
+//! its tier exclusive of the array cache; here a chunk's blocks may sit in both);
+//! migrations run synchronously on the request that triggered them
 //! (the request pays for copying a whole chunk); a trim takes the chunk locks one chunk at
 //! a time and trims the slow backend chunk by chunk, so trimming a huge range costs one
 //! slow call per chunk; a fast-device error fails the request rather than degrading to
@@ -339,6 +339,7 @@ impl HotTier {
     fn touch(&self, c: u64) -> Touch {
         let now = self.clock.now();
         let mut d = lock(&self.dir);
+        d.admission.tick(now.as_secs_f64());
         let slot = d.chunks.lookup(c);
         let admit = d.enabled && d.admission.access(c, slot.is_some());
         match slot {
@@ -354,6 +355,8 @@ impl HotTier {
                 } else if d.bucket.take(now) {
                     Touch::Migrate
                 } else {
+                    // Deferred, not dropped: the chunk keeps its count.
+                    d.admission.deferred(c);
                     d.stats.throttled += 1;
                     Touch::Miss
                 }

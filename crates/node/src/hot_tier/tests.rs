@@ -197,6 +197,25 @@ fn rate_limit_caps_migrations_per_second() {
 }
 
 #[test]
+fn a_throttled_admission_is_deferred_and_placed_at_its_next_access() {
+    // One migration a second; MRFU places a chunk on its 2nd access. Chunk 1 is admitted
+    // while the bucket is empty: deferred, it keeps its count, so its next access (a
+    // second later) places it at once instead of needing two more.
+    let r = rig(8 * 512, 512, 4, "mrfu:threshold=2,sequential=0", 1);
+    let mut buf = [0u8; 16];
+    for c in [0, 0, 1, 1] {
+        r.tier.read_at(c * 512, &mut buf).unwrap();
+    }
+    let s = r.tier.stats();
+    assert_eq!((s.migrations, s.throttled), (1, 1));
+    r.clock.advance(Duration::from_secs(1));
+    r.tier.read_at(512, &mut buf).unwrap();
+    let s = r.tier.stats();
+    assert_eq!((s.migrations, s.throttled), (2, 1));
+    assert_eq!(s.resident_chunks, 2);
+}
+
+#[test]
 fn writes_update_resident_copies_and_trim_drops_them() {
     let r = rig(10 * 100 + 30, 100, 3, "demand", 0);
     assert_eq!(r.tier.size(), 1030);

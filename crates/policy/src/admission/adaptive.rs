@@ -1,12 +1,15 @@
 //! SANCACHE's adaptive threshold: MRFU placement whose migration threshold follows the
 //! paper's Figure 6 rule, with a migration rate limit that defers placements.
 //!
-//! Counting is [`super::mrfu`]'s (sequential filter), with the paper's cooling by
-//! subtraction: every `cool-period` accesses (default: the adaptation `period`) each
-//! candidate's count drops by `cool-by` (default 1; `cool-by=0` multiplies by `decay`
-//! instead, as `mrfu` does). `cool-by=0,decay=1` turns cooling off: MFU counting. A block is
-//! placed when its count reaches the threshold. At the end of every period the rule looks
-//! at the period's hits on placed blocks (`Δhits`) and its migrations (`Δmigs`). Every
+//! Counting is [`super::mrfu`]'s (sequential filter, cooling by subtraction: every
+//! `cool-s` seconds, default 15 as in the paper's Fig. 9-10 evaluation, each candidate's
+//! count drops by `cool-by`, default 1; `cool-by=0` turns cooling off, which is MFU
+//! counting under the same rule). A block is placed when its count reaches the threshold.
+//! At the end of every period (`period-s`, default 15 s: "every 15 seconds in the
+//! following evaluations") the rule looks at the period's hits on placed blocks
+//! (`Δhits`) and its migrations (`Δmigs`). Periods are of the owner's clock
+//! ([`AdmissionPolicy::tick`]); an owner without a clock gives `period=N` accesses
+//! instead (and then cooling is every `cool-period` accesses, default `period`). Every
 //! block resident in the partition was placed by this policy, so "hits on placed blocks"
 //! are the partition's hits during the period. The rule is the pure function [`step`],
 //! public so `alloc` (the fast tier's controller) can run it too:
@@ -42,13 +45,17 @@
 //!
 //! Rate limit: at most `max-migrations` placements per period; a miss that reaches the
 //! threshold beyond that is served from the disk and keeps its count, so it is placed at
-//! a later access (deferred, not dropped), unless cooling takes its count away first.
+//! a later access (deferred, not dropped), unless cooling takes its count away first. The
+//! owner's own limit (a migration that finds no room) hands the placement back with
+//! [`AdmissionPolicy::deferred`], with the same effect.
+//!
+//! Under a controller ([`AdmissionPolicy::set_threshold`]) the threshold is the
+//! controller's (which runs the same rule) and the policy's own rule stops; the counts
+//! stay.
 //!
 //! Departures, by name (each listed beside the claims that depend on it in
-//! `scenarios/sancache.toml`): the period is a number of accesses, not 15 s of time
-//! (an admission policy sees no clock; scenarios pick the number of accesses their tier
-//! sees in about 15 s, and a cooling period for the paper's 30 s). Counts live in a
-//! bounded table of `candidates` (a full table forgets its coldest entries).
+//! `scenarios/sancache.toml`): counts live in a bounded table of `candidates` (a full
+//! table forgets its coldest entries).
 //!
 //! Where it shines: a steady workload whose chunks differ in heat — the bar climbs until
 //! only chunks that pay it are placed, and the threshold settles where migrations
@@ -56,7 +63,7 @@
 //! (ratios in the hundreds) it needs hundreds of periods to get there (the reason for the
 //! `average` variant), and a burst of churn raises the threshold by one per period only.
 
-use super::mrfu::MrfuCounter;
+use super::mrfu::{cooling_from, Every, MrfuCounter};
 use super::AdmissionPolicy;
 use crate::params::Params;
 use crate::policy::Key;
@@ -172,25 +179,32 @@ pub fn step(s: ThresholdState, o: PeriodObservation) -> ThresholdState {
 pub struct Adaptive {
     state: ThresholdState,
     counter: MrfuCounter,
-    period: u64,
+    period: Every,
+    /// With a period of time: when the current period ends (`None` before the first tick).
+    period_end: Option<f64>,
     max_migrations: u64,
     seen: u64,
     hits: u64,
     migrations: u64,
     deferred: u64,
-    history: VecDeque<ThresholdState>,
-    /// Its threshold is set from outside ([`AdmissionPolicy::set_threshold`]): periods
-    /// end without stepping it.
+    /// The threshold is set from outside; the rule does not run.
     controlled: bool,
+    history: VecDeque<ThresholdState>,
 }
 
 impl Adaptive {
     /// Builds from `threshold` (start, default 2), `min-threshold` (1), `justify` (start,
-    /// 0), `justify-average` (0: Figure 6's steps; 1: the running mean), `period`
-    /// (65536 accesses), `max-migrations` per period (default unlimited), `cool-by` (1;
-    /// 0: multiply by `decay`), `cool-period` (accesses between coolings, default
-    /// `period`), `decay` (0.5), `candidates` (65536), `sequential` (1).
+    /// 0), `justify-average` (0: Figure 6's steps; 1: the running mean), the period
+    /// (`period-s`, default 15 s, or `period` accesses), `max-migrations` per period
+    /// (default unlimited), the cooling (`cool-s`, default 15 s, or `cool-period`
+    /// accesses, default `period` when that is given; `cool-by`, default 1, 0 for none,
+    /// or `decay`), `candidates` (65536), `sequential` (1).
     pub fn from_params(p: &Params) -> Result<Self, PolicyError> {
+        let bad = |key: &str, message: &str| PolicyError::BadParam {
+            policy: "adaptive".into(),
+            key: key.into(),
+            message: message.into(),
+        };
         let min_threshold = p.usize_in("min-threshold", 1, 1, 1 << 20)? as u32;
         let threshold =
             p.usize_in("threshold", 2, min_threshold as usize, u32::MAX as usize)? as u32;
@@ -200,12 +214,24 @@ impl Adaptive {
         } else {
             JustifyRule::Step
         };
-        let period = p.usize_in("period", 65536, 1, usize::MAX)? as u64;
+        if p.has("period") && p.has("period-s") {
+            return Err(bad(
+                "period-s",
+                "give `period-s` (seconds) or `period` (accesses), not both",
+            ));
+        }
+        let period = if p.has("period") {
+            Every::Accesses(p.usize_in("period", 65536, 1, usize::MAX)? as u64)
+        } else {
+            Every::Seconds(p.f64_in("period-s", 15.0, 1e-6, 1e9)?)
+        };
         let max_migrations = p.usize_in("max-migrations", usize::MAX, 0, usize::MAX)? as u64;
-        let cool_by = p.usize_in("cool-by", 1, 0, 1 << 20)? as u32;
-        let cool_period = p.usize_in("cool-period", period as usize, 1, usize::MAX)? as u64;
-        let decay = p.f64_in("decay", 0.5, 0.0, 1.0)?;
         let cands = p.usize_in("candidates", 65536, 1, 1 << 30)?;
+        let (candidates, mut cool_every) = cooling_from(p, "adaptive", cands, "cool-period")?;
+        if let (Every::Accesses(n), false, false) = (period, p.has("cool-period"), p.has("cool-s"))
+        {
+            cool_every = Every::Accesses(n);
+        }
         let seq = p.usize_in("sequential", 1, 0, 1)? == 1;
         p.finish()?;
         Ok(Adaptive {
@@ -216,19 +242,16 @@ impl Adaptive {
                 rule,
                 ..ThresholdState::default()
             },
-            counter: if cool_by > 0 {
-                MrfuCounter::subtracting(cands, cool_period, cool_by, seq)
-            } else {
-                MrfuCounter::new(cands, cool_period, decay, seq)
-            },
+            counter: MrfuCounter::with(candidates, cool_every, seq),
             period,
+            period_end: None,
             max_migrations,
             seen: 0,
             hits: 0,
             migrations: 0,
             deferred: 0,
-            history: VecDeque::new(),
             controlled: false,
+            history: VecDeque::new(),
         })
     }
 
@@ -243,24 +266,22 @@ impl Adaptive {
     }
 
     /// Misses that reached the threshold but were deferred by the rate limit, so far.
-    pub fn deferred(&self) -> u64 {
+    pub fn deferred_count(&self) -> u64 {
         self.deferred
     }
 
-    /// Ends a period: applies [`step`] to what it observed.
+    /// Ends a period: applies [`step`] to what it observed (unless a controller sets the
+    /// threshold).
     fn end_period(&mut self) {
-        if self.controlled {
-            self.hits = 0;
-            self.migrations = 0;
-            return;
+        if !self.controlled {
+            self.state = step(
+                self.state,
+                PeriodObservation {
+                    hits: self.hits,
+                    migrations: self.migrations,
+                },
+            );
         }
-        self.state = step(
-            self.state,
-            PeriodObservation {
-                hits: self.hits,
-                migrations: self.migrations,
-            },
-        );
         if self.history.len() == 1024 {
             self.history.pop_front();
         }
@@ -308,283 +329,41 @@ impl AdmissionPolicy for Adaptive {
             false
         };
         self.seen += 1;
-        if self.seen.is_multiple_of(self.period) {
-            self.end_period();
+        if let Every::Accesses(n) = self.period {
+            if self.seen.is_multiple_of(n) {
+                self.end_period();
+            }
         }
         place
+    }
+    fn tick(&mut self, now: f64) {
+        self.counter.tick(now);
+        let Every::Seconds(p) = self.period else {
+            return;
+        };
+        if !now.is_finite() {
+            return;
+        }
+        let mut end = *self.period_end.get_or_insert(now + p);
+        // Periods with no access end too (each a period of no migrations); a clock that
+        // jumps far ahead ends at most 2^16 of them.
+        let mut k = 0;
+        while now >= end && k < 1 << 16 {
+            self.end_period();
+            end += p;
+            k += 1;
+        }
+        if now >= end {
+            end = now + p;
+        }
+        self.period_end = Some(end);
+    }
+    fn deferred(&mut self, key: Key) {
+        self.migrations = self.migrations.saturating_sub(1);
+        self.deferred += 1;
+        self.counter.restore(key, self.state.threshold);
     }
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::admission::build_admission;
-    use proptest::prelude::*;
-
-    fn obs(hits: u64, migrations: u64) -> PeriodObservation {
-        PeriodObservation { hits, migrations }
-    }
-
-    #[test]
-    fn figure6_trajectory() {
-        use LastMove::*;
-        let mut s = ThresholdState::default();
-        let seq = [
-            (obs(0, 0), (1, 0.0, Lowered)), // 0 migrations, not > 0: lower both
-            (obs(50, 10), (1, 1.0, RaisedJustify)), // 10 > 0, 5/chunk >= 0
-            (obs(5, 10), (2, 1.0, RaisedThreshold)), // 0.5/chunk < 1
-            (obs(30, 10), (2, 2.0, RaisedJustify)), // 3 >= 1
-            (obs(30, 10), (2, 3.0, RaisedJustify)), // 3 >= 2
-            (obs(30, 10), (2, 4.0, RaisedJustify)), // 3 >= 3
-            (obs(30, 10), (3, 4.0, RaisedThreshold)), // 3 < 4
-            (obs(12, 3), (2, 3.0, Lowered)), // 3 migrations, not > 4
-            (obs(40, 3), (1, 2.0, Lowered)), // 3, not > 3: lower, however good
-            (obs(40, 3), (1, 3.0, RaisedJustify)), // 3 > 2, 13.3 >= 2
-            (obs(0, 0), (1, 2.0, Lowered)), // floor at 1
-        ];
-        for (k, (o, want)) in seq.into_iter().enumerate() {
-            s = step(s, o);
-            assert_eq!((s.threshold, s.justify, s.last), want, "period {}", k + 1);
-        }
-    }
-
-    #[test]
-    fn no_cap_on_the_threshold() {
-        // A chunk that never pays: the threshold rises by one every period, past any cap
-        // (the old rule stopped at 16).
-        let mut s = ThresholdState {
-            justify: 1.0,
-            ..ThresholdState::default()
-        };
-        for _ in 0..200 {
-            s = step(s, obs(0, 100));
-        }
-        assert_eq!((s.threshold, s.justify), (202, 1.0));
-    }
-
-    #[test]
-    fn the_bar_settles_at_what_placements_earn() {
-        // Placements that earn 6 hits each, 100 migrations a period: JUSTIFY climbs by
-        // one a period until it passes what placements earn (7 > 6), then the threshold
-        // rises by one a period (this constant observation does not react to it).
-        let mut s = ThresholdState::default();
-        let mut bars = Vec::new();
-        for _ in 0..10 {
-            s = step(s, obs(600, 100));
-            bars.push(s.justify);
-        }
-        assert_eq!(bars, [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 7.0, 7.0, 7.0]);
-        assert_eq!(s.threshold, 5);
-    }
-
-    #[test]
-    fn running_average_variant() {
-        let mut s = ThresholdState {
-            rule: JustifyRule::Average,
-            ..ThresholdState::default()
-        };
-        s = step(s, obs(40, 10)); // ratio 4 >= 0; mean 4
-        assert_eq!(
-            (s.threshold, s.justify, s.last),
-            (2, 4.0, LastMove::RaisedJustify)
-        );
-        s = step(s, obs(20, 10)); // ratio 2 < 4: raise; mean 3
-        assert_eq!((s.threshold, s.justify), (3, 3.0));
-        s = step(s, obs(90, 10)); // ratio 9 >= 3; mean 5
-        assert_eq!((s.threshold, s.justify), (3, 5.0));
-        s = step(s, obs(90, 5)); // 5 migrations, not > 5: lower; mean kept
-        assert_eq!(
-            (s.threshold, s.justify, s.last),
-            (2, 5.0, LastMove::Lowered)
-        );
-    }
-
-    #[test]
-    fn the_running_policy_follows_step() {
-        let mut a = Adaptive::from_params(
-            &Params::parse("adaptive", "period=10,sequential=0,cool-by=0,decay=1").unwrap(),
-        )
-        .unwrap();
-        let mut placed = Vec::new();
-        // Period 1 (threshold 2): block 1 placed on its 2nd miss, 8 one-off misses:
-        // 0 hits for 1 migration; 1 > 0 and 0 >= 0: JUSTIFY 1.
-        placed.push(a.access(1, false));
-        placed.push(a.access(1, false));
-        for k in 0..8 {
-            assert!(!a.access(1_000 + 2 * k, false));
-        }
-        // Period 2: block 2 placed on its 2nd miss, then 8 hits: 1 migration, not > 1:
-        // lower both (threshold 1, JUSTIFY 0).
-        placed.push(a.access(2, false));
-        placed.push(a.access(2, false));
-        for _ in 0..8 {
-            a.access(2, true);
-        }
-        // Period 3 (threshold 1): block 3 placed on its first miss, 9 hits: JUSTIFY 1.
-        placed.push(a.access(3, false));
-        for _ in 0..9 {
-            a.access(3, true);
-        }
-        // Period 4: 3 placements, 7 hits: 3 > 1, 2.3 >= 1: JUSTIFY 2.
-        for k in 4..7 {
-            placed.push(a.access(k, false));
-        }
-        for _ in 0..7 {
-            a.access(3, true);
-        }
-        // Period 5: 4 placements, 6 hits: 4 > 2, 1.5 < 2: threshold 2.
-        for k in 7..11 {
-            placed.push(a.access(k, false));
-        }
-        for _ in 0..6 {
-            a.access(3, true);
-        }
-        assert_eq!(
-            placed,
-            [false, true, false, true, true, true, true, true, true, true, true, true]
-        );
-        let trajectory: Vec<(u32, f64, LastMove)> = a
-            .history()
-            .map(|s| (s.threshold, s.justify, s.last))
-            .collect();
-        assert_eq!(
-            trajectory,
-            [
-                (2, 1.0, LastMove::RaisedJustify),
-                (1, 0.0, LastMove::Lowered),
-                (1, 1.0, LastMove::RaisedJustify),
-                (1, 2.0, LastMove::RaisedJustify),
-                (2, 2.0, LastMove::RaisedThreshold),
-            ]
-        );
-        assert_eq!(a.name(), "adaptive(threshold=2,justify=2)");
-    }
-
-    #[test]
-    fn cooling_subtracts_every_period() {
-        // Threshold 3, cool-by 1 every 4 accesses: a block touched every other period
-        // never reaches 3; touched twice per period it does.
-        let mut a =
-            build_admission("adaptive:threshold=3,min-threshold=3,period=4,sequential=0,cool-by=1")
-                .unwrap();
-        let mut placed = false;
-        for k in 0..40u64 {
-            let key = if k % 8 == 0 { 7 } else { 1000 + 3 * k };
-            placed |= key == 7 && a.access(key, false);
-            if key != 7 {
-                a.access(key, false);
-            }
-        }
-        assert!(!placed);
-        let mut b =
-            build_admission("adaptive:threshold=3,min-threshold=3,period=4,sequential=0,cool-by=1")
-                .unwrap();
-        let got: Vec<bool> = (0..6).map(|_| b.access(9, false)).collect();
-        assert!(got.contains(&true), "{got:?}");
-        // A block seen every 4th access: cooled every 4 accesses it never passes 1;
-        // cooled every 8 (cool-period) its count goes 1, 2, (cooled) 2, 3: placed at its
-        // 4th access.
-        let mut c = build_admission(
-            "adaptive:threshold=3,min-threshold=3,period=4,cool-period=8,sequential=0,cool-by=1",
-        )
-        .unwrap();
-        let mut when = None;
-        for k in 0..40u64 {
-            let key = if k % 4 == 0 { 7 } else { 1000 + 3 * k };
-            if c.access(key, false) && key == 7 {
-                when = Some(k / 4 + 1);
-                break;
-            }
-        }
-        assert_eq!(when, Some(4));
-    }
-
-    #[test]
-    fn rate_limit_defers_placements() {
-        // Threshold 1, at most 5 placements per period of 100 accesses, 300 distinct
-        // misses (the indices placed are listed): period 1 places 5 (0 hits per migration clears the bar 0: JUSTIFY 1),
-        // period 2 places 5 (0 < 1: threshold 2), period 3 places none (no key is seen
-        // twice).
-        let mut a = Adaptive::from_params(
-            &Params::parse(
-                "adaptive",
-                "threshold=1,max-migrations=5,period=100,sequential=0",
-            )
-            .unwrap(),
-        )
-        .unwrap();
-        let placed: Vec<u64> = (0..300u64).filter(|&i| a.access(i * 3, false)).collect();
-        assert_eq!(placed, [0, 1, 2, 3, 4, 100, 101, 102, 103, 104]);
-        assert_eq!(a.deferred(), 190);
-        // A deferred block keeps its count: placed at its next miss once the limit allows.
-        let mut b = Adaptive::from_params(
-            &Params::parse(
-                "adaptive",
-                "max-migrations=1,period=4,sequential=0,cool-by=0,decay=1",
-            )
-            .unwrap(),
-        )
-        .unwrap();
-        assert!(!b.access(10, false));
-        assert!(b.access(10, false)); // count 2: placed
-        assert!(!b.access(20, false));
-        assert!(!b.access(20, false)); // count 2, deferred; period ends (JUSTIFY 1)
-        assert_eq!(b.deferred(), 1);
-        assert!(b.access(20, false)); // count 3 >= 2, new period: placed
-    }
-
-    proptest! {
-        #![proptest_config(ProptestConfig::with_cases(256))]
-        /// Figure 6's invariants on any sequence of periods: the threshold stays at or
-        /// above its floor and moves by at most one; JUSTIFY stays non-negative and (by
-        /// steps) moves by at most one; exactly the published branch is taken.
-        #[test]
-        fn figure6_invariants(
-            start in 1u32..40,
-            periods in prop::collection::vec((0u64..500, 0u64..60), 1..120),
-        ) {
-            let mut s = ThresholdState { threshold: start, ..ThresholdState::default() };
-            for (hits, migrations) in periods {
-                let n = step(s, obs(hits, migrations));
-                prop_assert!(n.threshold >= n.min_threshold);
-                prop_assert!(n.justify >= 0.0);
-                prop_assert!(n.threshold.abs_diff(s.threshold) <= 1);
-                prop_assert!((n.justify - s.justify).abs() <= 1.0);
-                let judged = migrations as f64 > s.justify;
-                if !judged {
-                    prop_assert_eq!(n.threshold, s.threshold.saturating_sub(1).max(1));
-                    prop_assert_eq!(n.justify, (s.justify - 1.0).max(0.0));
-                } else if (hits as f64) < s.justify * migrations as f64 {
-                    prop_assert_eq!(n.threshold, s.threshold + 1);
-                    prop_assert_eq!(n.justify, s.justify);
-                } else {
-                    prop_assert_eq!(n.threshold, s.threshold);
-                    prop_assert_eq!(n.justify, s.justify + 1.0);
-                }
-                s = n;
-            }
-        }
-
-        /// The average variant keeps JUSTIFY at the mean ratio of the judged periods.
-        #[test]
-        fn average_is_the_mean_of_judged_ratios(
-            periods in prop::collection::vec((0u64..500, 0u64..60), 1..80),
-        ) {
-            let mut s = ThresholdState { rule: JustifyRule::Average, ..ThresholdState::default() };
-            let mut ratios = Vec::new();
-            for (hits, migrations) in periods {
-                if migrations as f64 > s.justify {
-                    ratios.push(hits as f64 / migrations as f64);
-                }
-                s = step(s, obs(hits, migrations));
-                if !ratios.is_empty() {
-                    let mean = ratios.iter().sum::<f64>() / ratios.len() as f64;
-                    prop_assert!((s.justify - mean).abs() < 1e-9);
-                } else {
-                    prop_assert_eq!(s.justify, 0.0);
-                }
-                prop_assert!(s.threshold >= 1);
-            }
-        }
-    }
-}
+mod tests;

@@ -5,11 +5,17 @@
 //! for a miss, answers whether to place the block:
 //! * [`Demand`] (`demand`): every miss is placed — the classic cache;
 //! * [`threshold::Threshold`] (`threshold:n=N`): placed on the N-th non-resident access;
-//! * [`mrfu::Mrfu`] (`mrfu:threshold=N,period=P,decay=D`): threshold with periodic cooling
-//!   and a sequential filter;
+//! * [`mrfu::Mrfu`] (`mrfu:threshold=N,cool-s=S`): threshold with periodic cooling (by
+//!   time, SANCACHE's "reduce counts by 1 every 30 seconds") and a sequential filter;
 //! * [`adaptive::Adaptive`] (`adaptive:...`): MRFU whose threshold follows SANCACHE's
-//!   Figure 6 (hits per migration against a rising bar, JUSTIFY), with a migration rate
-//!   limit that defers placements.
+//!   Figure 6 (hits per migration against a rising bar, JUSTIFY) every period of time,
+//!   with a migration rate limit that defers placements.
+//!
+//! Time reaches a policy through [`AdmissionPolicy::tick`] (the caller's clock, seconds):
+//! the owner calls it before each access. A placement the owner cannot make now (its
+//! migration rate limit) is handed back with [`AdmissionPolicy::deferred`], so the block
+//! keeps its count and is placed at a later access. A controller sets a policy's threshold
+//! with [`AdmissionPolicy::set_threshold`], which keeps every candidate's count.
 //!
 //! Specs are parsed by [`build_admission`] with [`Params`], like eviction specs: names are
 //! case-insensitive (`mfu` is an alias of `threshold`), unknown keys and out-of-range values
@@ -45,7 +51,18 @@ pub trait AdmissionPolicy: Send {
         false
     }
 
-    /// The threshold now, where the policy has one.
+    /// The caller's clock reads `now` seconds (monotonic): periods of time that have
+    /// ended since the last tick take effect (cooling, adaptation). Policies without
+    /// periods of time ignore it.
+    fn tick(&mut self, _now: f64) {}
+
+    /// The miss of `key` this policy just admitted was not placed (the owner's migration
+    /// rate limit had no room): it counts as no migration, and `key` keeps the count that
+    /// earned its admission, so it is placed at a later access (unless cooling takes the
+    /// count away first).
+    fn deferred(&mut self, _key: Key) {}
+
+    /// The access count at which a block is placed now, if the policy has one.
     fn threshold(&self) -> Option<u32> {
         None
     }
@@ -145,7 +162,7 @@ mod tests {
         );
         assert_eq!(
             name("mrfu:threshold=3,period=100,decay=0.25"),
-            "mrfu(threshold=3,period=100,decay=0.25)"
+            "mrfu(threshold=3,cool=100 accesses,decay=0.25)"
         );
         assert_eq!(name("adaptive"), "adaptive(threshold=2,justify=0)");
         for n in ADMISSION_NAMES {

@@ -1,13 +1,16 @@
 //! MRFU placement (SANCACHE): the access-count threshold of [`super::threshold`], with
 //! periodic cooling of the candidates' counts and a sequential filter.
 //!
-//! * Cooling: every `period` accesses (hits and misses alike) all candidate counts are
-//!   multiplied by `decay` (default 0.5, rounded down) and zeros dropped, so a block must
-//!   be hot *recently* to be placed — the "recently" in MRFU (most recently and frequently
-//!   used). Cooling is lazy ([`super::threshold::Candidates::cool`] advances an epoch; a
-//!   count catches up when touched; zeros leave when the bounded table is swept), so it
-//!   costs O(1) per access whatever the period. The access that completes a period is
-//!   counted after the cooling.
+//! * Cooling: once every period, every candidate's count drops by `cool-by` (default 1,
+//!   never below zero), so a block must be hot *recently* to be placed — the "recently"
+//!   in MRFU (most recently and frequently used). The period is of time, as published
+//!   (`cool-s`, default 15 s: the paper's evaluation decrements by 1 every 15 s, its
+//!   example every 30 s), read from the owner's clock through [`AdmissionPolicy::tick`];
+//!   or, for an owner without a clock, of `period` accesses (hits and misses alike; the
+//!   access that completes a period is counted after the cooling). `decay=D` multiplies
+//!   the counts by `D` each period (rounded down) instead of subtracting. Cooling is lazy
+//!   ([`super::threshold::Candidates::cool`] advances an epoch; a count catches up when
+//!   touched; zeros leave when the bounded table is swept), so it costs O(1) per period.
 //! * Sequential filter: an access to the previous access's key or to the previous key + 1
 //!   continues a sequential run and adds nothing to any count, so a run counts once (at
 //!   its first block). Hits take part in runs too. Sequential streams are what disks serve
@@ -25,12 +28,32 @@ use crate::params::Params;
 use crate::policy::Key;
 use crate::PolicyError;
 
+/// How often counts are cooled.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Every {
+    /// Every this many accesses.
+    Accesses(u64),
+    /// Every this many seconds of the owner's clock ([`AdmissionPolicy::tick`]).
+    Seconds(f64),
+}
+
+impl std::fmt::Display for Every {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Every::Accesses(n) => write!(f, "{n} accesses"),
+            Every::Seconds(s) => write!(f, "{s}s"),
+        }
+    }
+}
+
 /// Counting with cooling and a sequential filter; shared by [`Mrfu`] and the adaptive rule.
 #[derive(Debug)]
 pub struct MrfuCounter {
     candidates: Candidates,
-    period: u64,
+    every: Every,
     seen: u64,
+    /// With [`Every::Seconds`]: when the next cooling is due (`None` before the first tick).
+    next_cool: Option<f64>,
     last_key: Option<Key>,
     filter_sequential: bool,
 }
@@ -39,33 +62,68 @@ impl MrfuCounter {
     /// A counter cooling by `decay` every `period` accesses over at most `capacity`
     /// candidates.
     pub fn new(capacity: usize, period: u64, decay: f64, filter_sequential: bool) -> Self {
-        MrfuCounter {
-            candidates: Candidates::with_decay(capacity, decay),
-            period: period.max(1),
-            seen: 0,
-            last_key: None,
+        Self::with(
+            Candidates::with_decay(capacity, decay),
+            Every::Accesses(period.max(1)),
             filter_sequential,
-        }
+        )
     }
 
     /// A counter whose counts drop by `by` every `period` accesses (SANCACHE's cooling by
     /// subtraction) over at most `capacity` candidates.
     pub fn subtracting(capacity: usize, period: u64, by: u32, filter_sequential: bool) -> Self {
+        Self::with(
+            Candidates::with_subtraction(capacity, by),
+            Every::Accesses(period.max(1)),
+            filter_sequential,
+        )
+    }
+
+    /// A counter over `candidates` (which say how a cooling changes a count), cooled
+    /// `every` period.
+    pub fn with(candidates: Candidates, every: Every, filter_sequential: bool) -> Self {
+        let every = match every {
+            Every::Accesses(n) => Every::Accesses(n.max(1)),
+            Every::Seconds(s) => Every::Seconds(if s > 0.0 { s } else { f64::INFINITY }),
+        };
         MrfuCounter {
-            candidates: Candidates::with_subtraction(capacity, by),
-            period: period.max(1),
+            candidates,
+            every,
             seen: 0,
+            next_cool: None,
             last_key: None,
             filter_sequential,
         }
     }
 
+    /// The owner's clock reads `now` seconds: with periods of time, one cooling per period
+    /// that has ended since the last tick (the first tick starts the first period).
+    pub fn tick(&mut self, now: f64) {
+        let Every::Seconds(p) = self.every else {
+            return;
+        };
+        if !now.is_finite() {
+            return;
+        }
+        let next = *self.next_cool.get_or_insert(now + p);
+        if now >= next {
+            // Each cooling is O(1); a clock that jumps far ahead cools at most 2^20 times
+            // (more would leave every count at zero anyway).
+            let k = (((now - next) / p).floor() + 1.0).min((1u32 << 20) as f64) as u32;
+            for _ in 0..k {
+                self.candidates.cool();
+            }
+            self.next_cool = Some(next + k as f64 * p);
+        }
+    }
     /// Counts one access; returns the key's count after it (unchanged for a sequential
     /// continuation; 0 for a resident key, which is not counted).
     pub fn record(&mut self, key: Key, resident: bool) -> u32 {
         self.seen += 1;
-        if self.seen.is_multiple_of(self.period) {
-            self.candidates.cool();
+        if let Every::Accesses(p) = self.every {
+            if self.seen.is_multiple_of(p) {
+                self.candidates.cool();
+            }
         }
         let sequential = self.filter_sequential
             && self
@@ -87,9 +145,17 @@ impl MrfuCounter {
         self.candidates.forget(key)
     }
 
-    /// Accesses per cooling period.
-    pub fn period(&self) -> u64 {
-        self.period
+    /// Gives a key whose placement was deferred its count back (at least `count`).
+    pub fn restore(&mut self, key: Key, count: u32) {
+        let c = self.candidates.count(key);
+        if c < count {
+            self.candidates.bump(key, count - c);
+        }
+    }
+
+    /// How often counts are cooled.
+    pub fn every(&self) -> Every {
+        self.every
     }
 
     /// The candidate table.
@@ -105,20 +171,61 @@ pub struct Mrfu {
     counter: MrfuCounter,
 }
 
+/// Reads `policy`'s cooling from `p`: `cool-s` seconds (default 15) or `period_key`
+/// accesses (not both), and `cool-by` (default 1; 0: no cooling) or `decay` (not both),
+/// over at most `cands` candidates.
+pub(crate) fn cooling_from(
+    p: &Params,
+    policy: &str,
+    cands: usize,
+    period_key: &str,
+) -> Result<(Candidates, Every), PolicyError> {
+    let bad = |key: &str, message: &str| PolicyError::BadParam {
+        policy: policy.into(),
+        key: key.into(),
+        message: message.into(),
+    };
+    if p.has(period_key) && p.has("cool-s") {
+        return Err(bad(
+            "cool-s",
+            &format!("give `cool-s` (seconds) or `{period_key}` (accesses), not both"),
+        ));
+    }
+    let every = if p.has(period_key) {
+        Every::Accesses(p.usize_in(period_key, 65536, 1, usize::MAX)? as u64)
+    } else {
+        Every::Seconds(p.f64_in("cool-s", 15.0, 1e-6, 1e9)?)
+    };
+    if p.has("decay") && p.has("cool-by") {
+        return Err(bad(
+            "decay",
+            "give `decay` (multiply) or `cool-by` (subtract), not both",
+        ));
+    }
+    let candidates = if p.has("decay") {
+        Candidates::with_decay(cands, p.f64_in("decay", 0.5, 0.0, 1.0)?)
+    } else {
+        match p.usize_in("cool-by", 1, 0, 1 << 20)? as u32 {
+            0 => Candidates::with_decay(cands, 1.0),
+            by => Candidates::with_subtraction(cands, by),
+        }
+    };
+    Ok((candidates, every))
+}
+
 impl Mrfu {
-    /// Builds from `threshold=N` (default 2), `period=P` accesses (default 65536),
-    /// `decay=D` in `[0, 1]` (default 0.5), `candidates=C` (default 65536), `sequential=0|1`
-    /// (filter on, default 1).
+    /// Builds from `threshold=N` (default 2), the cooling (`cool-s=S` seconds, default 15,
+    /// or `period=P` accesses; `cool-by=B`, default 1, or `decay=D` in `[0, 1]`),
+    /// `candidates=C` (default 65536), `sequential=0|1` (filter on, default 1).
     pub fn from_params(p: &Params) -> Result<Self, PolicyError> {
         let threshold = p.usize_in("threshold", 2, 1, 1 << 20)? as u32;
-        let period = p.usize_in("period", 65536, 1, usize::MAX)? as u64;
-        let decay = p.f64_in("decay", 0.5, 0.0, 1.0)?;
         let cands = p.usize_in("candidates", 65536, 1, 1 << 30)?;
+        let (candidates, every) = cooling_from(p, "mrfu", cands, "period")?;
         let seq = p.usize_in("sequential", 1, 0, 1)? == 1;
         p.finish()?;
         Ok(Mrfu {
             threshold,
-            counter: MrfuCounter::new(cands, period, decay, seq),
+            counter: MrfuCounter::with(candidates, every, seq),
         })
     }
 
@@ -128,13 +235,23 @@ impl Mrfu {
     }
 }
 
+/// How a cooling changes a count, for names: `by=N` or `decay=D`.
+pub(crate) fn cooling_name(c: &Candidates) -> String {
+    let d = c.decay();
+    if d < 0.0 {
+        format!("by={}", -d)
+    } else {
+        format!("decay={d}")
+    }
+}
+
 impl AdmissionPolicy for Mrfu {
     fn name(&self) -> String {
         format!(
-            "mrfu(threshold={},period={},decay={})",
+            "mrfu(threshold={},cool={},{})",
             self.threshold,
-            self.counter.period(),
-            self.counter.candidates().decay()
+            self.counter.every(),
+            cooling_name(self.counter.candidates())
         )
     }
     fn set_threshold(&mut self, n: u32) -> bool {
@@ -154,6 +271,12 @@ impl AdmissionPolicy for Mrfu {
             return true;
         }
         false
+    }
+    fn tick(&mut self, now: f64) {
+        self.counter.tick(now);
+    }
+    fn deferred(&mut self, key: Key) {
+        self.counter.restore(key, self.threshold);
     }
 }
 

@@ -280,6 +280,12 @@ impl AdmissionPolicy for Threshold {
             false
         }
     }
+    fn deferred(&mut self, key: Key) {
+        let c = self.candidates.count(key);
+        if c < self.threshold {
+            self.candidates.bump(key, self.threshold - c);
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,5 +1,6 @@
 //! Where evicted blocks go. Level-1 victims are demoted to level 2 when the levels are
-//! exclusive, or written down when dirty (level 2 keeps a dirty block dirty only under
+//! exclusive (clean ones of a chunk the server's hot tier holds are dropped: the tier is
+//! exclusive of level 2), or written down when dirty (level 2 keeps a dirty block dirty only under
 //! write-back, else it goes on to the disk); level-2 victims that are dirty are written to
 //! the disk. Both kinds of level-1 eviction — a request's, one block at a time, and a
 //! resize's, batched — take one path ([`Engine::demote`]); they differ only in how the
@@ -10,7 +11,7 @@
 //!
 //! Does not own: the caches that evict (`hierarchy`), the disk's service (`below`).
 
-use super::below::disk_runs;
+use super::below::{disk_runs, in_tier};
 use super::{tenant_of, Engine, BLOCK_MASK};
 use crate::scenario::WritePolicy;
 use policy::Access;
@@ -85,6 +86,10 @@ impl Engine<'_> {
         let arrive = self.servers[s].nic.serve(t, t_host, 0, nbytes, true);
         for &(key, dirty) in victims {
             let mut to_disk = dirty;
+            if !dirty && in_tier(&self.servers[s], t, key & BLOCK_MASK) {
+                // The hot tier holds its chunk: exclusive of it, level 2 does not keep it.
+                continue;
+            }
             if let Some(p) = self.servers[s].level.of_tenant[t] {
                 let keep = dirty && sc.l2_write == WritePolicy::WriteBack;
                 let pt = &mut self.servers[s].level.parts[p];

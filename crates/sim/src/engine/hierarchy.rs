@@ -7,6 +7,7 @@
 //! Does not own: what a request does on its way through (`serve`), where evicted blocks
 //! go (`evictions`), the disks' and the hot tier's reads (`below`), tenants (`tenants`).
 
+use super::tier::Tier;
 use super::Engine;
 use crate::device::Device;
 use crate::queue::{Scheduler, Station};
@@ -106,22 +107,6 @@ pub(super) struct Level {
     pub(super) of_tenant: Vec<Option<usize>>,
 }
 
-/// A storage server's hot-chunk tier: an LRU of chunks behind an admission policy, on its
-/// own device.
-pub(super) struct Tier {
-    pub(super) cache: BlockCache<Box<dyn EvictionPolicy>>,
-    pub(super) dev: Station,
-    pub(super) chunk_blocks: u64,
-    pub(super) hits: u64,
-    pub(super) migrations: u64,
-    /// Per tenant, whether its blocks may be placed (SANCACHE boosts selected volumes).
-    pub(super) volumes: Option<Vec<bool>>,
-    /// The admission spec the scenario configured.
-    pub(super) admission: String,
-    /// The controller's threshold in force (`plan.boost`), once one was applied.
-    pub(super) threshold: Option<u32>,
-}
-
 /// A level-1 host: its partitions, memory and network link.
 pub(super) struct Host {
     pub(super) level: Level,
@@ -147,7 +132,7 @@ pub(super) fn hosts(sc: &Scenario) -> Vec<Host> {
                 of_tenant: vec![None; sc.tenants.len()],
             },
             ram: station(sc, sc.ram, 1 + h as u64),
-            nic: station(sc, sc.network, 1000 + h as u64),
+            nic: station(sc, sc.hosts[h].link.unwrap_or(sc.network), 1000 + h as u64),
         })
         .collect()
 }
@@ -158,24 +143,7 @@ pub(super) fn servers(sc: &Scenario) -> Result<Vec<Server>, SimError> {
     for (s, spec) in sc.servers.iter().enumerate() {
         let tier = match &spec.hot_tier {
             None => None,
-            Some(t) => {
-                let adm =
-                    policy::admission::build_admission(&t.admission).map_err(SimError::Policy)?;
-                let lru = policy::build("lru").map_err(SimError::Policy)?;
-                Some(Tier {
-                    cache: BlockCache::new(t.chunks as usize, lru).with_admission(adm),
-                    dev: station(sc, t.device, 3000 + s as u64),
-                    chunk_blocks: t.chunk_blocks,
-                    hits: 0,
-                    migrations: 0,
-                    volumes: t
-                        .volumes
-                        .as_ref()
-                        .map(|v| (0..sc.tenants.len()).map(|i| v.contains(&i)).collect()),
-                    admission: t.admission.clone(),
-                    threshold: None,
-                })
-            }
+            Some(t) => Some(Tier::new(sc, t, station(sc, t.device, 3000 + s as u64))?),
         };
         servers.push(Server {
             level: Level {
@@ -295,25 +263,12 @@ impl Engine<'_> {
         }
         self.destage(now);
         for b in &plan.boost {
-            let Some(tier) = self.servers.get_mut(b.server).and_then(|s| s.tier.as_mut()) else {
-                continue;
-            };
-            if tier.threshold != Some(b.threshold) {
-                let spec = controlled_admission(&tier.admission, b.threshold);
-                let adm = policy::admission::build_admission(&spec).map_err(|error| {
-                    SimError::HotTier {
-                        spec: spec.clone(),
-                        error,
-                    }
-                })?;
-                let lru = policy::build("lru").map_err(SimError::Policy)?;
-                let cache = std::mem::replace(&mut tier.cache, BlockCache::new(1, lru));
-                tier.cache = cache.with_admission(adm);
-                tier.threshold = Some(b.threshold);
+            if let Some(tier) = self.servers.get_mut(b.server).and_then(|s| s.tier.as_mut()) {
+                tier.apply(b);
             }
         }
         for r in &plan.bandwidth {
-            let sched = scheduler(self.sc, self.sc.tenants.len(), &r.shares);
+            let sched = scheduler(self.sc, self.sc.tenants.len(), &r.shares, &r.volumes);
             match r.level.as_str() {
                 "server" => self.servers[r.node].disk.set_scheduler(sched, now),
                 _ => self.hosts[r.node].nic.set_scheduler(sched, now),
@@ -341,28 +296,6 @@ impl Engine<'_> {
     }
 }
 
-/// The hot tier's admission under the controller's threshold (`plan.boost`): the
-/// configured rule's kind and period with the plan's threshold. A fixed threshold stays a
-/// fixed threshold; MRFU and the tier's own adaptive rule become MRFU with the plan's
-/// threshold (the controller's rule replaces the tier's own). Candidates' counts restart
-/// when the threshold changes (the admission policy is rebuilt).
-fn controlled_admission(configured: &str, threshold: u32) -> String {
-    let (name, params) = configured.split_once(':').unwrap_or((configured, ""));
-    let name = name.trim().to_ascii_lowercase();
-    if name == "threshold" || name == "mfu" {
-        return format!("threshold:n={threshold}");
-    }
-    let mut spec = format!("mrfu:threshold={threshold}");
-    for kv in params.split(',') {
-        let key = kv.split_once('=').map_or("", |(k, _)| k.trim());
-        if matches!(key, "period" | "decay" | "sequential" | "candidates") {
-            spec.push(',');
-            spec.push_str(kv.trim());
-        }
-    }
-    spec
-}
-
 /// The eviction policy a partition of `tp` at `level` (1 or 2) runs: the plan's when the
 /// scheme chooses policies (SOPA), else the scenario's `eviction`, or at level 2 its
 /// `l2_eviction` where set (a variant's policy reaches partitioned schemes as it reaches
@@ -382,8 +315,15 @@ pub(super) fn running_policy<'p>(
 
 /// The scheduler that enforces `shares` (`(tenant, proportion)`) among `n` tenants: weighted
 /// fair sharing, or time quanta when the scenario sets `sim.quantum`. Classes are tenant
-/// indices; tenants not listed get no share (they do not use the resource).
-pub(super) fn scheduler(sc: &Scenario, n: usize, shares: &[(usize, f64)]) -> Scheduler {
+/// indices, or with time quanta and `volumes` (the volume of each of `shares`' tenants)
+/// one class per volume, with the sum of its tenants' shares; tenants not listed get no
+/// share (they do not use the resource).
+pub(super) fn scheduler(
+    sc: &Scenario,
+    n: usize,
+    shares: &[(usize, f64)],
+    volumes: &[usize],
+) -> Scheduler {
     let mut w = vec![0.0; n];
     for &(i, x) in shares {
         if i < n {
@@ -391,7 +331,28 @@ pub(super) fn scheduler(sc: &Scenario, n: usize, shares: &[(usize, f64)]) -> Sch
         }
     }
     match sc.quantum {
-        Some(quantum) => Scheduler::Quanta { quantum, shares: w },
+        Some(quantum) if volumes.len() == shares.len() && !volumes.is_empty() => {
+            let nv = volumes.iter().max().map_or(0, |v| v + 1);
+            // Volumes first, then one class (of no share) per tenant not listed.
+            let mut classes: Vec<usize> = (nv..nv + n).collect();
+            let mut per_class = vec![0.0; nv + n];
+            for (&(i, x), &v) in shares.iter().zip(volumes) {
+                if i < n {
+                    classes[i] = v;
+                    per_class[v] += x;
+                }
+            }
+            Scheduler::Quanta {
+                quantum,
+                shares: per_class,
+                classes,
+            }
+        }
+        Some(quantum) => Scheduler::Quanta {
+            quantum,
+            shares: w,
+            classes: Vec::new(),
+        },
         None => Scheduler::Weighted { weights: w },
     }
 }

@@ -39,6 +39,7 @@ mod hierarchy;
 mod observe;
 mod serve;
 mod tenants;
+mod tier;
 
 use crate::scenario::{Pacing, Scenario, Workload};
 use crate::stats::{Counters, IntervalRow};
@@ -115,6 +116,10 @@ impl<'a> Engine<'a> {
         if let (Some(pc), Some(c)) = (scheme.policy_choice.as_mut(), sc.candidates.as_ref()) {
             pc.candidates = c.clone();
         }
+        if let Some(a) = scheme.automata.as_mut() {
+            // The learners' random choices follow the run's seed.
+            a.seed = sc.seed;
+        }
         if let Some(pc) = scheme.policy_choice.as_mut() {
             // Start every partition on the scenario's policy when it is a candidate.
             if let Some(k) = pc.candidates.iter().position(|c| *c == sc.eviction) {
@@ -160,24 +165,60 @@ impl<'a> Engine<'a> {
         };
         e.build_partitions(&plan)?;
         if let Some(w) = &sc.shares {
-            // A variant's static proportions, at every storage server's disk.
-            for (s, server) in e.servers.iter_mut().enumerate() {
-                let members: Vec<usize> = (0..sc.tenants.len())
-                    .filter(|&i| sc.tenants[i].servers.contains(&s))
-                    .collect();
-                let total: f64 = members.iter().map(|&i| w[i]).sum();
-                if members.len() >= 2 && total > 0.0 {
-                    let shares = members
-                        .iter()
-                        .map(|&i| (i, w[i] / total))
-                        .collect::<Vec<_>>();
-                    server
-                        .disk
-                        .set_scheduler(hierarchy::scheduler(sc, sc.tenants.len(), &shares), 0.0);
-                }
-            }
+            e.set_static_shares(w);
         }
         Ok(e)
+    }
+
+    /// A variant's static proportions (weights by tenant index): each host's link divides
+    /// between its tenants, and each storage server's disk between its tenants (with time
+    /// quanta, between its volumes: the tenants of one host), in these ratios.
+    fn set_static_shares(&mut self, w: &[f64]) {
+        let sc = self.sc;
+        let n = sc.tenants.len();
+        let normed = |members: &[usize]| {
+            let total: f64 = members.iter().map(|&i| w[i]).sum();
+            (members.len() >= 2 && total > 0.0).then(|| {
+                members
+                    .iter()
+                    .map(|&i| (i, w[i] / total))
+                    .collect::<Vec<_>>()
+            })
+        };
+        for (h, host) in self.hosts.iter_mut().enumerate() {
+            let members: Vec<usize> = (0..n).filter(|&i| sc.tenants[i].host == h).collect();
+            if let Some(shares) = normed(&members) {
+                host.nic
+                    .set_scheduler(hierarchy::scheduler(sc, n, &shares, &[]), 0.0);
+            }
+        }
+        for (s, server) in self.servers.iter_mut().enumerate() {
+            let mut members: Vec<usize> = (0..n)
+                .filter(|&i| sc.tenants[i].servers.contains(&s))
+                .collect();
+            members.sort_by_key(|&i| sc.tenants[i].host);
+            let mut hosts: Vec<usize> = members.iter().map(|&i| sc.tenants[i].host).collect();
+            hosts.dedup();
+            let volumes: Vec<usize> = members
+                .iter()
+                .map(|&i| {
+                    hosts
+                        .iter()
+                        .position(|&h| h == sc.tenants[i].host)
+                        .unwrap_or(0)
+                })
+                .collect();
+            if let Some(shares) = normed(&members) {
+                let volumes = if hosts.len() >= 2 {
+                    volumes
+                } else {
+                    Vec::new()
+                };
+                server
+                    .disk
+                    .set_scheduler(hierarchy::scheduler(sc, n, &shares, &volumes), 0.0);
+            }
+        }
     }
 
     /// Whether partitions keep the history a policy switch rebuilds from (SOPA).

@@ -178,7 +178,18 @@ impl Engine<'_> {
                 writes: c.writes,
                 read_latency_ms: split.map(|(r, _)| r),
                 write_latency_ms: split.map(|(_, w)| w),
+                host_share: share_of(&self.plan, "host", self.sc.tenants[i].host, i),
+                disk_share: share_of(&self.plan, "server", self.sc.tenants[i].servers[0], i),
             });
         }
     }
+}
+
+/// Tenant `i`'s proportion of node `node` at `level` in `plan`, if the plan sets one.
+fn share_of(plan: &control::Plan, level: &str, node: usize, i: usize) -> Option<f64> {
+    plan.bandwidth
+        .iter()
+        .find(|r| r.level == level && r.node == node)
+        .and_then(|r| r.shares.iter().find(|s| s.0 == i))
+        .map(|s| s.1)
 }

@@ -277,20 +277,12 @@ impl Engine<'_> {
         let t_ram = server.ram.serve(0, at_server, 0, hit_bytes.max(bs), false);
         let mut t_data = t_ram;
         let served = if !disk_blocks.is_empty() {
-            let before = server
-                .tier
-                .as_ref()
-                .map_or((0, 0), |t| (t.hits, t.migrations));
-            t_data = t_data.max(read_below(server, spec, i, disk_blocks, n, bs, at_server));
-            let after = server
-                .tier
-                .as_ref()
-                .map_or((0, 0), |t| (t.hits, t.migrations));
+            let below = read_below(server, spec, i, disk_blocks, n, bs, at_server);
+            t_data = t_data.max(below.done);
             let rt = self.tenants[i].as_mut().expect("active");
-            let tier_hits = after.0 - before.0;
-            rt.counters.tier_hits += tier_hits;
-            rt.counters.migrations += after.1 - before.1;
-            rt.counters.disk_blocks += disk_blocks.len() as u64 - tier_hits;
+            rt.counters.tier_hits += below.tier_blocks;
+            rt.counters.migrations += below.migrations;
+            rt.counters.disk_blocks += disk_blocks.len() as u64 - below.tier_blocks;
             Served::Disk
         } else {
             Served::Level2

@@ -48,14 +48,14 @@ pub fn write_dir(dir: &Path, out: &RunOutput) -> Result<(), SimError> {
 /// The rows as CSV with a header.
 pub fn intervals_csv(rows: &[IntervalRow]) -> String {
     let mut s = String::from(
-        "scheme,interval,time_s,tenant,requests,iops,mean_latency_ms,p99_latency_ms,l1_hit_ratio,l2_hit_ratio,l1_size,l2_size,target_ms,slo_met,eviction,l1_reason,l2_reason,deviance,migrations,disk_blocks,writes,read_latency_ms,write_latency_ms\n",
+        "scheme,interval,time_s,tenant,requests,iops,mean_latency_ms,p99_latency_ms,l1_hit_ratio,l2_hit_ratio,l1_size,l2_size,target_ms,slo_met,eviction,l1_reason,l2_reason,deviance,migrations,disk_blocks,writes,read_latency_ms,write_latency_ms,host_share,disk_share\n",
     );
     let opt = |v: Option<f64>| v.map_or(String::new(), |x| format!("{x:.6}"));
     let q = |v: &str| format!("\"{}\"", v.replace('"', "'"));
     for r in rows {
         let _ = writeln!(
             s,
-            "{},{},{:.3},{},{},{:.3},{:.6},{:.6},{:.6},{:.6},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{:.3},{},{},{:.3},{:.6},{:.6},{:.6},{:.6},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             r.scheme,
             r.interval,
             r.time_s,
@@ -79,6 +79,8 @@ pub fn intervals_csv(rows: &[IntervalRow]) -> String {
             r.writes,
             opt(r.read_latency_ms),
             opt(r.write_latency_ms),
+            opt(r.host_share),
+            opt(r.disk_share),
         );
     }
     s

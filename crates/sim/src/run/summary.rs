@@ -113,6 +113,12 @@ pub struct SchemeSummary {
     /// Share of (tenant, interval) pairs in the last quarter within 5 % of the target or
     /// better (1 without SLOs).
     pub targets_met_final: f64,
+    /// Whether the tenants with an SLO settled on their targets within the run (see
+    /// [`convergence`]).
+    pub converged: bool,
+    /// When they did, in simulated seconds from the start (the run's length when they
+    /// never did).
+    pub converged_s: f64,
     /// Eviction-policy switches over the run (all tenants).
     pub policy_switches: u64,
     /// Hit ratio (either level) per phase of `sim.phases` (counted intervals).
@@ -248,6 +254,10 @@ pub(super) fn summarize(
             err_sum += e;
             err_n += 1;
         }
+        let (converged, converged_s) = match convergence(sc, r, fair_run_intervals) {
+            Some(k) => (true, k as f64 * sc.interval),
+            None => (false, r.intervals.len() as f64 * sc.interval),
+        };
         let mut switches = 0u64;
         for t in &sc.tenants {
             let mut last: Option<&str> = None;
@@ -310,6 +320,8 @@ pub(super) fn summarize(
                 } else {
                     met as f64 / judged as f64
                 },
+                converged,
+                converged_s,
                 policy_switches: switches,
                 phase_hit_ratio: if sc.phases.is_empty() {
                     Vec::new()
@@ -321,6 +333,57 @@ pub(super) fn summarize(
         );
     }
     schemes
+}
+
+/// How far from its target a tenant may be in an interval and count as on target (the
+/// relative deviance, either way: doing much better than a target counts as off it, as
+/// it does in the learners' error).
+pub const ON_TARGET: f64 = 0.1;
+/// The share of a window's (tenant, interval) pairs that must be on target: half, so
+/// that the typical interval is on target, and a learner's exploring moves now and then
+/// (each takes its tenants off target for an interval) do not count against it.
+pub const SETTLED_SHARE: f64 = 0.5;
+/// The window, in simulated seconds (at least three intervals).
+pub const SETTLED_WINDOW_S: f64 = 300.0;
+
+/// The first interval from which the tenants with an SLO stay settled on their targets:
+/// every window of [`SETTLED_WINDOW_S`] from there to the end of the run has at least
+/// [`SETTLED_SHARE`] of its (tenant, interval) pairs within [`ON_TARGET`] of the target.
+/// `None` when no full window at the end qualifies, or nothing has an SLO. Counted from
+/// the start of the run (warm-up included: a learner's convergence time is from its
+/// start); the last, partial interval is left out.
+pub(super) fn convergence(sc: &Scenario, r: &SchemeRun, fair: &[Vec<Counters>]) -> Option<usize> {
+    let full = r.intervals.len().saturating_sub(1);
+    let window = ((SETTLED_WINDOW_S / sc.interval).ceil() as usize).max(3);
+    let mut on = Vec::with_capacity(full);
+    for iv in 0..full {
+        let (mut good, mut judged) = (0usize, 0usize);
+        for (i, t) in sc.tenants.iter().enumerate() {
+            let (Some(slo), Some(c)) = (t.slo, r.intervals[iv].get(i)) else {
+                continue;
+            };
+            if let Some(d) = deviance(&slo, c, sc.interval, fair_mean_ms(fair, iv, i)) {
+                judged += 1;
+                good += (d.abs() <= ON_TARGET) as usize;
+            }
+        }
+        on.push((good, judged));
+    }
+    if full < window || on.iter().all(|&(_, j)| j == 0) {
+        return None;
+    }
+    let settled = |k: usize| {
+        let (g, j) = on[k..k + window]
+            .iter()
+            .fold((0, 0), |(g, j), &(a, b)| (g + a, j + b));
+        j > 0 && g as f64 >= SETTLED_SHARE * j as f64
+    };
+    let last_unsettled = (0..=full - window).rev().find(|&k| !settled(k));
+    match last_unsettled {
+        None => Some(0),
+        Some(k) if k < full - window => Some(k + 1),
+        Some(_) => None,
+    }
 }
 
 /// Block hits at either level per level-1 lookup.

@@ -106,9 +106,14 @@ impl Scenario {
             if hosts.iter().any(|x: &HostSpec| x.name == h.name) {
                 return Err(err(format!("host \"{}\"", h.name), "appears twice".into()));
             }
+            if let Some(l) = &h.link {
+                l.check()
+                    .map_err(|r| err(format!("host \"{}\".link", h.name), r.to_string()))?;
+            }
             hosts.push(HostSpec {
                 name: h.name.clone(),
                 blocks: blocks(h.cache, format!("host \"{}\".cache", h.name))?,
+                link: h.link,
             });
         }
         let disk = |d: &Option<DiskField>,
@@ -159,6 +164,14 @@ impl Scenario {
                         admission: t.admission.clone(),
                         device: disk(&t.device, key("hot_tier.device"), DeviceSpec::ssd())?,
                         volumes: None,
+                        migration_threads: if t.migration_threads == 0 {
+                            return Err(err(
+                                key("hot_tier.migration_threads"),
+                                "must be at least 1".into(),
+                            ));
+                        } else {
+                            t.migration_threads
+                        },
                     })
                 }
             };

@@ -201,6 +201,8 @@ pub(super) struct SimSection {
 pub(super) struct HostSection {
     pub(super) name: String,
     pub(super) cache: Bytes,
+    #[serde(default)]
+    pub(super) link: Option<DeviceSpec>,
 }
 
 /// A device: `hdd`, `ssd`, or a table of its parameters.
@@ -224,6 +226,12 @@ pub(super) struct HotTierSection {
     pub(super) device: Option<DiskField>,
     #[serde(default)]
     pub(super) volumes: Option<Vec<String>>,
+    #[serde(default = "default_migration_threads")]
+    pub(super) migration_threads: u32,
+}
+
+fn default_migration_threads() -> u32 {
+    1
 }
 
 /// `[[server]]`.

@@ -17,11 +17,13 @@
 //! [[host]]
 //! name = "h1"
 //! cache = "512MiB"
+//! link = { kind = "net", mbps = 25 }   # optional: its link, where not `sim.network`
 //! [[server]]
 //! name = "s1"
 //! cache = "1GiB"
 //! disk = "hdd"                # hdd | ssd | { kind = "hdd", rpm = 10045, seek_ms = 5.0 }
-//! hot_tier = { size = "4GiB", chunk = "1MiB", admission = "adaptive" }   # optional
+//! hot_tier = { size = "4GiB", chunk = "1MiB", admission = "adaptive" }   # optional;
+//!                             # also volumes = ["db"], migration_threads = 1
 //! [[tenant]]
 //! name = "db"
 //! trace = "traces/db.csv"     # any format `lachesis sim` reads; or synthetic = "zipf:..."
@@ -105,6 +107,9 @@ pub struct HotTier {
     pub device: DeviceSpec,
     /// Tenants whose data may be boosted (all when `None`).
     pub volumes: Option<Vec<usize>>,
+    /// Copies to the tier that may run at once (the migration rate limit: an admitted
+    /// miss that finds every copy busy is deferred).
+    pub migration_threads: u32,
 }
 
 /// A level-1 host.
@@ -114,6 +119,8 @@ pub struct HostSpec {
     pub name: String,
     /// Cache capacity in blocks.
     pub blocks: u64,
+    /// Its link to the storage servers, where it differs from `sim.network`.
+    pub link: Option<DeviceSpec>,
 }
 
 /// A storage server.
