@@ -526,9 +526,13 @@ pub async fn run_arm(
         .local_addr()
         .map_err(setup("the disks' listener"))?;
     let (disk_stop, disk_rx) = tokio::sync::oneshot::channel::<()>();
-    let disks = tokio::spawn(nbd::serve(disk_listener, Arc::new(map), async {
-        let _ = disk_rx.await;
-    }));
+    let disks = tokio::spawn(
+        nbd::Server::builder()
+            .build(disk_listener, Arc::new(map))
+            .serve(async {
+                let _ = disk_rx.await;
+            }),
+    );
     // The controller.
     let tenant_specs: Vec<TenantSpec> = ts
         .iter()
