@@ -123,9 +123,11 @@ mod tests {
             let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
             let addr = listener.local_addr().unwrap();
             let (quit, rx) = tokio::sync::oneshot::channel::<()>();
-            let server = tokio::spawn(nbd::serve(listener, Arc::new(map), async {
-                let _ = rx.await;
-            }));
+            let server = tokio::spawn(nbd::Server::builder().build(listener, Arc::new(map)).serve(
+                async {
+                    let _ = rx.await;
+                },
+            ));
             let (stop, log) = (Arc::new(AtomicBool::new(false)), Arc::new(Log::default()));
             let d = tokio::spawn(drive(
                 addr,

@@ -40,8 +40,10 @@ async fn main() -> std::io::Result<()> {
         let _ = std::io::stdin().lock().read_line(&mut line);
         let _ = tx.send(());
     });
-    nbd::serve(listener, Arc::new(exports), async move {
-        let _ = rx.await;
-    })
-    .await
+    nbd::Server::builder()
+        .build(listener, Arc::new(exports))
+        .serve(async move {
+            let _ = rx.await;
+        })
+        .await
 }

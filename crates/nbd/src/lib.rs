@@ -10,7 +10,7 @@
 //! | [`handshake`] | fixed newstyle negotiation messages, pure parse/encode |
 //! | [`request`] | transmission request framing and validation, pure |
 //! | [`reply`] | simple replies and structured reply chunks, block status payloads, pure |
-//! | [`server`] | accept loop, negotiation I/O, connections (threaded with blocking sockets, or async), node-wide limits (bytes in flight, worker threads), command execution, the [`server::Export`] trait |
+//! | [`server`] | [`Server::builder`], the one entry point; accept loop, negotiation I/O, connections (threaded with blocking sockets, or async), node-wide limits (bytes in flight, worker threads), command execution, the [`server::Export`] trait |
 //! | [`client`] | the pipelined [`client::NbdClient`] |
 //! | [`mem`], [`file`](mod@file) | two exports: sparse memory and a positional-I/O file |
 //!
@@ -44,7 +44,7 @@ pub use file::FileExport;
 pub use mem::MemExport;
 pub use server::tls::{ClientTls, TlsError};
 pub use server::{
-    serve, serve_limited, serve_tls, serve_with, Capabilities, Export, ExportMap, ExportProvider,
-    Limits, LimitsGauge, Listener, ServerConfig, Tls, TlsMode, INLINE_READ_MAX,
+    Capabilities, Export, ExportMap, ExportProvider, Limits, LimitsGauge, Listener, Server,
+    ServerBuilder, ServerConfig, Tls, TlsMode, INLINE_READ_MAX,
 };
 pub use wire::{Errno, TransmissionFlags};

@@ -227,17 +227,17 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         // The stop's deadline runs from the moment it is asked for; every step of the
         // stop (draining requests, the API, the write-back) ends by it.
         let (asked_tx, asked_rx) = oneshot::channel::<std::time::Instant>();
-        let mut serving = tokio::spawn(nbd::serve_tls(
-            nbd_listener,
-            provider,
-            server,
-            nbd_limits,
-            tls,
-            async move {
-                let _ = stop_rx.await;
-                let _ = asked_tx.send(std::time::Instant::now());
-            },
-        ));
+        let mut serving = tokio::spawn(
+            nbd::Server::builder()
+                .config(server)
+                .limits(nbd_limits)
+                .tls(tls)
+                .build(nbd_listener, provider)
+                .serve(async move {
+                    let _ = stop_rx.await;
+                    let _ = asked_tx.send(std::time::Instant::now());
+                }),
+        );
         let joined = |res: Result<std::io::Result<()>, tokio::task::JoinError>| {
             res.map_err(|e| std::io::Error::other(e.to_string()))?
         };

@@ -142,6 +142,25 @@ impl DirMap {
         prefetch_at(&self.buckets, (i + 1) & self.mask);
     }
 
+    /// A hint: the value of `key` if it sits in one of the two buckets
+    /// [`DirMap::prefetch`] loads (its home and the one after, where nine keys in ten of a
+    /// table at most half full sit), else `None` whether or not `key` is present.
+    /// No probe loop and no end-of-cluster test: what a prefetch stage needs to find a
+    /// slot to load ahead, at a third of a lookup's instructions.
+    #[inline]
+    pub fn peek(&self, k: Hashed) -> Option<u32> {
+        if k.key == EMPTY {
+            return None;
+        }
+        let i = self.home_of(k);
+        let a = self.buckets.get(i)?;
+        if a.key == k.key {
+            return Some(a.val);
+        }
+        let b = self.buckets.get((i + 1) & self.mask)?;
+        (b.key == k.key).then_some(b.val)
+    }
+
     /// The bucket index of `key` (not [`EMPTY`]), if present.
     #[inline]
     fn find(&self, k: Hashed) -> Option<usize> {
@@ -349,6 +368,34 @@ mod tests {
             want.sort_unstable();
             prop_assert_eq!(all, want);
         }
+    }
+
+    #[test]
+    fn peek_finds_keys_near_home_and_nothing_else() {
+        let mut m = DirMap::new();
+        for k in 0..1000u64 {
+            m.insert(k, k as u32 + 7);
+        }
+        let mut found = 0;
+        for k in 0..2000u64 {
+            let h = Hashed::new(k);
+            match m.peek(h) {
+                Some(v) => {
+                    assert_eq!(Some(v), m.get(k));
+                    found += 1;
+                }
+                None => {
+                    let home = m.home_of(h);
+                    let near = [home, (home + 1) & m.mask];
+                    assert!(near.iter().all(|&i| m.buckets[i].key != k), "{k}");
+                }
+            }
+        }
+        // Just under half full (1,000 keys in 2,048 buckets): about nine in ten keys are in
+        // their first two buckets.
+        assert_eq!(m.buckets.len(), 2048);
+        assert!(found > 850 && found <= 1000, "{found}");
+        assert_eq!(DirMap::new().peek(Hashed::new(3)), None);
     }
 
     #[test]

@@ -109,9 +109,13 @@ pub(crate) async fn start(
         .local_addr()
         .map_err(setup("the disks' listener"))?;
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(nbd::serve(listener, Arc::new(map), async {
-        let _ = rx.await;
-    }));
+    let task = tokio::spawn(
+        nbd::Server::builder()
+            .build(listener, Arc::new(map))
+            .serve(async {
+                let _ = rx.await;
+            }),
+    );
     Ok(Disks { addr, stop, task })
 }
 

@@ -89,7 +89,7 @@ pub struct LimitsGauge {
 impl Limits {
     /// The limits `config` asks for
     /// ([`in_flight_total`](super::ServerConfig::in_flight_total),
-    /// [`max_workers`](super::ServerConfig::max_workers)), for [`super::serve_limited`].
+    /// [`max_workers`](super::ServerConfig::max_workers)), for [`super::ServerBuilder::limits`].
     pub fn for_config(config: &super::ServerConfig) -> Arc<Self> {
         Self::new(config.in_flight_total, config.max_workers)
     }

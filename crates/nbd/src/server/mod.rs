@@ -1,4 +1,7 @@
-//! The NBD server: accept loop, connection cap and graceful shutdown.
+//! The NBD server: accept loop, connection cap and graceful shutdown. One entry point,
+//! [`Server::builder`]: options (limits, shared node-wide budgets, TLS; the table on
+//! [`ServerBuilder`]), then [`ServerBuilder::build`] with a listener and the exports, then
+//! [`Server::serve`] until a shutdown future completes.
 //!
 //! Layout (after mini-redis): this module accepts connections; `negotiate` runs the
 //! handshake; `connection` runs the transmission phase of one connection (`admission`
@@ -7,7 +10,7 @@
 //!
 //! * **Node-wide limits.** One budget of request and reply bytes in flight and one pool of
 //!   worker threads, shared fairly by every connection ([`Limits`], module `limits`;
-//!   [`serve_limited`] lets the caller keep them to read their gauge).
+//!   [`Server::limits`] reads their gauge, [`ServerBuilder::limits`] shares them).
 //! * **Connection cap and idle connections.** A semaphore of `max_connections` permits,
 //!   one per connection, and a roster of live connections (`roster`, which explains the
 //!   policy): a negotiated connection that sends no request for `idle_timeout` is closed,
@@ -15,11 +18,11 @@
 //!   that has been quiet longest, so idle connections can never lock new clients out.
 //!   While the server is full of busy connections the accept loop holds the one new
 //!   client it accepted and others wait in the kernel's backlog.
-//! * **Shutdown.** `serve` runs until the `shutdown` future completes. It then stops
+//! * **Shutdown.** [`Server::serve`] runs until the `shutdown` future completes. It then stops
 //!   accepting, tells every connection through a `watch` channel, and returns only after
 //!   each connection has answered every request it had already read (see
 //!   `connection`). Connections still negotiating are closed.
-//! * **TLS and allow-lists.** [`serve_tls`] offers or requires `NBD_OPT_STARTTLS`
+//! * **TLS and allow-lists.** [`ServerBuilder::tls`] offers or requires `NBD_OPT_STARTTLS`
 //!   ([`tls`]); a connection that upgraded runs its transmission phase on the async path.
 //!   Exports may refuse clients by address ([`ExportProvider::admits`], [`allow`]).
 //! * **Listeners.** TCP and Unix-domain sockets ([`Listener`]).
@@ -150,124 +153,166 @@ impl From<UnixListener> for Listener {
     }
 }
 
-/// Serve `exports` on `listener` with default limits until `shutdown` completes, then
-/// drain in-flight requests and return.
-pub async fn serve(
-    listener: impl Into<Listener>,
-    exports: Arc<dyn ExportProvider>,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()> {
-    serve_with(listener, exports, ServerConfig::default(), shutdown).await
-}
-
-/// [`serve`] with explicit limits.
-pub async fn serve_with(
-    listener: impl Into<Listener>,
-    exports: Arc<dyn ExportProvider>,
+/// Builds a [`Server`]: `Server::builder()`, then any of the options, then
+/// [`ServerBuilder::build`] with the listener and the exports.
+///
+/// | option | default | what it sets |
+/// |---|---|---|
+/// | [`config`](ServerBuilder::config) | [`ServerConfig::default`] | connection cap, requests in flight per connection, idle, handshake and payload timeouts, the threaded path (each field's doc says more) |
+/// | [`limits`](ServerBuilder::limits) | [`Limits::for_config`] of the config | the node-wide budget of bytes in flight and pool of worker threads; pass one to share it between servers, or read it back with [`Server::limits`] |
+/// | [`tls`](ServerBuilder::tls) | off | `NBD_OPT_STARTTLS`, optional or required ([`Tls`]; a [`TlsMode::Off`] one is off) |
+#[derive(Default)]
+#[must_use = "a builder does nothing until `build` and `serve`"]
+pub struct ServerBuilder {
     config: ServerConfig,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()> {
-    let limits = Limits::for_config(&config);
-    serve_limited(listener, exports, config, limits, shutdown).await
-}
-
-/// [`serve_with`] sharing node-wide `limits` (bytes in flight, worker threads) the caller
-/// keeps, so it can read their [`Limits::gauge`].
-pub async fn serve_limited(
-    listener: impl Into<Listener>,
-    exports: Arc<dyn ExportProvider>,
-    config: ServerConfig,
-    limits: Arc<Limits>,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()> {
-    serve_tls(listener, exports, config, limits, None, shutdown).await
-}
-
-/// [`serve_limited`] with TLS (`NBD_OPT_STARTTLS`, optional or required: see `tls`);
-/// `None` is TLS off.
-pub async fn serve_tls(
-    listener: impl Into<Listener>,
-    exports: Arc<dyn ExportProvider>,
-    config: ServerConfig,
-    limits: Arc<Limits>,
+    limits: Option<Arc<Limits>>,
     tls: Option<Tls>,
-    shutdown: impl Future<Output = ()>,
-) -> io::Result<()> {
-    let tls = tls.filter(|t| t.mode != TlsMode::Off).map(Arc::new);
-    let listener = listener.into();
-    let (stop_tx, stop_rx) = watch::channel(false);
-    let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
-    let roster = Roster::new();
-    // Idle connections are looked for a few times per timeout.
-    let sweep = [config.idle_timeout, config.payload_timeout]
-        .into_iter()
-        .flatten()
-        .map(|t| (t / 4).clamp(Duration::from_millis(10), Duration::from_secs(10)))
-        .min()
-        .unwrap_or(Duration::from_secs(3600));
-    let mut sweeper = tokio::time::interval(sweep);
-    sweeper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    let mut conns = JoinSet::new();
-    tokio::pin!(shutdown);
-    loop {
-        tokio::select! {
-            biased;
-            _ = &mut shutdown => break,
-            Some(done) = conns.join_next(), if !conns.is_empty() => log_end(done),
-            _ = sweeper.tick() => {
-                if let Some(t) = config.idle_timeout {
-                    roster.close_idle(t);
-                }
-                if let Some(t) = config.payload_timeout {
-                    roster.close_stalled(t);
-                }
-            }
-            accepted = accept(&listener) => match accepted {
-                Ok(conn) => {
-                    // Enlisted only once admitted, so it cannot be closed for itself.
-                    let permit = tokio::select! {
-                        biased;
-                        _ = &mut shutdown => break,
-                        p = room(&limit, &roster) => p,
-                    };
-                    let enlisted = match conn.closer() {
-                        Ok(c) => roster.enlist(c, conn.peer()),
-                        Err(e) => {
-                            tracing::warn!(error = %e, "cannot track a new connection; dropping it");
-                            continue;
-                        }
-                    };
-                    let exports = exports.clone();
-                    let stop = stop_rx.clone();
-                    let limits = limits.clone();
-                    let tls = tls.clone();
-                    conns.spawn(async move {
-                        let activity = enlisted.activity.clone();
-                        let ends = Ends {
-                            config,
-                            stop,
-                            activity,
-                            limits,
-                            tls,
-                        };
-                        let res = conn.run(exports, ends).await;
-                        drop(enlisted);
-                        drop(permit);
-                        res
-                    });
-                }
-                Err(e) => {
-                    tracing::warn!(error = %e, "accept failed; retrying");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
+}
+
+impl ServerBuilder {
+    /// The server's limits (see [`ServerConfig`]'s fields).
+    pub fn config(mut self, config: ServerConfig) -> Self {
+        self.config = config;
+        self
+    }
+
+    /// Node-wide limits (bytes in flight, worker threads) shared with whoever else holds
+    /// them, instead of a fresh set sized by the config.
+    pub fn limits(mut self, limits: Arc<Limits>) -> Self {
+        self.limits = Some(limits);
+        self
+    }
+
+    /// TLS as `tls` says; `None` (the default) or a [`TlsMode::Off`] one is TLS off.
+    pub fn tls(mut self, tls: impl Into<Option<Tls>>) -> Self {
+        self.tls = tls.into();
+        self
+    }
+
+    /// The server of `exports` on `listener`, ready to [`Server::serve`].
+    pub fn build(self, listener: impl Into<Listener>, exports: Arc<dyn ExportProvider>) -> Server {
+        let limits = self
+            .limits
+            .unwrap_or_else(|| Limits::for_config(&self.config));
+        Server {
+            listener: listener.into(),
+            exports,
+            config: self.config,
+            limits,
+            tls: self.tls.filter(|t| t.mode != TlsMode::Off).map(Arc::new),
         }
     }
-    let _ = stop_tx.send(true);
-    while let Some(done) = conns.join_next().await {
-        log_end(done);
+}
+
+/// An NBD server of some exports on one listener ([`Server::builder`]).
+pub struct Server {
+    listener: Listener,
+    exports: Arc<dyn ExportProvider>,
+    config: ServerConfig,
+    limits: Arc<Limits>,
+    tls: Option<Arc<Tls>>,
+}
+
+impl Server {
+    /// A builder with every option at its default (see [`ServerBuilder`]).
+    pub fn builder() -> ServerBuilder {
+        ServerBuilder::default()
     }
-    Ok(())
+
+    /// The node-wide limits this server draws on (read their [`Limits::gauge`]).
+    pub fn limits(&self) -> &Arc<Limits> {
+        &self.limits
+    }
+
+    /// The server's configuration.
+    pub fn config(&self) -> &ServerConfig {
+        &self.config
+    }
+
+    /// Serves until `shutdown` completes, then stops accepting, drains every request
+    /// already read and returns (see the module doc).
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> io::Result<()> {
+        let Server {
+            listener,
+            exports,
+            config,
+            limits,
+            tls,
+        } = self;
+        let (stop_tx, stop_rx) = watch::channel(false);
+        let limit = Arc::new(Semaphore::new(config.max_connections.max(1)));
+        let roster = Roster::new();
+        // Idle connections are looked for a few times per timeout.
+        let sweep = [config.idle_timeout, config.payload_timeout]
+            .into_iter()
+            .flatten()
+            .map(|t| (t / 4).clamp(Duration::from_millis(10), Duration::from_secs(10)))
+            .min()
+            .unwrap_or(Duration::from_secs(3600));
+        let mut sweeper = tokio::time::interval(sweep);
+        sweeper.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut conns = JoinSet::new();
+        tokio::pin!(shutdown);
+        loop {
+            tokio::select! {
+                biased;
+                _ = &mut shutdown => break,
+                Some(done) = conns.join_next(), if !conns.is_empty() => log_end(done),
+                _ = sweeper.tick() => {
+                    if let Some(t) = config.idle_timeout {
+                        roster.close_idle(t);
+                    }
+                    if let Some(t) = config.payload_timeout {
+                        roster.close_stalled(t);
+                    }
+                }
+                accepted = accept(&listener) => match accepted {
+                    Ok(conn) => {
+                        // Enlisted only once admitted, so it cannot be closed for itself.
+                        let permit = tokio::select! {
+                            biased;
+                            _ = &mut shutdown => break,
+                            p = room(&limit, &roster) => p,
+                        };
+                        let enlisted = match conn.closer() {
+                            Ok(c) => roster.enlist(c, conn.peer()),
+                            Err(e) => {
+                                tracing::warn!(error = %e, "cannot track a new connection; dropping it");
+                                continue;
+                            }
+                        };
+                        let exports = exports.clone();
+                        let stop = stop_rx.clone();
+                        let limits = limits.clone();
+                        let tls = tls.clone();
+                        conns.spawn(async move {
+                            let activity = enlisted.activity.clone();
+                            let ends = Ends {
+                                config,
+                                stop,
+                                activity,
+                                limits,
+                                tls,
+                            };
+                            let res = conn.run(exports, ends).await;
+                            drop(enlisted);
+                            drop(permit);
+                            res
+                        });
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "accept failed; retrying");
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                    }
+                },
+            }
+        }
+        let _ = stop_tx.send(true);
+        while let Some(done) = conns.join_next().await {
+            log_end(done);
+        }
+        Ok(())
+    }
 }
 
 fn log_end(done: Result<io::Result<()>, tokio::task::JoinError>) {

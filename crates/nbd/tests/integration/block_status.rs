@@ -55,9 +55,13 @@ impl Server {
         let exports = ExportMap::new()
             .with("disk", mem.clone())
             .with("lent", Arc::new(Lending(mem)));
-        let task = tokio::spawn(nbd::serve(listener, Arc::new(exports), async move {
-            let _ = rx.await;
-        }));
+        let task = tokio::spawn(
+            nbd::Server::builder()
+                .build(listener, Arc::new(exports))
+                .serve(async move {
+                    let _ = rx.await;
+                }),
+        );
         Server {
             addr,
             stop: Some(stop),

@@ -57,15 +57,15 @@ fn run(jobs: usize, depth: usize, secs: u64) -> Figures {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .unwrap();
     let port = listener.local_addr().unwrap().port();
-    let server = rt.spawn(nbd::serve_limited(
-        listener,
-        exports,
-        config,
-        limits,
-        async move {
-            let _ = rx.await;
-        },
-    ));
+    let server = rt.spawn(
+        nbd::Server::builder()
+            .config(config)
+            .limits(limits)
+            .build(listener, exports)
+            .serve(async move {
+                let _ = rx.await;
+            }),
+    );
     // Sample the thread count while fio runs.
     let peak = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let sampling = Arc::new(std::sync::atomic::AtomicBool::new(true));

@@ -87,15 +87,15 @@ async fn hogs_stay_bounded(hogs: usize, reads: u64, total: usize, workers: usize
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(nbd::serve_limited(
-        listener,
-        exports,
-        config,
-        limits.clone(),
-        async move {
-            let _ = rx.await;
-        },
-    ));
+    let server = tokio::spawn(
+        nbd::Server::builder()
+            .config(config)
+            .limits(limits.clone())
+            .build(listener, exports)
+            .serve(async move {
+                let _ = rx.await;
+            }),
+    );
     let (rss0, threads0) = (rss_mib(), threads());
 
     // Each hog's socket stays open (and unread) until `release` is dropped.

@@ -14,6 +14,7 @@ mod budget;
 mod hostile_latency;
 mod hostile_memory;
 mod paths;
+mod pipelining;
 mod protocol;
 mod real_clients;
 mod roundtrip;

@@ -55,9 +55,13 @@ impl Server {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, rx) = oneshot::channel::<()>();
-        let task = tokio::spawn(nbd::serve(listener, Arc::new(exports), async move {
-            let _ = rx.await;
-        }));
+        let task = tokio::spawn(
+            nbd::Server::builder()
+                .build(listener, Arc::new(exports))
+                .serve(async move {
+                    let _ = rx.await;
+                }),
+        );
         Server {
             addr,
             mem,
@@ -502,14 +506,14 @@ async fn silent_clients_time_out_in_negotiation() {
         ..nbd::ServerConfig::default()
     };
     let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(nbd::serve_with(
-        listener,
-        Arc::new(exports),
-        config,
-        async move {
-            let _ = rx.await;
-        },
-    ));
+    let task = tokio::spawn(
+        nbd::Server::builder()
+            .config(config)
+            .build(listener, Arc::new(exports))
+            .serve(async move {
+                let _ = rx.await;
+            }),
+    );
     // The silent client holds the only slot, then is dropped by the server.
     let mut silent = TcpStream::connect(addr).await.unwrap();
     assert_eq!(&read_n(&mut silent, 18).await[..8], b"NBDMAGIC");

@@ -47,11 +47,13 @@ impl Server {
             rt.block_on(async move {
                 let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
                 port_tx.send(l.local_addr().unwrap().port()).unwrap();
-                nbd::serve(l, exports, async move {
-                    let _ = rx.await;
-                })
-                .await
-                .unwrap();
+                nbd::Server::builder()
+                    .build(l, exports)
+                    .serve(async move {
+                        let _ = rx.await;
+                    })
+                    .await
+                    .unwrap();
             });
         });
         Server {

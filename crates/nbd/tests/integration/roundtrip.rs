@@ -73,14 +73,14 @@ async fn start(exports: ExportMap, config: ServerConfig) -> Running {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(nbd::serve_with(
-        listener,
-        Arc::new(exports),
-        config,
-        async move {
-            let _ = rx.await;
-        },
-    ));
+    let task = tokio::spawn(
+        nbd::Server::builder()
+            .config(config)
+            .build(listener, Arc::new(exports))
+            .serve(async move {
+                let _ = rx.await;
+            }),
+    );
     Running { addr, stop, task }
 }
 
@@ -367,13 +367,13 @@ async fn file_export_over_a_unix_socket() {
     let file = Arc::new(FileExport::create(&img, 2 << 20).unwrap());
     let listener = tokio::net::UnixListener::bind(&sock).unwrap();
     let (stop, rx) = oneshot::channel::<()>();
-    let task = tokio::spawn(nbd::serve(
-        listener,
-        Arc::new(ExportMap::new().with("f", file)),
-        async move {
-            let _ = rx.await;
-        },
-    ));
+    let task = tokio::spawn(
+        nbd::Server::builder()
+            .build(listener, Arc::new(ExportMap::new().with("f", file)))
+            .serve(async move {
+                let _ = rx.await;
+            }),
+    );
     let c = NbdClient::connect_unix(&sock, "f").await.unwrap();
     assert_eq!(c.size(), 2 << 20);
     let data = pattern(3, 128 * 1024);
@@ -564,4 +564,42 @@ async fn byte_budget_bounds_large_requests_in_flight() {
     assert_eq!(slow.peak.load(Ordering::SeqCst), 2);
     c.disconnect().await.unwrap();
     srv.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn builder_options_reach_the_server() {
+    // Defaults: `ServerConfig::default()`, fresh limits sized by it, TLS off.
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let plain = nbd::Server::builder().build(l, Arc::new(ExportMap::new()));
+    assert_eq!(*plain.config(), ServerConfig::default());
+    assert_eq!(plain.limits().gauge().in_flight_bytes, 0);
+
+    // Given limits are shared, not copied: the caller's gauge sees the server's requests.
+    let config = ServerConfig {
+        max_connections: 3,
+        ..ServerConfig::default()
+    };
+    let limits = nbd::Limits::for_config(&config);
+    let slow = Arc::new(SlowExport::new(1 << 20, Duration::from_millis(300)));
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    let server = nbd::Server::builder()
+        .config(config)
+        .limits(limits.clone())
+        .tls(None)
+        .build(l, Arc::new(ExportMap::new().with("d", slow)));
+    assert!(Arc::ptr_eq(server.limits(), &limits));
+    assert_eq!(server.config().max_connections, 3);
+    let (stop, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(server.serve(async move {
+        let _ = rx.await;
+    }));
+    let c = NbdClient::connect(addr, "d").await.unwrap();
+    assert_eq!(c.read(0, 65536).await.unwrap().len(), 65536);
+    let g = limits.gauge();
+    assert_eq!(g.connections, 1, "{g:?}");
+    assert!(g.peak_in_flight_bytes >= 65536, "{g:?}");
+    c.disconnect().await.unwrap();
+    let _ = stop.send(());
+    task.await.unwrap().unwrap();
 }

@@ -123,11 +123,16 @@ impl Server {
                 port_tx.send(l.local_addr().unwrap().port()).unwrap();
                 let config = ServerConfig::default();
                 let limits = Limits::for_config(&config);
-                nbd::serve_tls(l, exports, config, limits, Some(tls), async move {
-                    let _ = rx.await;
-                })
-                .await
-                .unwrap();
+                nbd::Server::builder()
+                    .config(config)
+                    .limits(limits)
+                    .tls(Some(tls))
+                    .build(l, exports)
+                    .serve(async move {
+                        let _ = rx.await;
+                    })
+                    .await
+                    .unwrap();
             });
         });
         Server {
@@ -388,13 +393,13 @@ async fn starttls_is_unsupported_when_off() {
     let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = l.local_addr().unwrap().port();
     let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(nbd::serve(
-        l,
-        Arc::new(ExportMap::new().with("d", disk)),
-        async {
-            let _ = rx.await;
-        },
-    ));
+    let server = tokio::spawn(
+        nbd::Server::builder()
+            .build(l, Arc::new(ExportMap::new().with("d", disk)))
+            .serve(async {
+                let _ = rx.await;
+            }),
+    );
     let (mut c, t) = option(port, 5, &[]).await;
     assert_eq!(t, Some(ERR_UNSUP));
     send_option(&mut c, 7, &go("d")).await;
@@ -458,13 +463,13 @@ fn our_client_upgrades_to_tls_and_refuses_to_go_on_in_clear() {
         let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let plain = l.local_addr().unwrap().to_string();
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-        let server = tokio::spawn(nbd::serve(
-            l,
-            Arc::new(ExportMap::new().with("d", disk.clone())),
-            async {
-                let _ = rx.await;
-            },
-        ));
+        let server = tokio::spawn(
+            nbd::Server::builder()
+                .build(l, Arc::new(ExportMap::new().with("d", disk.clone())))
+                .serve(async {
+                    let _ = rx.await;
+                }),
+        );
         let required = ClientTls::from_pem_files(TlsMode::Required, &ca, None).unwrap();
         let err = NbdClient::connect_tls(&plain, "d", &required)
             .await

@@ -134,7 +134,7 @@ fn incarnation(
     });
     let map: Arc<dyn nbd::ExportProvider> = Arc::new(nbd::ExportMap::new().with("vol", export));
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = rt.spawn(nbd::serve(listener, map, async {
+    let task = rt.spawn(nbd::Server::builder().build(listener, map).serve(async {
         let _ = rx.await;
     }));
     (port, tx, task)

@@ -108,9 +108,13 @@ fn a_full_backend_is_reported_removal_refused_and_shutdown_keeps_the_data() {
     let upstream = listener.local_addr().unwrap();
     let (stop_up, rx) = tokio::sync::oneshot::channel::<()>();
     let exports = Arc::new(ExportMap::new().with("disk", disk.clone()));
-    rt.spawn(nbd::serve(listener, exports, async move {
-        let _ = rx.await;
-    }));
+    rt.spawn(
+        nbd::Server::builder()
+            .build(listener, exports)
+            .serve(async move {
+                let _ = rx.await;
+            }),
+    );
     let dir = tempfile::tempdir().unwrap();
     let node = rt
         .block_on(node::start(&config(upstream, dir.path())))

@@ -26,15 +26,15 @@ impl Server {
         let port = l.local_addr().unwrap().port();
         let (stop, rx) = tokio::sync::oneshot::channel::<()>();
         let exports = Arc::new(ExportMap::new().with("d", disk));
-        let task = tokio::spawn(nbd::serve_limited(
-            l,
-            exports,
-            config,
-            limits.clone(),
-            async {
-                let _ = rx.await;
-            },
-        ));
+        let task = tokio::spawn(
+            nbd::Server::builder()
+                .config(config)
+                .limits(limits.clone())
+                .build(l, exports)
+                .serve(async {
+                    let _ = rx.await;
+                }),
+        );
         Server {
             port,
             limits,

@@ -15,15 +15,24 @@
 //! [`ClientError::Tls`]; nothing is ever sent in clear after `STARTTLS`.
 //!
 //! **Pipelining.** Any number of tasks may call the request methods at once on a shared
-//! `&NbdClient`. Each request takes a slot in a slab of in-flight requests; the handle on
-//! the wire is `generation << 32 | slot`, so matching a reply is an index, not a hash
+//! `&NbdClient`, and one task may have many requests out at once: [`NbdClient::start_read`]
+//! (and [`NbdClient::start_write`]) sends a request and returns an [`InFlight`] to await its reply
+//! later, and [`NbdClient::read_many`] sends a whole list of reads before waiting for the
+//! first reply, so a level-1 node's misses to one upstream overlap on one connection
+//! instead of queueing behind each other (N reads against a server that takes 5 ms each
+//! finish in about 5 ms, not N × 5: `tests/integration/pipelining.rs`, against `nbdkit`'s
+//! `delay` filter). Each request takes a slot in a slab of in-flight requests; the handle
+//! on the wire is `generation << 32 | slot`, so matching a reply is an index, not a hash
 //! lookup, and a stale or forged handle is detected by its generation. A writer task
 //! owns the socket's write half and batches requests into one flush when several are
 //! queued; a reader task frames replies, takes the slot named by the handle (learning
 //! from it how many data bytes follow a successful read), and completes the caller's
 //! oneshot channel. Replies may arrive in any order. Per request the only allocations are
 //! the oneshot channel and, for reads, the data itself (split without copying from the
-//! reader's buffer). A semaphore bounds requests in flight (default 128).
+//! reader's buffer). A semaphore bounds requests on the wire (default 128); its permit
+//! goes with the request's slot and is returned by the reader when the reply arrives, not
+//! when the caller looks at it, so a caller that starts more requests than that before
+//! awaiting any is never stuck behind its own unread replies.
 //!
 //! **Cancellation.** Dropping a request future (a timeout, say) is safe: channel space is
 //! reserved before a slot is taken, the writer task writes whole requests only, and a
@@ -37,27 +46,29 @@
 //! with the same error, and [`NbdClient::closed`] completes (a keeper of the client, such
 //! as a node's upstream link, learns of it without sending a request).
 
+mod negotiate;
+mod tasks;
+
 use std::io;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, BufWriter};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs, UnixStream};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinHandle;
 
 use crate::framed::read_parsed;
-use crate::handshake::{self, InfoItem};
-use crate::reply::parse_simple_reply;
-use crate::request::{encode_request, RequestHeader};
+use crate::handshake;
+use crate::request::RequestHeader;
 use crate::server::tls::{ClientTls, TlsMode};
 use crate::wire::{
-    opt, rep, Command, Errno, Parse, ProtocolError, TransmissionFlags, CLIENT_FLAG_FIXED_NEWSTYLE,
-    CLIENT_FLAG_NO_ZEROES, CMD_FLAG_FUA, HS_FLAG_FIXED_NEWSTYLE, HS_FLAG_NO_ZEROES, MAX_PAYLOAD,
-    SIMPLE_REPLY_HEADER_LEN,
+    opt, rep, Command, Errno, ProtocolError, TransmissionFlags, CMD_FLAG_FUA, MAX_PAYLOAD,
 };
+use negotiate::{greet, host_of, negotiate};
+use tasks::{read_replies, write_requests};
 
 /// Why a client operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -105,6 +116,9 @@ type Reply = Result<Bytes, ClientError>;
 struct Pending {
     done: oneshot::Sender<Reply>,
     read_len: u32,
+    /// This request's place on the wire, given back when its slot is taken (the reply
+    /// came, or the connection ended).
+    _permit: OwnedSemaphorePermit,
 }
 
 struct Slot {
@@ -121,7 +135,7 @@ struct Slots {
 
 struct Shared {
     slots: Mutex<Slots>,
-    permits: Semaphore,
+    permits: Arc<Semaphore>,
     /// Sent `true` when the connection has ended.
     ended: tokio::sync::watch::Sender<bool>,
 }
@@ -182,6 +196,22 @@ struct Outgoing {
     payload: Option<Bytes>,
 }
 
+/// A request on the wire whose reply has not been awaited yet ([`NbdClient::start_read`]
+/// and the other `start_*` methods): [`InFlight::reply`] waits for it. Dropping it
+/// abandons the reply (the request still completes on the server, and its slot is freed
+/// when the reply arrives).
+#[must_use = "the reply is lost unless awaited with `reply`"]
+pub struct InFlight {
+    rx: oneshot::Receiver<Reply>,
+}
+
+impl InFlight {
+    /// Waits for the reply: the data of a read, empty for the other commands.
+    pub async fn reply(self) -> Result<Bytes, ClientError> {
+        self.rx.await.map_err(|_| ClientError::Disconnected)?
+    }
+}
+
 /// A connected, pipelined NBD client. Share it by reference or `Arc` between tasks.
 pub struct NbdClient {
     shared: Arc<Shared>,
@@ -193,7 +223,8 @@ pub struct NbdClient {
     flags: TransmissionFlags,
 }
 
-const MAX_IN_FLIGHT: usize = 128;
+/// Most requests a client has on the wire at once; more wait for a reply to free a place.
+pub const MAX_IN_FLIGHT: usize = 128;
 
 impl NbdClient {
     /// Connect over TCP and open `export`.
@@ -285,7 +316,7 @@ impl NbdClient {
         let (size, flags) = negotiate(&mut r, &mut w, &mut buf, export, fixed, no_zeroes).await?;
         let shared = Arc::new(Shared {
             slots: Mutex::new(Slots::default()),
-            permits: Semaphore::new(MAX_IN_FLIGHT),
+            permits: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
             ended: tokio::sync::watch::channel(false).0,
         });
         let (tx, rx) = mpsc::channel(MAX_IN_FLIGHT);
@@ -329,12 +360,37 @@ impl NbdClient {
 
     /// Read `len` bytes at `offset`.
     pub async fn read(&self, offset: u64, len: u32) -> Result<Bytes, ClientError> {
+        self.start_read(offset, len).await?.reply().await
+    }
+
+    /// Sends a read of `len` bytes at `offset` and returns without waiting for its reply
+    /// (it waits only for a place on the wire when [`MAX_IN_FLIGHT`] requests are out).
+    pub async fn start_read(&self, offset: u64, len: u32) -> Result<InFlight, ClientError> {
         if len > MAX_PAYLOAD {
             return Err(ClientError::Unsupported(
                 "read longer than the maximum payload",
             ));
         }
-        self.request(Command::Read, 0, offset, len, None).await
+        self.send(Command::Read, 0, offset, len, None).await
+    }
+
+    /// Reads every `(offset, len)` of `ranges`: all are sent before the first reply is
+    /// awaited, so they are served concurrently, in one round trip when the server
+    /// allows. The results are in the order of `ranges`; one failed read fails only its
+    /// own entry.
+    pub async fn read_many(&self, ranges: &[(u64, u32)]) -> Vec<Result<Bytes, ClientError>> {
+        let mut sent = Vec::with_capacity(ranges.len());
+        for &(offset, len) in ranges {
+            sent.push(self.start_read(offset, len).await);
+        }
+        let mut out = Vec::with_capacity(sent.len());
+        for s in sent {
+            out.push(match s {
+                Ok(r) => r.reply().await,
+                Err(e) => Err(e),
+            });
+        }
+        out
     }
 
     /// Write `data` at `offset`; with `fua`, the reply waits until the data is durable.
@@ -344,6 +400,21 @@ impl NbdClient {
         data: impl Into<Bytes>,
         fua: bool,
     ) -> Result<(), ClientError> {
+        self.start_write(offset, data, fua)
+            .await?
+            .reply()
+            .await
+            .map(drop)
+    }
+
+    /// Sends a write of `data` at `offset` (see [`NbdClient::write`]) and returns without
+    /// waiting for its reply.
+    pub async fn start_write(
+        &self,
+        offset: u64,
+        data: impl Into<Bytes>,
+        fua: bool,
+    ) -> Result<InFlight, ClientError> {
         let data = data.into();
         if data.len() > MAX_PAYLOAD as usize {
             return Err(ClientError::Unsupported(
@@ -352,9 +423,8 @@ impl NbdClient {
         }
         let flags = self.fua_flag(fua)?;
         let len = data.len() as u32;
-        self.request(Command::Write, flags, offset, len, Some(data))
+        self.send(Command::Write, flags, offset, len, Some(data))
             .await
-            .map(drop)
     }
 
     /// Make every completed write durable.
@@ -430,13 +500,29 @@ impl NbdClient {
         length: u32,
         payload: Option<Bytes>,
     ) -> Result<Bytes, ClientError> {
+        self.send(command, flags, offset, length, payload)
+            .await?
+            .reply()
+            .await
+    }
+
+    /// Queues one request for the writer task and returns its reply's receiver.
+    async fn send(
+        &self,
+        command: Command,
+        flags: u16,
+        offset: u64,
+        length: u32,
+        payload: Option<Bytes>,
+    ) -> Result<InFlight, ClientError> {
         if self.closed.load(Ordering::Acquire) {
             return Err(ClientError::Disconnected);
         }
-        let _permit = self
+        let permit = self
             .shared
             .permits
-            .acquire()
+            .clone()
+            .acquire_owned()
             .await
             .map_err(|_| ClientError::Disconnected)?;
         // Reserve channel space before taking a slot: if this future is dropped while
@@ -450,7 +536,11 @@ impl NbdClient {
         let read_len = if command == Command::Read { length } else { 0 };
         let handle = self
             .shared
-            .register(Pending { done, read_len })
+            .register(Pending {
+                done,
+                read_len,
+                _permit: permit,
+            })
             .ok_or(ClientError::Disconnected)?;
         let header = RequestHeader {
             flags,
@@ -460,195 +550,6 @@ impl NbdClient {
             length,
         };
         send.send(Outgoing { header, payload });
-        rx.await.map_err(|_| ClientError::Disconnected)?
+        Ok(InFlight { rx })
     }
-}
-
-/// The host part of `host:port` (`[v6]:port` included), for TLS.
-fn host_of(addr: &str) -> &str {
-    let host = addr.rsplit_once(':').map_or(addr, |(h, _)| h);
-    host.trim_start_matches('[').trim_end_matches(']')
-}
-
-/// Read the greeting and send the client flags; returns (fixed newstyle, no zeroes).
-async fn greet<R, W>(r: &mut R, w: &mut W, buf: &mut BytesMut) -> Result<(bool, bool), ClientError>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let eof = || ClientError::Io(io::ErrorKind::UnexpectedEof.into());
-    let (hflags, used) = read_parsed(r, buf, handshake::parse_greeting)
-        .await?
-        .ok_or_else(eof)?;
-    buf.advance(used);
-    let fixed = hflags & HS_FLAG_FIXED_NEWSTYLE != 0;
-    let no_zeroes = hflags & HS_FLAG_NO_ZEROES != 0;
-    let mut cflags = 0;
-    if fixed {
-        cflags |= CLIENT_FLAG_FIXED_NEWSTYLE;
-    }
-    if no_zeroes {
-        cflags |= CLIENT_FLAG_NO_ZEROES;
-    }
-    w.write_all(&cflags.to_be_bytes()).await?;
-    w.flush().await?;
-    Ok((fixed, no_zeroes))
-}
-
-/// Open `export` after the greeting: `NBD_OPT_GO`, else `NBD_OPT_EXPORT_NAME`.
-async fn negotiate<R, W>(
-    r: &mut R,
-    w: &mut W,
-    buf: &mut BytesMut,
-    export: &str,
-    fixed: bool,
-    no_zeroes: bool,
-) -> Result<(u64, TransmissionFlags), ClientError>
-where
-    R: AsyncRead + Unpin,
-    W: AsyncWrite + Unpin,
-{
-    let eof = || ClientError::Io(io::ErrorKind::UnexpectedEof.into());
-    let mut out = Vec::with_capacity(64 + export.len());
-    if fixed {
-        let body = handshake::encode_info_request(export, &[]);
-        handshake::encode_option(&mut out, opt::GO, &body);
-        w.write_all(&out).await?;
-        w.flush().await?;
-        let mut info = None;
-        loop {
-            let (reply, used) = read_parsed(r, buf, handshake::parse_option_reply)
-                .await?
-                .ok_or_else(eof)?;
-            buf.advance(used);
-            match reply.reply_type {
-                rep::INFO => {
-                    if let InfoItem::Export { size, flags } = handshake::parse_info(&reply.data)? {
-                        info = Some((size, flags));
-                    }
-                }
-                rep::ACK => {
-                    return info.ok_or(ClientError::Protocol(ProtocolError::Malformed(
-                        "NBD_OPT_GO acknowledged without NBD_INFO_EXPORT",
-                    )));
-                }
-                rep::ERR_UNKNOWN => return Err(ClientError::UnknownExport(export.into())),
-                rep::ERR_UNSUP => break,
-                reply_type => {
-                    return Err(ClientError::OptionRefused {
-                        option: opt::GO,
-                        reply: reply_type,
-                    })
-                }
-            }
-        }
-        out.clear();
-    }
-    handshake::encode_option(&mut out, opt::EXPORT_NAME, export.as_bytes());
-    w.write_all(&out).await?;
-    w.flush().await?;
-    match read_parsed(r, buf, |b| handshake::parse_export_name_reply(b, no_zeroes)).await {
-        Ok(Some((v, used))) => {
-            buf.advance(used);
-            Ok(v)
-        }
-        // A server that does not know the export closes the connection.
-        Ok(None) => Err(ClientError::UnknownExport(export.into())),
-        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => {
-            Err(ClientError::UnknownExport(export.into()))
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-async fn write_requests<W: AsyncWrite + Unpin>(w: W, mut rx: mpsc::Receiver<Outgoing>) {
-    let mut w = BufWriter::with_capacity(64 * 1024, w);
-    let mut header = Vec::with_capacity(32);
-    'outer: while let Some(mut msg) = rx.recv().await {
-        loop {
-            header.clear();
-            encode_request(&mut header, &msg.header);
-            if w.write_all(&header).await.is_err() {
-                break 'outer;
-            }
-            if let Some(p) = msg.payload.take() {
-                if w.write_all(&p).await.is_err() {
-                    break 'outer;
-                }
-            }
-            if msg.header.command == Command::Disconnect {
-                let _ = w.flush().await;
-                break 'outer;
-            }
-            match rx.try_recv() {
-                Ok(next) => msg = next,
-                Err(_) => break,
-            }
-        }
-        if w.flush().await.is_err() {
-            break;
-        }
-    }
-    let _ = w.shutdown().await;
-}
-
-async fn read_replies<R: AsyncRead + Unpin>(mut r: R, mut buf: BytesMut, shared: Arc<Shared>) {
-    if let Err(e) = read_loop(&mut r, &mut buf, &shared).await {
-        tracing::debug!(error = %e, "NBD client connection ended");
-    }
-    shared.close();
-}
-
-async fn read_loop<R: AsyncRead + Unpin>(
-    r: &mut R,
-    buf: &mut BytesMut,
-    shared: &Shared,
-) -> Result<(), ClientError> {
-    loop {
-        let reply = match parse_simple_reply(buf)? {
-            Parse::Done(reply, _) => reply,
-            Parse::Incomplete { needed } => {
-                fill(r, buf, needed).await?;
-                continue;
-            }
-        };
-        let pending =
-            shared
-                .take(reply.handle)
-                .ok_or(ClientError::Protocol(ProtocolError::Malformed(
-                    "reply to a handle that is not in flight",
-                )))?;
-        let data_len = match reply.error {
-            None => pending.read_len as usize,
-            Some(_) => 0,
-        };
-        let total = SIMPLE_REPLY_HEADER_LEN + data_len;
-        if buf.len() < total {
-            if let Err(e) = fill(r, buf, total).await {
-                let _ = pending.done.send(Err(ClientError::Disconnected));
-                return Err(e);
-            }
-        }
-        buf.advance(SIMPLE_REPLY_HEADER_LEN);
-        let result = match reply.error {
-            None => Ok(buf.split_to(data_len).freeze()),
-            Some(e) => Err(ClientError::Server(e)),
-        };
-        let _ = pending.done.send(result);
-    }
-}
-
-/// Read until `buf` holds at least `needed` bytes; end of stream is `Disconnected`.
-async fn fill<R: AsyncRead + Unpin>(
-    r: &mut R,
-    buf: &mut BytesMut,
-    needed: usize,
-) -> Result<(), ClientError> {
-    while buf.len() < needed {
-        buf.reserve((needed - buf.len()).max(64 * 1024));
-        if r.read_buf(buf).await? == 0 {
-            return Err(ClientError::Disconnected);
-        }
-    }
-    Ok(())
 }
