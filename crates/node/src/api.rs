@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | GET | `/` | the operator's page (refreshes itself) |
 //! | GET | `/metrics` | Prometheus text |
-//! | GET | `/healthz` | `{"status":"ok"}` while the node serves; 503 `{"status":"degraded","upstreams_down":[...]}` while a link to an upstream reconnects |
+//! | GET | `/healthz` | `{"status":"ok"}` while the node serves; 503 `{"status":"degraded","upstreams_down":[...]}` while a link to an upstream reconnects; 503 `{"status":"at-risk","dirty_at_risk":{"exports","blocks","backend_error","room_error","disk_full","since_secs","stop_waiting"}}` while acknowledged dirty blocks can be neither written back nor kept ([`crate::risk`]) |
 //! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends |
 //! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile","exclusive","dirty_ratio","dirty_bytes","log","durable"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
@@ -167,6 +167,12 @@ async fn healthz(State(s): St) -> impl IntoResponse {
             })
         })
         .collect();
+    if let Some(r) = s.risk().status() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "at-risk", "dirty_at_risk": r, "upstreams_down": down })),
+        );
+    }
     if down.is_empty() {
         (StatusCode::OK, Json(json!({ "status": "ok" })))
     } else {
