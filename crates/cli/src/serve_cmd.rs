@@ -1,8 +1,11 @@
 //! `lachesis serve node.toml [--nbd ADDR] [--api ADDR]`: runs a cache node until SIGINT or
 //! SIGTERM, then drains in-flight requests and writes every dirty block back before
 //! exiting, within `[node] stop_timeout` (what is not on the backends by then is kept in
-//! the recovery file and the exit status is 1). `--nbd` and `--api` override the file's
-//! listeners.
+//! the recovery file and the exit status is 1). Dirty blocks that can be neither written
+//! back nor kept (a failing backend and no room in the data directory) make the stop wait,
+//! serving reads, until they can; a second SIGINT or SIGTERM, or `--discard-dirty` given at
+//! start, ends the wait, dropping them (the exit status is 1 and the message names the
+//! count). `--nbd` and `--api` override the file's listeners.
 
 use anyhow::Context;
 use clap::Args;
@@ -25,6 +28,10 @@ pub struct ServeArgs {
     /// HTTP API listen address (`HOST:PORT`; overrides `[node] api`).
     #[arg(long, value_name = "ADDR")]
     api: Option<String>,
+    /// At a stop, drop acknowledged dirty blocks that can be neither written back nor kept
+    /// in the data directory, instead of waiting for the backend to heal or for space.
+    #[arg(long)]
+    discard_dirty: bool,
 }
 
 /// Runs `lachesis serve`.
@@ -43,7 +50,8 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
         if let Some(n) = a.api {
             cfg.node.api = n;
         }
-        let mut node = node::start(&cfg).await?;
+        cfg.node.discard_dirty = a.discard_dirty;
+        let node = node::start(&cfg).await?;
         eprintln!(
             "lachesis node: NBD on {} (e.g. qemu-io -f raw nbd://{}/NAME), API and page on http://{}/ \
              (API token in {}; open the page as http://{}/#token=TOKEN)",
@@ -53,18 +61,15 @@ pub fn run(a: ServeArgs) -> anyhow::Result<()> {
             node.api_token.file().display(),
             node.api_addr
         );
-        let stop = node.stopper();
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = term.recv() => {}
-            res = node.wait() => return res.context("node stopped"),
-        }
-        eprintln!("lachesis node: stopping, writing dirty blocks back");
-        if let Some(s) = stop {
-            let _ = s.send(());
-        }
-        node.wait().await.context("stopping the node")
+        node.run_until_signalled(|step| match step {
+            node::Stop::Discard => eprintln!(
+                "lachesis node: second signal: stopping without waiting for dirty blocks that \
+                 can be neither written back nor kept"
+            ),
+            _ => eprintln!("lachesis node: stopping, writing dirty blocks back"),
+        })
+        .await
+        .context("stopping the node")
     });
     // Requests stuck on a hung backend past the stop's deadline must not keep the
     // process alive: their threads are left behind, the node has already kept their data.

@@ -295,6 +295,10 @@ impl Errno {
         if let Some(28 | 27 | 122) = err.raw_os_error() {
             return Errno::NoSpc;
         }
+        // ESHUTDOWN (108): the server is stopping.
+        if err.raw_os_error() == Some(108) {
+            return Errno::Shutdown;
+        }
         match err.kind() {
             ErrorKind::PermissionDenied => Errno::Perm,
             ErrorKind::InvalidInput => Errno::Inval,
@@ -421,5 +425,7 @@ mod tests {
         assert_eq!(Errno::from_io(&e), Errno::Perm);
         let e = std::io::Error::other("disk on fire");
         assert_eq!(Errno::from_io(&e), Errno::Io);
+        let e = std::io::Error::from_raw_os_error(108);
+        assert_eq!(Errno::from_io(&e), Errno::Shutdown);
     }
 }

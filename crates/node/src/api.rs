@@ -5,7 +5,7 @@
 //! |---|---|---|
 //! | GET | `/` | the operator's page (refreshes itself) |
 //! | GET | `/metrics` | Prometheus text |
-//! | GET | `/healthz` | `{"status":"ok"}` while the node serves; 503 `{"status":"degraded","upstreams_down":[...]}` while a link to an upstream reconnects |
+//! | GET | `/healthz` | `{"status":"ok"}` while the node serves; 503 `{"status":"degraded","upstreams_down":[...]}` while a link to an upstream reconnects; 503 `{"status":"at-risk","dirty_at_risk":{"exports","blocks","backend_error","room_error","disk_full","since_secs","stop_waiting"}}` while acknowledged dirty blocks can be neither written back nor kept ([`crate::risk`]) |
 //! | GET | `/v1/node` | block size, capacity, allocation, level, uptime |
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends, hot tiers |
 //! | PATCH | `/v1/exports/{export}/hot_tier` | `{"enabled","threshold"}`: placing on or off, the threshold set in place (candidates keep their counts; below one: 400 naming `hot_tier.threshold`; no tier: 409) |
@@ -171,6 +171,12 @@ async fn healthz(State(s): St) -> impl IntoResponse {
             })
         })
         .collect();
+    if let Some(r) = s.risk().status() {
+        return (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({ "status": "at-risk", "dirty_at_risk": r, "upstreams_down": down })),
+        );
+    }
     if down.is_empty() {
         (StatusCode::OK, Json(json!({ "status": "ok" })))
     } else {

@@ -24,6 +24,8 @@
 //! (served by `read_now`, or found by the cache's read) and as a miss otherwise, a miss
 //! also into the tenant's misses' histogram (`observe`); its blocks are fed once to the
 //! tenant's profiler.
+//! Writes, trims and zeroings are refused, before they reach the cache, while their
+//! export's dirty blocks are at risk or once a stop was asked ([`crate::risk`]).
 //! Block status (`base:allocation`) comes from [`cache::CacheNode::block_status`]: the
 //! backend's holes (a file image's, from `lseek`; other backends report all data), less
 //! every block a cache holds dirty, so data not yet written back is never called a hole.
@@ -291,6 +293,9 @@ impl Export for CacheExport {
     }
 
     fn write(&self, offset: u64, data: Bytes, fua: bool) -> BoxFuture<'_, io::Result<()>> {
+        if let Some(e) = self.state.risk().refusal(&self.export) {
+            return Box::pin(async move { Err(e) });
+        }
         self.profile(offset, data.len() as u64);
         Box::pin(self.run(true, move |node, export, client| {
             node.write(export, client, offset, &data, fua)
@@ -302,6 +307,9 @@ impl Export for CacheExport {
     }
 
     fn trim(&self, offset: u64, len: u32) -> BoxFuture<'_, io::Result<()>> {
+        if let Some(e) = self.state.risk().refusal(&self.export) {
+            return Box::pin(async move { Err(e) });
+        }
         Box::pin(self.run(true, move |node, export, client| {
             node.trim(export, client, offset, len as u64)
         }))
@@ -324,6 +332,9 @@ impl Export for CacheExport {
     }
 
     fn write_zeroes(&self, offset: u64, len: u32, fua: bool) -> BoxFuture<'_, io::Result<()>> {
+        if let Some(e) = self.state.risk().refusal(&self.export) {
+            return Box::pin(async move { Err(e) });
+        }
         Box::pin(self.run(true, move |node, export, client| {
             // Whole blocks are discarded (they read back as zeros); partial blocks at the
             // ends are written with zeros.

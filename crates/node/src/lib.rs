@@ -23,6 +23,7 @@
 //! | [`register`] | registration with a controller and the heartbeat (through the `api` crate's client) |
 //! | [`replay`] | a trace replayed as NBD I/O at its own pace or a given rate |
 //! | [`reserve`] | disk space held for the recovery file, so a full disk cannot take it |
+//! | [`risk`] | dirty blocks neither the backend nor the data directory can take: writes refused, the stop waits |
 //! | [`bandwidth`] | the backend's queue: per-tenant proportions of its service time (weighted fair queueing), service time and queueing delay per tenant |
 //! | [`hot_tier`] | SANCACHE's hot-chunk tier: a fast file in front of a slow backend |
 //! | [`units`] | byte sizes with units |
@@ -35,6 +36,10 @@
 //! needs is reserved at start ([`reserve`]) and the file is written into it (the reserve
 //! renamed and overwritten in place), so a disk that others filled meanwhile, or a
 //! write-back still running at the deadline, cannot make the stop drop acknowledged data.
+//! When dirty blocks can be neither written back nor kept (a failing backend and no room
+//! in the data directory), the node stays up refusing writes to their exports and the
+//! stop waits, serving reads, until they can, or until a second signal or
+//! `--discard-dirty` ([`risk`]).
 
 pub mod api;
 pub mod auth;
@@ -54,6 +59,7 @@ pub mod recovery;
 pub mod register;
 pub mod replay;
 pub mod reserve;
+pub mod risk;
 pub mod state;
 pub use units;
 pub mod upstream;
@@ -61,7 +67,8 @@ pub mod upstream;
 pub use build::build;
 pub use error::NodeError;
 pub use images::IMAGES_FILE;
-pub use recovery::{RECOVERY_FILE, STOP_WRITERS};
+pub use recovery::{StopError, RECOVERY_FILE, STOP_WRITERS};
+pub use risk::Stop;
 
 use crate::config::NodeConfig;
 use crate::recovery::{replay_recovery, write_back_or_keep};
@@ -70,7 +77,7 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use tokio::net::TcpListener;
-use tokio::sync::oneshot;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 /// Opens the `what` listener on `addr`; an address in use says how to choose another.
@@ -104,16 +111,39 @@ pub struct RunningNode {
     pub api_addr: SocketAddr,
     /// The API's bearer token and the file holding it.
     pub api_token: Arc<::api::auth::Token>,
-    stop: Option<oneshot::Sender<()>>,
+    stop: Stopper,
     task: JoinHandle<std::io::Result<()>>,
+}
+
+/// Asks a running node to stop ([`Stopper::stop`], a first signal) or to stop even if
+/// acknowledged dirty blocks must be dropped ([`Stopper::discard`], a second signal).
+#[derive(Clone)]
+pub struct Stopper(Arc<watch::Sender<Stop>>);
+
+impl Stopper {
+    /// Stop: write every dirty block back or keep it; wait while neither can be done
+    /// ([`risk`]).
+    pub fn stop(&self) {
+        self.0.send_if_modified(|s| {
+            let was = *s;
+            if was == Stop::Serve {
+                *s = Stop::Stop;
+            }
+            was == Stop::Serve
+        });
+    }
+
+    /// Stop without waiting for dirty blocks that can be neither written back nor kept:
+    /// they are dropped, and the stop fails naming how many.
+    pub fn discard(&self) {
+        self.0.send_replace(Stop::Discard);
+    }
 }
 
 impl RunningNode {
     /// Stops accepting, drains in-flight requests, writes dirty blocks back and returns.
     pub async fn shutdown(mut self) -> std::io::Result<()> {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
+        self.stop.stop();
         self.wait().await
     }
 
@@ -125,8 +155,32 @@ impl RunningNode {
     }
 
     /// A handle that stops the node when used.
-    pub fn stopper(&mut self) -> Option<oneshot::Sender<()>> {
-        self.stop.take()
+    pub fn stopper(&self) -> Stopper {
+        self.stop.clone()
+    }
+
+    /// Runs until SIGINT or SIGTERM, then stops (see [`Stopper::stop`]); a second signal
+    /// while the stop waits for dirty blocks at risk ends the wait ([`Stopper::discard`]).
+    /// `said` is told each step ([`Stop::Stop`], [`Stop::Discard`]), for the operator.
+    pub async fn run_until_signalled(mut self, said: impl Fn(Stop)) -> std::io::Result<()> {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+            res = self.wait() => return res,
+        }
+        said(Stop::Stop);
+        self.stop.stop();
+        tokio::select! {
+            res = self.wait() => return res,
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        said(Stop::Discard);
+        self.stop.discard();
+        self.wait().await
     }
 }
 
@@ -156,8 +210,12 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         ..nbd::ServerConfig::default()
     };
     let nbd_limits = nbd::Limits::for_config(&server);
-    let state =
-        build::build_named(cfg, Some(api_addr.to_string()), Some(nbd_limits.clone())).await?;
+    let state = build::build_named(
+        cfg,
+        Some(register::default_name(api_addr)),
+        Some(nbd_limits.clone()),
+    )
+    .await?;
     let tls = cfg.nbd_tls().map_err(|msg| NodeError::Config {
         file: "node.toml".into(),
         msg,
@@ -188,7 +246,9 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         file: "node.toml".into(),
         msg: e.to_string(),
     })?;
+    let reserve = Arc::new(reserve);
     cache::CacheNode::spawn_cleaner(state.cache_node(), std::time::Duration::from_millis(100))?;
+    risk::spawn_monitor(&state, reserve.clone())?;
     let link = match &cfg.node.controller {
         Some(url) => Some(register::ControllerLink {
             url: url.trim_end_matches('/').to_string(),
@@ -205,8 +265,10 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         }),
         None => None,
     };
-    let (stop_tx, stop_rx) = oneshot::channel::<()>();
+    let (stop_tx, stop_rx) = watch::channel(Stop::Serve);
+    let stopper = Stopper(Arc::new(stop_tx));
     let stop_timeout = cfg.node.stop_timeout;
+    let discard_dirty = cfg.node.discard_dirty;
     let st = state.clone();
     let token = api_token.clone();
     let reg = register::registration(&state, api_addr, nbd_addr, api_token.secret());
@@ -224,9 +286,12 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         });
         let provider: Arc<dyn nbd::ExportProvider> =
             Arc::new(export::NodeExports(st.clone(), allow));
-        // The stop's deadline runs from the moment it is asked for; every step of the
-        // stop (draining requests, the API, the write-back) ends by it.
+        // The stop's deadline runs from the moment it goes on (writes are refused from
+        // the moment it is asked; while dirty blocks are at risk it waits first, serving
+        // reads); every step of the stop (draining requests, the write-back) ends by it.
         let (asked_tx, asked_rx) = oneshot::channel::<std::time::Instant>();
+        let (waiting_state, waiting_reserve) = (st.clone(), reserve.clone());
+        let mut waiting_rx = stop_rx.clone();
         let mut serving = tokio::spawn(
             nbd::Server::builder()
                 .config(server)
@@ -234,7 +299,15 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
                 .tls(tls)
                 .build(nbd_listener, provider)
                 .serve(async move {
-                    let _ = stop_rx.await;
+                    let _ = waiting_rx.wait_for(|s| *s != Stop::Serve).await;
+                    waiting_state.risk().set_stopping();
+                    risk::wait_while_at_risk(
+                        &waiting_state,
+                        &waiting_reserve,
+                        &mut waiting_rx,
+                        discard_dirty,
+                    )
+                    .await;
                     let _ = asked_tx.send(std::time::Instant::now());
                 }),
         );
@@ -261,11 +334,6 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
                 }
             },
         };
-        let _ = api_stop_tx.send(());
-        let mut api = api;
-        if tokio::time::timeout_at(until, &mut api).await.is_err() {
-            api.abort();
-        }
         let _ = reg_stop_tx.send(());
         if let Some(mut b) = beating {
             if tokio::time::timeout_at(until, &mut b).await.is_err() {
@@ -274,14 +342,25 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         }
         // Write every dirty block back before the process may exit; what cannot be
         // written by the deadline is kept in the recovery file and the node stops with
-        // an error.
-        let flush_state = st.clone();
-        let recovery = recovery_file.clone();
-        tokio::task::spawn_blocking(move || {
-            write_back_or_keep(&flush_state, &recovery, &reserve, deadline, stop_timeout)
-        })
-        .await
-        .map_err(|e| std::io::Error::other(e.to_string()))??;
+        // an error. What can be neither is retried (the API still answers /healthz)
+        // unless the operator said to drop it.
+        let kept = stop_writing_back(
+            &st,
+            &recovery_file,
+            &reserve,
+            stop_rx,
+            deadline,
+            stop_timeout,
+            discard_dirty,
+        )
+        .await;
+        let _ = api_stop_tx.send(());
+        let mut api = api;
+        let until = tokio::time::Instant::now() + std::time::Duration::from_secs(1);
+        if tokio::time::timeout_at(until, &mut api).await.is_err() {
+            api.abort();
+        }
+        kept.map_err(std::io::Error::other)?;
         served
     });
     tracing::info!(%nbd_addr, %api_addr, "node serving");
@@ -290,9 +369,72 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
         nbd_addr,
         api_addr,
         api_token,
-        stop: Some(stop_tx),
+        stop: stopper,
         task,
     })
+}
+
+/// The stop's write-back ([`write_back_or_keep`], by `deadline`); while its blocks can be
+/// neither written back nor kept, tried again every [`risk::CHECK_EVERY`] (each time with
+/// a new `timeout`), their exports shown at risk, unless `discard` or a second signal says
+/// to drop them.
+async fn stop_writing_back(
+    state: &Arc<ControlPlane>,
+    file: &Path,
+    reserve: &Arc<reserve::Reserve>,
+    mut stop: watch::Receiver<Stop>,
+    mut deadline: std::time::Instant,
+    timeout: std::time::Duration,
+    discard: bool,
+) -> Result<(), StopError> {
+    loop {
+        let (st, f, r) = (state.clone(), file.to_path_buf(), reserve.clone());
+        let res =
+            tokio::task::spawn_blocking(move || write_back_or_keep(&st, &f, &r, deadline, timeout))
+                .await
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+        let Err(StopError::NotKept {
+            blocks,
+            why,
+            file,
+            source,
+        }) = res
+        else {
+            state.risk().set(None);
+            return res;
+        };
+        let dropped = discard || *stop.borrow() == Stop::Discard;
+        let err = StopError::NotKept {
+            blocks,
+            why: why.clone(),
+            file: file.clone(),
+            source: std::io::Error::new(source.kind(), source.to_string()),
+        };
+        if dropped {
+            tracing::error!(blocks, %err, "dropping acknowledged dirty blocks at the operator's request");
+            return Err(StopError::NotKept {
+                blocks,
+                why: format!(
+                    "{why}; dropped at the operator's request (--discard-dirty or a second signal)"
+                ),
+                file,
+                source,
+            });
+        }
+        tracing::error!(blocks, %err, "the stop waits: the dirty blocks exist nowhere else; retrying");
+        state.risk().set(Some(risk::AtRisk {
+            exports: state.exports().map(|e| e.name.clone()).collect(),
+            blocks,
+            backend_error: why,
+            room_error: source.to_string(),
+            disk_full: source.kind() == std::io::ErrorKind::StorageFull,
+        }));
+        tokio::select! {
+            _ = tokio::time::sleep(risk::CHECK_EVERY) => {}
+            Ok(_) = stop.wait_for(|s| *s == Stop::Discard) => {}
+        }
+        deadline = std::time::Instant::now() + timeout;
+    }
 }
 
 /// Loads `path` (with `data_dir` overriding the file's) and starts the node.

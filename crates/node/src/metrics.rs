@@ -11,7 +11,8 @@
 //! `/proc/self` under Prometheus's conventional `process_*` names. The NBD server's
 //! node-wide budget of bytes in flight (in flight, limit, peak, waits) and its connections
 //! and workers are the `lachesis_nbd_*` series; the links to upstream NBD exports (up,
-//! seconds down, reconnects, replayed writes) the `lachesis_upstream_*` series.
+//! seconds down, reconnects, replayed writes) the `lachesis_upstream_*` series; dirty blocks
+//! at risk (`crate::risk`) `lachesis_dirty_at_risk_*` and a stop asked `lachesis_node_stopping`.
 
 use crate::latency::Latency;
 use crate::state::ControlPlane;
@@ -103,6 +104,42 @@ fn nbd_budget(o: &mut Out, g: &nbd::LimitsGauge) {
     o.sample("lachesis_nbd_budget_waits_total", &[], g.waits);
 }
 
+/// Dirty blocks neither the backend nor the data directory can take ([`crate::risk`]).
+fn dirty_at_risk(o: &mut Out, state: &ControlPlane) {
+    let r = state.risk().status();
+    o.help(
+        "lachesis_dirty_at_risk_blocks",
+        "gauge",
+        "Acknowledged dirty blocks that can be neither written back nor kept in the data \
+         directory (their exports refuse writes; a stop waits for them). 0 normally.",
+    );
+    o.sample(
+        "lachesis_dirty_at_risk_blocks",
+        &[],
+        r.as_ref().map_or(0, |r| r.blocks),
+    );
+    o.help(
+        "lachesis_dirty_at_risk_seconds",
+        "gauge",
+        "Seconds dirty blocks have been at risk (0 while none is).",
+    );
+    o.sample(
+        "lachesis_dirty_at_risk_seconds",
+        &[],
+        r.as_ref().map_or(0.0, |r| r.since_secs),
+    );
+    o.help(
+        "lachesis_node_stopping",
+        "gauge",
+        "1 once a stop was asked (writes are refused), 0 while serving.",
+    );
+    o.sample(
+        "lachesis_node_stopping",
+        &[],
+        u8::from(state.risk().stopping()),
+    );
+}
+
 /// The links to upstream NBD exports: up or not, reconnects, replayed writes.
 fn upstream_links(o: &mut Out, state: &ControlPlane) {
     let links = state.upstreams().status();
@@ -192,6 +229,7 @@ pub fn render(state: &ControlPlane) -> String {
         nbd_budget(&mut o, &limits.gauge());
     }
     upstream_links(&mut o, state);
+    dirty_at_risk(&mut o, state);
 
     let caches = state.caches();
     let gauges: [CacheMetric; 4] = [

@@ -7,8 +7,39 @@
 use crate::error::NodeError;
 use crate::reserve;
 use crate::state::ControlPlane;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+/// How a stop ended that did not write every dirty block back.
+#[derive(Debug, thiserror::Error)]
+pub enum StopError {
+    /// The blocks are in the recovery file; the next start replays them.
+    #[error("{blocks} dirty block(s) could not be written back ({why}); kept in {}, replayed at the next start", file.display())]
+    Kept {
+        /// How many.
+        blocks: usize,
+        /// Why they were not written back.
+        why: String,
+        /// The recovery file.
+        file: PathBuf,
+    },
+    /// The blocks could be neither written back nor kept: they exist nowhere else. A stop
+    /// waits and tries again unless told to drop them ([`crate::risk`]).
+    #[error("{blocks} dirty block(s) could not be written back ({why}) nor kept in {}: {source}", file.display())]
+    NotKept {
+        /// How many.
+        blocks: usize,
+        /// Why they were not written back.
+        why: String,
+        /// The recovery file.
+        file: PathBuf,
+        /// Why the file could not be written.
+        source: std::io::Error,
+    },
+    /// Another failure of the stop (a thread, the recovery file's removal).
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
 
 /// Dirty blocks that could not be written back at the last stop, in the data directory
 /// (see [`cache::recovery`]); the next start replays them.
@@ -36,7 +67,7 @@ pub(crate) fn write_back_or_keep(
     reserve: &reserve::Reserve,
     deadline: std::time::Instant,
     timeout: std::time::Duration,
-) -> std::io::Result<()> {
+) -> Result<(), StopError> {
     // Which blocks are dirty now: once written back they are durable only when their
     // export's flush succeeds.
     let at_stop: Vec<(String, u64, usize)> = state
@@ -202,29 +233,31 @@ fn keep(
     reserve: &reserve::Reserve,
     blocks: &[cache::DirtyBlock],
     why: String,
-) -> std::io::Result<()> {
+) -> Result<(), StopError> {
     tracing::info!(
         bytes = reserve.size(),
         "recovery reserve used for the recovery file"
     );
-    let kept = state
-        .cache_node()
-        .keep_recovery_in(file, blocks, Some(reserve.path()));
     // Whatever is left of the reserve (none, once it became the file) is given back.
-    reserve.release();
-    kept.map_err(|e| {
-        std::io::Error::other(format!(
-            "{} dirty block(s) could not be written back ({why}) nor kept in {}: {e}",
-            blocks.len(),
-            file.display()
-        ))
-    })?;
+    let kept = reserve.use_for(|space| {
+        state
+            .cache_node()
+            .keep_recovery_in(file, blocks, Some(space))
+    });
+    if let Err(source) = kept {
+        return Err(StopError::NotKept {
+            blocks: blocks.len(),
+            why,
+            file: file.to_path_buf(),
+            source,
+        });
+    }
     tracing::error!(blocks = blocks.len(), file = %file.display(), "dirty blocks kept for the next start");
-    Err(std::io::Error::other(format!(
-        "{} dirty block(s) could not be written back ({why}); kept in {}, replayed at the next start",
-        blocks.len(),
-        file.display()
-    )))
+    Err(StopError::Kept {
+        blocks: blocks.len(),
+        why,
+        file: file.to_path_buf(),
+    })
 }
 
 /// At start, before any client is served: write the blocks a previous stop kept in

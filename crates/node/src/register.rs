@@ -65,6 +65,39 @@ fn register(link: &ControllerLink, reg: &Registration) -> Beat {
     outcome("/v1/nodes/register", client(link).register(reg))
 }
 
+/// The name a node without `[node] name` goes by: this machine's host name and the API's
+/// port (`db-host-10810`), made to follow the one rule for names ([`api::names`]: every
+/// other character becomes `-`, a leading `.` goes, at most 64 bytes), so a controller
+/// accepts it and two machines listening on the same port are told apart. A host name
+/// that cannot be read is `node`.
+pub fn default_name(api: std::net::SocketAddr) -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    name_of(host.trim(), api.port())
+}
+
+/// `HOST-PORT` following the name rule (see [`default_name`]).
+fn name_of(host: &str, port: u16) -> String {
+    let port = format!("-{port}");
+    let mut h: String = host
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.') {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    h = h.trim_start_matches('.').to_string();
+    if h.is_empty() {
+        h = "node".into();
+    }
+    h.truncate(api::names::MAX_LEN - port.len());
+    h + &port
+}
+
 /// The registration of `state`, listening at `api` and `nbd`, known by `token`.
 pub fn registration(
     state: &ControlPlane,
@@ -160,4 +193,33 @@ pub fn spawn(
             }
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_name_follows_the_name_rule() {
+        for (host, port, want) in [
+            ("db-host", 10810, "db-host-10810"),
+            ("web.example.org", 1, "web.example.org-1"),
+            (".hidden", 7, "hidden-7"),
+            ("", 80, "node-80"),
+            ("ünï cødé", 9, "-n--c-d--9"),
+        ] {
+            let n = name_of(host, port);
+            assert_eq!(n, want);
+            assert!(api::names::is_valid(&n), "{n}");
+        }
+        let long = name_of(&"h".repeat(100), 65535);
+        assert!(long.len() == 64 && long.ends_with("-65535"), "{long}");
+        let here = default_name("127.0.0.1:10810".parse().unwrap());
+        assert!(
+            api::names::is_valid(&here) && here.ends_with("-10810"),
+            "{here}"
+        );
+        // What a node was named before: its API address, which the rule refuses.
+        assert!(!api::names::is_valid("127.0.0.1:10810"));
+    }
 }

@@ -41,8 +41,8 @@ pub use observations::{
     SHARED_CACHE,
 };
 pub use status::{
-    DemoteCounters, DemoteOutcome, Health, LatencySummary, NodeInfo, Percentiles, Proportions,
-    TenantInfo, UpstreamDown,
+    DemoteCounters, DemoteOutcome, DirtyAtRisk, Health, LatencySummary, NodeInfo, Percentiles,
+    Proportions, TenantInfo, UpstreamDown,
 };
 pub use tier::{ExportInfo, HotTierPatch, HotTierView};
 

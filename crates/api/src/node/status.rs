@@ -122,24 +122,51 @@ pub struct Percentiles {
 }
 
 /// The body of a node's `GET /healthz`: status 200 with `"status": "ok"` while it serves,
-/// 503 with `"status": "degraded"` and the links that are down while one reconnects.
+/// 503 with `"status": "degraded"` and the links that are down while one reconnects, 503
+/// with `"status": "at-risk"` and [`DirtyAtRisk`] while acknowledged dirty blocks can be
+/// neither written back nor kept.
 ///
 /// Unknown fields are let through: a node may say more about why it is not ok.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 pub struct Health {
-    /// `ok` or `degraded`.
+    /// `ok`, `degraded` or `at-risk`.
     pub status: String,
     /// The upstream links that are down.
     // Default: a healthy node leaves it out.
     #[serde(default)]
     pub upstreams_down: Vec<UpstreamDown>,
+    /// Dirty blocks at risk (only with `at-risk`).
+    // Default: a node not at risk leaves it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dirty_at_risk: Option<DirtyAtRisk>,
 }
 
 impl Health {
     /// Whether the node says it is fully able to serve.
     pub fn ok(&self) -> bool {
-        self.status == "ok" && self.upstreams_down.is_empty()
+        self.status == "ok" && self.upstreams_down.is_empty() && self.dirty_at_risk.is_none()
     }
+}
+
+/// Acknowledged dirty blocks a node can neither write back (its backend fails) nor keep
+/// in its data directory (no room), in [`Health`]: their exports refuse writes and a stop
+/// waits for them.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+pub struct DirtyAtRisk {
+    /// The exports whose blocks they are.
+    pub exports: Vec<String>,
+    /// How many blocks.
+    pub blocks: usize,
+    /// Why the backend does not take them.
+    pub backend_error: String,
+    /// Why the data directory cannot keep them.
+    pub room_error: String,
+    /// Whether the data directory is full (writes get ENOSPC, else EIO).
+    pub disk_full: bool,
+    /// Seconds since the node found them at risk.
+    pub since_secs: f64,
+    /// Whether a stop is waiting for them.
+    pub stop_waiting: bool,
 }
 
 /// One upstream link that is down, in [`Health`].

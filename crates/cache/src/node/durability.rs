@@ -88,6 +88,34 @@ impl CacheNode {
         out
     }
 
+    /// Dirty blocks of every cache, resident or evicted and not yet written back.
+    pub fn dirty_blocks(&self) -> usize {
+        read_lock(&self.routing)
+            .caches
+            .values()
+            .map(|c| c.part.dirty_blocks())
+            .sum()
+    }
+
+    /// [`CacheNode::dirty_blocks`] per export (exports without any are left out).
+    pub fn dirty_by_export(&self) -> std::collections::BTreeMap<String, usize> {
+        let parts: Vec<Arc<CachePartition>> = read_lock(&self.routing)
+            .caches
+            .values()
+            .map(|c| c.part.clone())
+            .collect();
+        let mut by_vol: std::collections::HashMap<u32, usize> = Default::default();
+        for p in parts {
+            for key in p.dirty_keys(usize::MAX) {
+                *by_vol.entry((key >> BLOCK_BITS) as u32).or_default() += 1;
+            }
+        }
+        by_vol
+            .into_iter()
+            .filter_map(|(id, n)| Some((self.volumes.get(id)?.name().to_string(), n)))
+            .collect()
+    }
+
     /// Background cleaning: every cache past its low dirty watermark writes dirty blocks
     /// back, at most `budget` blocks each (see `partition::DirtyLimits`). Returns the
     /// blocks written; failures are counted in each cache's `writeback_errors`.

@@ -142,7 +142,7 @@ impl CachePartition {
     }
 
     /// Up to `n` dirty keys, evicted ones (the write-back table) first.
-    fn dirty_keys(&self, n: usize) -> Vec<Key> {
+    pub(crate) fn dirty_keys(&self, n: usize) -> Vec<Key> {
         let g = lock(&self.inner);
         g.st.wb
             .keys()

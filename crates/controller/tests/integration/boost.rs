@@ -13,7 +13,7 @@ use std::sync::Arc;
 const CONFIG: &str = r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 1
+interval = "1s"
 scheme = "fair"
 exclusive = false
 boost = true

@@ -19,7 +19,7 @@ fn config(scheme: &str, extra: &str) -> String {
         r#"
 [controller]
 listen = "127.0.0.1:0"
-interval_secs = 1
+interval = "1s"
 scheme = "{scheme}"
 exclusive = false
 {extra}

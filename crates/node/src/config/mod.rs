@@ -145,8 +145,8 @@ impl NodeConfig {
         if self.node.stop_timeout.is_zero() {
             return Err("node.stop_timeout: must be longer than 0s".into());
         }
-        if self.node.name.as_deref() == Some("") {
-            return Err("node.name: must not be empty".into());
+        if let Some(n) = &self.node.name {
+            api::names::check("node.name", n).map_err(|e| e.to_string())?;
         }
         for (i, p) in self.node.phantom_policies.iter().enumerate() {
             policy::build(p).map_err(|e| format!("node.phantom_policies[{i}]: {e}"))?;

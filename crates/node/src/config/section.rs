@@ -54,7 +54,8 @@ pub struct NodeSection {
     /// (default `"5m"`; `"0s"`: never).
     #[serde(default = "default_idle_timeout", deserialize_with = "duration")]
     pub idle_timeout: Duration,
-    /// The node's name for a controller (default: its API address).
+    /// The node's name for a controller (default: the host name and the API's port,
+    /// `HOST-PORT`, see `register::default_name`); it follows the rule of `api::names`.
     #[serde(default)]
     pub name: Option<String>,
     /// A controller to register with and send heartbeats to (`http://HOST:PORT`); none:
@@ -125,6 +126,11 @@ pub struct NodeSection {
     /// `/metrics` is open to anyone who reaches the API.
     #[serde(default)]
     pub metrics_client_labels: bool,
+    /// Let a stop drop acknowledged dirty blocks that can be neither written back nor kept
+    /// in the data directory, instead of waiting for them (see the `risk` module). Not a
+    /// key of the file: only `lachesis serve --discard-dirty` sets it, for one run.
+    #[serde(skip)]
+    pub discard_dirty: bool,
 }
 
 fn default_payload_timeout() -> Duration {

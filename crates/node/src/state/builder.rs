@@ -180,6 +180,7 @@ impl ControlPlaneBuilder {
             nbd_limits: self.nbd_limits,
             data_dir: self.data_dir,
             metrics_client_labels: self.metrics_client_labels,
+            risk: crate::risk::Risk::default(),
         }
     }
 }

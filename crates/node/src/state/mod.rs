@@ -73,7 +73,7 @@ pub struct ControlPlane {
     /// The backend's queue: every export's backend calls wait in it, shared between
     /// tenants in proportion to their weights ([`crate::bandwidth`]).
     bandwidth: Arc<FairQueue>,
-    /// The node's name (`[node] name`, else its API address).
+    /// The node's name (`[node] name`, else `HOST-PORT`: `register::default_name`).
     name: String,
     /// A random id chosen at start: a controller sees a restart by its change.
     epoch: String,
@@ -88,6 +88,9 @@ pub struct ControlPlane {
     /// Whether `/metrics` labels tenant series with client addresses
     /// (`[node] metrics_client_labels`).
     metrics_client_labels: bool,
+    /// Dirty blocks neither the backends nor the data directory can take, and whether a
+    /// stop was asked ([`crate::risk`]): the writes refused.
+    risk: crate::risk::Risk,
 }
 
 impl ControlPlane {
@@ -111,7 +114,7 @@ impl ControlPlane {
         &self.bandwidth
     }
 
-    /// The node's name (`[node] name`, else its API address).
+    /// The node's name (`[node] name`, else `HOST-PORT`: `register::default_name`).
     pub fn name(&self) -> &str {
         &self.name
     }
@@ -129,6 +132,11 @@ impl ControlPlane {
     /// The links to upstream NBD exports, for health reports.
     pub fn upstreams(&self) -> &UpstreamLinks {
         &self.upstreams
+    }
+
+    /// Dirty data at risk and the writes it refuses ([`crate::risk`]).
+    pub fn risk(&self) -> &crate::risk::Risk {
+        &self.risk
     }
 
     /// The NBD server's node-wide limits, when the node serves NBD.

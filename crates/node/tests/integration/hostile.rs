@@ -11,12 +11,16 @@
 //! * `dirty_blocks_of_a_deleted_image_are_kept_not_written_into_the_void`,
 //!   `a_shrunk_image_is_not_regrown_and_a_truncated_one_is_refused`: images deleted or
 //!   shrunk under a running node, truncated while it was stopped.
+//! * `at_risk`: dirty blocks that neither the backend nor the data directory can take.
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use crate::common::nbdkit::Nbdkit;
+use crate::common::small_disk::SmallDisk;
+
+mod at_risk;
 
 use node::config::NodeConfig;
 
@@ -585,50 +589,6 @@ fn a_restarted_upstream_is_reconnected_and_reported_while_away() {
         vec![0x22; BS as usize],
         "on the image"
     );
-}
-
-/// A tmpfs of `size` bytes mounted on a directory of its own; unmounted when dropped.
-struct SmallDisk {
-    dir: tempfile::TempDir,
-}
-
-impl SmallDisk {
-    /// None (the test is skipped, saying so) where this process may not mount.
-    fn mount(size: &str) -> Option<SmallDisk> {
-        let dir = tempfile::tempdir().unwrap();
-        let ok = Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size}"), "tmpfs"])
-            .arg(dir.path())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success());
-        if !ok {
-            println!("cannot mount a tmpfs here (not root?): skipped");
-            return None;
-        }
-        Some(SmallDisk { dir })
-    }
-
-    fn path(&self) -> &Path {
-        self.dir.path()
-    }
-
-    /// Writes a file until the disk is full; returns its path.
-    fn fill(&self) -> PathBuf {
-        use std::io::Write;
-        let p = self.path().join("filler");
-        let mut f = std::fs::File::create(&p).unwrap();
-        let chunk = vec![0xffu8; 64 << 10];
-        while f.write_all(&chunk).is_ok() {}
-        let _ = f.sync_all();
-        p
-    }
-}
-
-impl Drop for SmallDisk {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(self.dir.path()).status();
-    }
 }
 
 /// Item 2: the data directory shares the image's disk and others fill that disk while

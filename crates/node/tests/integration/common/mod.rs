@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod nbdkit;
+pub mod small_disk;
 
 use node::config::NodeConfig;
 use node::RunningNode;
