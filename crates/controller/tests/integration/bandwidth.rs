@@ -120,6 +120,7 @@ fn every_bandwidth_scheme_reaches_the_nodes_as_planned() {
             // Learners at both levels.
             1 | 2 => {
                 for p in [&on_server, &on_host] {
+                    assert!(p.values().all(Option::is_some), "{mode}: {p:?}");
                     let sum: f64 = p.values().map(|v| v.unwrap()).sum();
                     assert!((sum - 1.0).abs() < 1e-9, "{mode}: {p:?}");
                 }

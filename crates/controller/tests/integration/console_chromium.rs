@@ -118,7 +118,7 @@ return {
   login_shown: getComputedStyle(document.getElementById("login")).display !== "none",
   // Every chart: its axis titles, its last x label's right edge against the axis' end,
   // each line's style, and the values each line draws.
-  charts: q("#curves svg, #latency svg, #alloc svg").map(s => {
+  charts: q("#curves .card > svg, #latency .card > svg, #alloc .card > svg").map(s => {
     const axis = s.querySelector("line").getBoundingClientRect(), last = s.querySelector("text.xlast").getBoundingClientRect();
     return {cls: s.getAttribute("class"), volume: s.dataset.tenant || null,
       xtitle: txt(s, "text.xtitle"), ytitle: txt(s, "text.ytitle"), last_gap: Math.abs(last.right - axis.right),
