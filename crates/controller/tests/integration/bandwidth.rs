@@ -117,17 +117,25 @@ fn every_bandwidth_scheme_reaches_the_nodes_as_planned() {
                 assert_eq!(on_server["web"], Some(0.25));
                 assert_eq!(on_host["db"], None);
             }
-            // Learners at both levels.
+            // Learners at both levels, as the paper divides: a storage server's learner
+            // between volumes (the tenants of one host), so at s1, where db and web are one
+            // host's, there is nothing to divide and no proportion is set; the host's
+            // learner divides between db and web.
             1 | 2 => {
-                for p in [&on_server, &on_host] {
-                    assert!(p.values().all(Option::is_some), "{mode}: {p:?}");
-                    let sum: f64 = p.values().map(|v| v.unwrap()).sum();
-                    assert!((sum - 1.0).abs() < 1e-9, "{mode}: {p:?}");
-                }
+                assert!(
+                    on_server.values().all(Option::is_none),
+                    "{mode}: {on_server:?}"
+                );
+                assert!(on_host.values().all(Option::is_some), "{mode}: {on_host:?}");
+                let sum: f64 = on_host.values().map(|v| v.unwrap()).sum();
+                assert!((sum - 1.0).abs() < 1e-9, "{mode}: {on_host:?}");
             }
-            // One level of learners, at the server.
+            // One level of learners, at the server: one host's volume there, so none set.
             3 => {
-                assert!(on_server["db"].is_some());
+                assert!(
+                    on_server.values().all(Option::is_none),
+                    "{mode}: {on_server:?}"
+                );
                 assert_eq!(on_host["db"], None);
             }
             // Off: equal shares everywhere.
