@@ -323,6 +323,21 @@ mod tests {
     use rand::SeedableRng;
     use rand_distr::{Distribution, Exp};
 
+    /// A RAM station whose scheduler is time quanta of `quantum` s with `shares`
+    /// (`classes`: the class of each tenant, empty for one class each), from time 0.
+    fn ram_in_quanta(quantum: f64, shares: &[f64], classes: Vec<usize>) -> Station {
+        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
+        st.set_scheduler(
+            Scheduler::Quanta {
+                quantum,
+                shares: shares.to_vec(),
+                classes,
+            },
+            0.0,
+        );
+        st
+    }
+
     #[test]
     fn mm1_mean_response_matches_one_over_mu_minus_lambda() {
         let (lambda, mu) = (600.0, 1000.0);
@@ -346,15 +361,7 @@ mod tests {
 
     #[test]
     fn quanta_give_each_class_its_share_whatever_the_other_does() {
-        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
-        st.set_scheduler(
-            Scheduler::Quanta {
-                quantum: 0.004,
-                shares: vec![0.25, 0.75],
-                classes: Vec::new(),
-            },
-            0.0,
-        );
+        let mut st = ram_in_quanta(0.004, &[0.25, 0.75], Vec::new());
         // Both classes saturate the device with 1 ms jobs for one simulated second (one
         // fits each 1 ms slice of class 0, three each 3 ms slice of class 1).
         let (mut done0, mut done1) = (0u32, 0u32);
@@ -374,15 +381,7 @@ mod tests {
     fn a_request_that_would_overrun_its_slice_waits_for_the_next() {
         // Slices of 5 ms in rounds of 10 ms; jobs of 2 ms: two fit in a slice, the third
         // would overrun it and starts at the next slice (1 ms of each slice goes unused).
-        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
-        st.set_scheduler(
-            Scheduler::Quanta {
-                quantum: 0.01,
-                shares: vec![0.5, 0.5],
-                classes: Vec::new(),
-            },
-            0.0,
-        );
+        let mut st = ram_in_quanta(0.01, &[0.5, 0.5], Vec::new());
         let ends: Vec<f64> = (0..5).map(|_| st.reserve(0, 0.0, 0.002)).collect();
         for (e, want) in ends.iter().zip([0.002, 0.004, 0.012, 0.014, 0.022]) {
             assert!((e - want).abs() < 1e-12, "{ends:?}");
@@ -392,26 +391,10 @@ mod tests {
         // A job longer than a whole slice starts at a slice's beginning and goes on in
         // the class's next slice: 7 ms arriving at 11 ms waits for the slice at 20 ms,
         // runs 20-25 ms and 30-32 ms (class 0 owns [0, 5) ms of every 10 ms).
-        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
-        st.set_scheduler(
-            Scheduler::Quanta {
-                quantum: 0.01,
-                shares: vec![0.5, 0.5],
-                classes: Vec::new(),
-            },
-            0.0,
-        );
+        let mut st = ram_in_quanta(0.01, &[0.5, 0.5], Vec::new());
         assert!((st.reserve(0, 0.011, 0.007) - 0.032).abs() < 1e-12);
         // Saturated with 2 ms jobs for a second: 200 done, not the 250 a split would give.
-        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
-        st.set_scheduler(
-            Scheduler::Quanta {
-                quantum: 0.01,
-                shares: vec![0.5, 0.5],
-                classes: Vec::new(),
-            },
-            0.0,
-        );
+        let mut st = ram_in_quanta(0.01, &[0.5, 0.5], Vec::new());
         let done = (0..400)
             .filter(|_| st.reserve(0, 0.0, 0.002) <= 1.0)
             .count();
@@ -421,15 +404,7 @@ mod tests {
     #[test]
     fn tenants_of_one_volume_share_its_slice() {
         // Tenants 0 and 1 are one volume (class 0, half the time); tenant 2 is the other.
-        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
-        st.set_scheduler(
-            Scheduler::Quanta {
-                quantum: 0.01,
-                shares: vec![0.5, 0.5],
-                classes: vec![0, 0, 1],
-            },
-            0.0,
-        );
+        let mut st = ram_in_quanta(0.01, &[0.5, 0.5], vec![0, 0, 1]);
         let mut done = [0u32; 3];
         for _ in 0..1000 {
             for (t, d) in done.iter_mut().enumerate() {
@@ -442,15 +417,7 @@ mod tests {
         assert_eq!(done, [250, 250, 500]);
         // By arrival, not by reservation: one reserved first that arrives at 22 ms runs
         // 22-24 ms; one reserved after it that arrives at 1 ms still runs 1-3 ms.
-        let mut st = Station::new(Device::new(DeviceSpec::ram(), 0));
-        st.set_scheduler(
-            Scheduler::Quanta {
-                quantum: 0.01,
-                shares: vec![0.5, 0.5],
-                classes: Vec::new(),
-            },
-            0.0,
-        );
+        let mut st = ram_in_quanta(0.01, &[0.5, 0.5], Vec::new());
         assert!((st.reserve(0, 0.022, 0.002) - 0.024).abs() < 1e-12);
         assert!((st.reserve(0, 0.001, 0.002) - 0.003).abs() < 1e-12);
         // One arriving at 21.5 ms fits neither before the booked 22-24 ms nor in the
