@@ -33,12 +33,15 @@ fn pgbench_on_a_lachesis_volume_beside_a_scanner_under_fair_share_and_lachesis()
         println!("{r:?}");
         // Transactions ran through the whole stack and were timed one by one.
         assert!(r.transactions >= 50, "{r:?}");
-        assert!(
-            r.tps > 0.0 && r.mean_ms > 0.0 && r.p99_ms >= r.mean_ms,
-            "{r:?}"
-        );
-        // pgbench's own rate agrees with the per-transaction log (20 s, within 30 %).
-        let logged = r.transactions as f64 / 20.0;
+        // The mean may exceed the 99th percentile: a transaction waiting for a FLUSH (a
+        // journal commit, a checkpoint's fsync) waits for every dirty block of both levels
+        // to reach the disks, seconds here, so the few that do weigh on the mean.
+        assert!(r.tps > 0.0 && r.mean_ms > 0.0, "{r:?}");
+        assert!(r.p99_ms > 0.0 && r.max_ms >= r.p99_ms, "{r:?}");
+        // pgbench's rate agrees with its per-transaction log over the log's own span (at
+        // least the 20 s asked for; longer when transactions were still waiting at the end).
+        assert!(r.span_s >= 19.0, "{r:?}");
+        let logged = r.transactions as f64 / r.span_s;
         assert!((r.tps / logged - 1.0).abs() < 0.3, "{r:?}");
         // The neighbour read its volume all along, and pg had a partition at each level.
         assert!(r.neighbour_mbps > 1.0, "{r:?}");
