@@ -18,8 +18,8 @@
 //! Where it falls short: reads and writes issue one member call per stripe touched, in
 //! order, on the calling thread — no parallel fan-out and no coalescing of a member's
 //! consecutive stripes into one call; a write that fails half-way leaves the stripes
-//! before the failure written (like a failed write to one disk). Flush stops at the
-//! first member that fails.
+//! before the failure written (like a failed write to one disk). Flush asks every member
+//! at once (one thread each) and returns the first member's error, after all have ended.
 
 use crate::backend::Backend;
 use crate::error::{CacheError, Result};
@@ -174,7 +174,28 @@ impl Backend for StripedBackend {
     }
 
     fn flush(&self) -> io::Result<()> {
-        self.members.iter().try_for_each(|m| m.flush())
+        // Every member at once, each on a thread of its own: a member's flush may write
+        // back a whole cache (a level-2 node), and the members are independent.
+        if self.members.len() == 1 {
+            return self.members[0].flush();
+        }
+        std::thread::scope(|s| {
+            let flushing: Vec<_> = self
+                .members
+                .iter()
+                .map(|m| s.spawn(move || m.flush()))
+                .collect();
+            let mut first = Ok(());
+            for f in flushing {
+                let r = f
+                    .join()
+                    .unwrap_or_else(|_| Err(io::Error::other("a member's flush panicked")));
+                if first.is_ok() {
+                    first = r;
+                }
+            }
+            first
+        })
     }
 
     fn trim(&self, offset: u64, len: u64) -> io::Result<()> {

@@ -141,15 +141,20 @@ impl CachePartition {
         out
     }
 
-    /// Up to `n` dirty keys, evicted ones (the write-back table) first.
+    /// Up to `n` dirty keys, evicted ones (the write-back table) first, in ascending
+    /// order (see `write_back`: one sweep over the backend).
     pub(crate) fn dirty_keys(&self, n: usize) -> Vec<Key> {
         let g = lock(&self.inner);
-        g.st.wb
-            .keys()
-            .chain(g.st.dirty.iter())
-            .take(n)
-            .copied()
-            .collect()
+        let mut keys: Vec<Key> =
+            g.st.wb
+                .keys()
+                .chain(g.st.dirty.iter())
+                .take(n)
+                .copied()
+                .collect();
+        drop(g);
+        keys.sort_unstable();
+        keys
     }
 
     /// Write back up to `n` dirty blocks; the number written and the first error.
