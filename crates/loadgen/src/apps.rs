@@ -249,6 +249,29 @@ pub(crate) async fn start_arm(c: &DemoOptions, scheme: &str, dir: &Path) -> Resu
     })
 }
 
+impl Arm {
+    /// The level-1 node's NBD address (where `pg` and `scan` are exported).
+    pub(crate) fn level1(&self) -> Result<std::net::SocketAddr, AppsError> {
+        self.nodes
+            .iter()
+            .find(|n| n.level == 1)
+            .map(|n| n.node.nbd_addr)
+            .ok_or_else(|| step(&self.scheme, "the cluster", "no level-1 node"))
+    }
+
+    /// Stops stepping, then the nodes (writing back), the disks and the controller;
+    /// returns the intervals the controller kept.
+    pub(crate) async fn stop(self) -> Vec<api::controller::IntervalReport> {
+        self.stop.store(true, Ordering::Relaxed);
+        let _ = self.stepping.await;
+        let series = self.ctl.service.series();
+        cluster::stop_nodes(self.nodes, Duration::from_secs(60)).await;
+        self.disks.stop().await;
+        let _ = tokio::time::timeout(Duration::from_secs(3), self.ctl.shutdown()).await;
+        series
+    }
+}
+
 pub(crate) fn step(arm: &str, what: &str, e: impl std::fmt::Display) -> AppsError {
     AppsError::Step {
         arm: arm.into(),
@@ -624,12 +647,7 @@ pub async fn run_apps(opts: &AppsOptions, dir: &Path) -> Result<Vec<AppResult>, 
     }
     let mut jobs = Vec::new();
     for (i, a) in arms.iter().enumerate() {
-        let l1 = a
-            .nodes
-            .iter()
-            .find(|n| n.level == 1)
-            .map(|n| n.node.nbd_addr)
-            .ok_or_else(|| step(&a.scheme, "the cluster", "no level-1 node"))?;
+        let l1 = a.level1()?;
         let (o, arm, d) = (opts.clone(), a.scheme.clone(), dir.join(&a.scheme));
         jobs.push(tokio::task::spawn_blocking(move || {
             bench_arm(&o, &arm, i, &d, l1)
@@ -641,20 +659,16 @@ pub async fn run_apps(opts: &AppsOptions, dir: &Path) -> Result<Vec<AppResult>, 
     }
     let mut out = Vec::new();
     for (a, r) in arms.into_iter().zip(results) {
-        a.stop.store(true, Ordering::Relaxed);
-        let _ = a.stepping.await;
+        let scheme = a.scheme.clone();
         let sizes = a
-            .ctl
-            .service
-            .last()
+            .stop()
+            .await
+            .pop()
             .and_then(|r| r.rows.into_iter().find(|x| x.tenant == "pg"))
             .map_or((0, 0), |x| (x.l1_size, x.l2_size));
-        cluster::stop_nodes(a.nodes, Duration::from_secs(60)).await;
-        a.disks.stop().await;
-        let _ = tokio::time::timeout(Duration::from_secs(3), a.ctl.shutdown()).await;
         let (lat, tps, neighbour_mbps) = r?;
         out.push(AppResult {
-            scheme: a.scheme,
+            scheme,
             transactions: lat.n as u64,
             tps,
             mean_ms: lat.mean_ms,

@@ -20,7 +20,6 @@
 //! connection that overlap (the protocol leaves their order to the server).
 
 use crate::apps::{start_arm, step, AppsError};
-use crate::demo::cluster;
 use crate::demo::DemoOptions;
 use bytes::Bytes;
 use nbd::NbdClient;
@@ -29,7 +28,6 @@ use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::path::Path;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::task::JoinSet;
@@ -396,12 +394,7 @@ async fn scanner(addr: SocketAddr, until: Instant) -> Result<u64, AppsError> {
 /// `opts.duration` while the controller plans, then the read-back.
 pub async fn run_verify(opts: &VerifyOptions, dir: &Path) -> Result<VerifyReport, AppsError> {
     let arm = start_arm(&opts.cluster, &opts.scheme, dir).await?;
-    let l1 = arm
-        .nodes
-        .iter()
-        .find(|n| n.level == 1)
-        .map(|n| n.node.nbd_addr)
-        .ok_or_else(|| step(&arm.scheme, "the cluster", "no level-1 node"))?;
+    let l1 = arm.level1()?;
     let until = Instant::now() + opts.duration;
     // Regions start 3 KiB past a block edge, so neighbours share a block at each seam.
     let per = opts.region / SECTOR;
@@ -438,17 +431,12 @@ pub async fn run_verify(opts: &VerifyOptions, dir: &Path) -> Result<VerifyReport
     report.mismatches.sort_by_key(|m| m.offset);
     report.mismatches.truncate(100);
     let _ = scan.await;
-    arm.stop.store(true, Ordering::Relaxed);
-    let _ = arm.stepping.await;
-    let series = arm.ctl.service.series();
+    let series = arm.stop().await;
     report.intervals = series.last().map_or(0, |r| r.interval);
     report.actions = series.iter().map(|r| r.actions.len() as u64).sum();
     for a in series.iter().flat_map(|r| &r.actions) {
         *report.action_kinds.entry(a.verb.clone()).or_default() += 1;
     }
-    cluster::stop_nodes(arm.nodes, Duration::from_secs(60)).await;
-    arm.disks.stop().await;
-    let _ = tokio::time::timeout(Duration::from_secs(3), arm.ctl.shutdown()).await;
     if let Some(e) = first_error {
         return Err(step(&opts.scheme, "a request", e));
     }
