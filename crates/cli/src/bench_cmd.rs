@@ -111,6 +111,10 @@ enum BenchWhat {
         /// Seed of the writers' choices.
         #[arg(long, default_value_t = 1)]
         seed: u64,
+        /// Also switch `pg`'s caches between write-back and write-through and between
+        /// eviction policies every this many seconds (0: only the controller changes them).
+        #[arg(long, default_value_t = 0.0)]
+        churn: f64,
         /// The report as one JSON object instead of lines.
         #[arg(long)]
         json: bool,
@@ -254,6 +258,7 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
             writers,
             depth,
             seed,
+            churn,
             json,
         } => verify(
             loadgen::verify::VerifyOptions {
@@ -262,6 +267,10 @@ pub fn run(a: BenchArgs) -> anyhow::Result<()> {
                 writers,
                 depth,
                 seed,
+                churn: (churn > 0.0)
+                    .then(|| std::time::Duration::try_from_secs_f64(churn))
+                    .transpose()
+                    .map_err(|e| anyhow::anyhow!("--churn: {e}"))?,
                 ..Default::default()
             },
             json,
@@ -284,7 +293,7 @@ fn verify(opts: loadgen::verify::VerifyOptions, json: bool) -> anyhow::Result<()
     } else {
         println!(
             "{}: {} writes, {} write-zeroes, {} flushes, {} reads ({} MiB checked) over {} \
-             intervals, {} changes made on the nodes {:?}",
+             intervals, {} changes made on the nodes {:?}, {} switches by --churn",
             r.scheme,
             r.writes,
             r.zeroings,
@@ -293,7 +302,8 @@ fn verify(opts: loadgen::verify::VerifyOptions, json: bool) -> anyhow::Result<()
             r.bytes_checked >> 20,
             r.intervals,
             r.actions,
-            r.action_kinds
+            r.action_kinds,
+            r.churned
         );
         for m in &r.mismatches {
             println!(

@@ -14,7 +14,10 @@
 //! checked against the versions of the time it was sent, and is only sent over sectors no
 //! write in flight covers. The mix: writes (some with FUA), reads, write-zeroes (which the
 //! node turns into trims of whole blocks) and flushes. At the end every region is read
-//! back whole.
+//! back whole. With `churn`, every node's `pg` cache also switches write policy
+//! (write-back, write-through: leaving write-back writes every dirty block back while
+//! writes go on) and eviction policy (by reconstruction) every so often, besides what
+//! the controller changes.
 //!
 //! What it does not check: crashes (the node's durability tests do), or requests of one
 //! connection that overlap (the protocol leaves their order to the server).
@@ -50,6 +53,10 @@ pub struct VerifyOptions {
     pub depth: usize,
     /// Seed of the writers' choices.
     pub seed: u64,
+    /// Also switch `pg`'s caches on every node between write-back and write-through and
+    /// between eviction policies (LRU, ARC, S3-FIFO) every this long, beside what the
+    /// controller changes (`None`: only the controller).
+    pub churn: Option<Duration>,
     /// The cluster: interval, caches, disks.
     pub cluster: DemoOptions,
 }
@@ -63,6 +70,7 @@ impl Default for VerifyOptions {
             region: 12 << 20,
             depth: 8,
             seed: 1,
+            churn: None,
             cluster: DemoOptions {
                 interval: Duration::from_secs(1),
                 seek_ms: 0.5,
@@ -110,6 +118,8 @@ pub struct VerifyReport {
     pub actions: u64,
     /// Those changes by kind (`resize`, `policy`, `write_policy`, ...).
     pub action_kinds: BTreeMap<String, u64>,
+    /// Write-policy and eviction switches made by the churn task (`churn`), applied.
+    pub churned: u64,
     /// Every sector that read back wrong (at most 100 kept).
     pub mismatches: Vec<Mismatch>,
     /// Mismatching sectors in all.
@@ -390,6 +400,40 @@ async fn scanner(addr: SocketAddr, until: Instant) -> Result<u64, AppsError> {
     Ok(bytes)
 }
 
+/// Every `every` until `until`: each node's `pg` cache switches write policy
+/// (write-back, write-through) and eviction policy (LRU, ARC, S3-FIFO) in turn, on a
+/// blocking thread. Returns the switches applied (a node refusing one is not counted).
+async fn churn(
+    planes: Vec<std::sync::Arc<node::state::ControlPlane>>,
+    every: Duration,
+    until: Instant,
+) -> u64 {
+    let mut applied = 0;
+    let mut turn = 0usize;
+    while Instant::now() + every < until {
+        tokio::time::sleep(every).await;
+        let patch = api::node::CachePatch {
+            write_policy: Some(["write-through", "write-back"][turn % 2].into()),
+            eviction: Some(["arc", "s3fifo", "lru"][turn % 3].into()),
+            ..Default::default()
+        };
+        turn += 1;
+        let planes = planes.clone();
+        applied += tokio::task::spawn_blocking(move || {
+            planes
+                .iter()
+                .filter(|p| {
+                    p.cache_id("pg")
+                        .is_some_and(|id| p.configure_cache(id, &patch).is_ok())
+                })
+                .count() as u64
+        })
+        .await
+        .unwrap_or(0);
+    }
+    applied
+}
+
 /// Runs the check under `dir`: the cluster, the writers and the scanner for
 /// `opts.duration` while the controller plans, then the read-back.
 pub async fn run_verify(opts: &VerifyOptions, dir: &Path) -> Result<VerifyReport, AppsError> {
@@ -410,6 +454,10 @@ pub async fn run_verify(opts: &VerifyOptions, dir: &Path) -> Result<VerifyReport
         tasks.spawn(writer(l1, region, opts.depth.max(1), seed, until));
     }
     let scan = tokio::spawn(scanner(l1, until));
+    let churning = opts.churn.map(|every| {
+        let planes: Vec<_> = arm.nodes.iter().map(|n| n.node.state.clone()).collect();
+        tokio::spawn(churn(planes, every, until))
+    });
     let mut report = VerifyReport {
         scheme: opts.scheme.clone(),
         ..VerifyReport::default()
@@ -431,7 +479,12 @@ pub async fn run_verify(opts: &VerifyOptions, dir: &Path) -> Result<VerifyReport
     report.mismatches.sort_by_key(|m| m.offset);
     report.mismatches.truncate(100);
     let _ = scan.await;
+    let churned = match churning {
+        Some(c) => c.await.unwrap_or(0),
+        None => 0,
+    };
     let series = arm.stop().await;
+    report.churned = churned;
     report.intervals = series.last().map_or(0, |r| r.interval);
     report.actions = series.iter().map(|r| r.actions.len() as u64).sum();
     for a in series.iter().flat_map(|r| &r.actions) {

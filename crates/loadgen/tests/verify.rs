@@ -1,16 +1,18 @@
 //! Every byte read back through a level-1 node is the byte last acknowledged
 //! (`loadgen::verify`): writers with requests in flight on neighbouring sectors, write
 //! zeroes and flushes, a scanning neighbour, small caches at both levels, and the
-//! controller re-planning every interval, under each scheme that changes what nodes do.
+//! controller re-planning every interval; under lachesis, under fair share, and with every
+//! node's cache switching write policy and eviction policy every second besides.
 
 use loadgen::verify::{run_verify, VerifyOptions};
 use std::time::Duration;
 
-fn verify(scheme: &str, seed: u64) {
+fn verify(scheme: &str, seed: u64, churn: Option<Duration>) {
     let opts = VerifyOptions {
         scheme: scheme.into(),
         duration: Duration::from_secs(12),
         seed,
+        churn,
         ..VerifyOptions::default()
     };
     let dir = tempfile::tempdir().unwrap();
@@ -34,14 +36,23 @@ fn verify(scheme: &str, seed: u64) {
         "{r:?}"
     );
     assert!(r.intervals >= 5, "{r:?}");
+    if churn.is_some() {
+        // Every node's `pg` cache switched write and eviction policy several times.
+        assert!(r.churned >= 9, "{r:?}");
+    }
 }
 
 #[test]
 fn every_byte_read_back_is_the_last_acknowledged_under_lachesis() {
-    verify("lachesis", 1);
+    verify("lachesis", 1, None);
 }
 
 #[test]
 fn every_byte_read_back_is_the_last_acknowledged_under_fair_share() {
-    verify("fair", 2);
+    verify("fair", 2, None);
+}
+
+#[test]
+fn every_byte_read_back_is_the_last_acknowledged_while_write_and_eviction_policies_switch() {
+    verify("lachesis", 3, Some(Duration::from_secs(1)));
 }
