@@ -171,14 +171,15 @@ struct Region {
     next_version: u64,
 }
 
+/// What a request in flight was (its sector range travels beside it, [`Done`]).
 enum Op {
-    Write { version: u64, fua: bool },
-    Zero { at: u64, n: u64 },
-    Read { at: u64, n: u64, expect: Vec<u64> },
+    Write { version: u64 },
+    Zero,
+    Read { expect: Vec<u64> },
     Flush,
 }
 
-/// A request in flight: its sector range (in the region) and what it was.
+/// A request in flight: its sector range in the region, what it was, and its reply.
 type Done = (u64, u64, Op, Result<Bytes, nbd::ClientError>);
 
 /// The mismatches of a read of `n` sectors at region sector `at`.
@@ -266,67 +267,33 @@ async fn writer(
                 // Sectors taken by a request in flight: leave it for the next round.
                 break;
             }
-            let c = client.clone();
-            let op = if n == 0 {
-                Op::Flush
-            } else if roll < 0.10 {
-                Op::Zero { at, n }
-            } else if roll < 0.55 {
-                let version = region.next_version;
-                region.next_version += 1;
-                Op::Write {
-                    version,
-                    fua: rng.gen_bool(0.05),
-                }
-            } else {
-                let expect = region.versions[at as usize..(at + n) as usize].to_vec();
-                Op::Read { at, n, expect }
-            };
             if n > 0 {
                 busy.insert(at, at + n);
             }
-            match op {
-                Op::Flush => {
-                    flying.spawn(async move {
-                        (0, 0, Op::Flush, c.flush().await.map(|_| Bytes::new()))
-                    });
+            let (c, off, len) = (client.clone(), base + at * SECTOR, (n * SECTOR) as u32);
+            if n == 0 {
+                flying
+                    .spawn(async move { (0, 0, Op::Flush, c.flush().await.map(|_| Bytes::new())) });
+            } else if roll < 0.10 {
+                flying.spawn(async move {
+                    let r = c.write_zeroes(off, len, false).await;
+                    (at, n, Op::Zero, r.map(|_| Bytes::new()))
+                });
+            } else if roll < 0.55 {
+                let version = region.next_version;
+                region.next_version += 1;
+                let fua = rng.gen_bool(0.05);
+                let mut data = vec![0u8; len as usize];
+                for (i, sector) in data.chunks_mut(SECTOR as usize).enumerate() {
+                    stamp(region.first + at + i as u64, version, region.writer, sector);
                 }
-                Op::Zero { at, n } => {
-                    let off = base + at * SECTOR;
-                    flying.spawn(async move {
-                        let r = c.write_zeroes(off, (n * SECTOR) as u32, false).await;
-                        (at, n, Op::Zero { at, n }, r.map(|_| Bytes::new()))
-                    });
-                }
-                Op::Write { version: v, fua } => {
-                    let mut data = vec![0u8; (n * SECTOR) as usize];
-                    for i in 0..n {
-                        let s = (i * SECTOR) as usize;
-                        stamp(
-                            region.first + at + i,
-                            v,
-                            region.writer,
-                            &mut data[s..s + SECTOR as usize],
-                        );
-                    }
-                    let off = base + at * SECTOR;
-                    flying.spawn(async move {
-                        let r = c.write(off, data, fua).await;
-                        (
-                            at,
-                            n,
-                            Op::Write { version: v, fua },
-                            r.map(|_| Bytes::new()),
-                        )
-                    });
-                }
-                Op::Read { at, n, expect } => {
-                    let off = base + at * SECTOR;
-                    flying.spawn(async move {
-                        let r = c.read(off, (n * SECTOR) as u32).await;
-                        (at, n, Op::Read { at, n, expect }, r)
-                    });
-                }
+                flying.spawn(async move {
+                    let r = c.write(off, data, fua).await;
+                    (at, n, Op::Write { version }, r.map(|_| Bytes::new()))
+                });
+            } else {
+                let expect = region.versions[at as usize..(at + n) as usize].to_vec();
+                flying.spawn(async move { (at, n, Op::Read { expect }, c.read(off, len).await) });
             }
         }
         let Some(done) = flying.join_next().await else {
@@ -348,15 +315,15 @@ async fn writer(
         };
         match op {
             Op::Flush => tally.report.flushes += 1,
-            Op::Zero { .. } => {
+            Op::Zero => {
                 region.versions[at as usize..(at + n) as usize].fill(0);
                 tally.report.zeroings += 1;
             }
-            Op::Write { version: v, .. } => {
+            Op::Write { version: v } => {
                 region.versions[at as usize..(at + n) as usize].fill(v);
                 tally.report.writes += 1;
             }
-            Op::Read { expect, .. } => {
+            Op::Read { expect } => {
                 tally.report.reads += 1;
                 tally.report.bytes_checked += data.len() as u64;
                 let m = compare(&region, at, &expect, &data, "run");
