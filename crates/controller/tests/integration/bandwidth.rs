@@ -2,7 +2,7 @@
 //! (`[controller.bandwidth] mode`), the proportions each node reports back in its
 //! observations are the plan's, interval after interval.
 
-use crate::common::{registration, runtime, two_level};
+use crate::common::{file_exports, registration, runtime, start_node, two_level, upstream_exports};
 use api::client::NodeClient;
 use controller::config::ControllerConfig;
 use controller::{Service, SqliteStore, Store};
@@ -149,6 +149,116 @@ fn every_bandwidth_scheme_reaches_the_nodes_as_planned() {
     }
     rt.block_on(async {
         let _ = h.shutdown().await;
+        let _ = s1.shutdown().await;
+    });
+}
+
+/// The configuration of [`a_storage_servers_learner_divides_between_two_hosts_volumes`]:
+/// `db` on host `h1`, `web` on host `h2`, both over the storage server `s1`.
+fn two_hosts_config(bandwidth: &str) -> String {
+    config(bandwidth)
+        .replacen("host = \"h\"", "host = \"h1\"", 1)
+        .replacen("host = \"h\"", "host = \"h2\"", 1)
+}
+
+/// With two hosts over one storage server, the server's learner has two volumes to divide
+/// between (the paper's storage-level automaton): under `coordinated`, `uncoordinated`
+/// and `single`, `s1` reports proportions for both tenants that are the plan's and sum to
+/// one, interval after interval, while each host, with one tenant, has nothing to divide.
+#[test]
+fn a_storage_servers_learner_divides_between_two_hosts_volumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = runtime();
+    let s1 = start_node(
+        &rt,
+        &dir.path().join("s1"),
+        2,
+        "4MiB",
+        &file_exports(&["db", "web"], "8MiB"),
+    );
+    let h1 = start_node(
+        &rt,
+        &dir.path().join("h1"),
+        1,
+        "2MiB",
+        &upstream_exports(s1.nbd_addr, &["db"]),
+    );
+    let h2 = start_node(
+        &rt,
+        &dir.path().join("h2"),
+        1,
+        "2MiB",
+        &upstream_exports(s1.nbd_addr, &["web"]),
+    );
+    // Nodes are in name order per level: h1 is host 0, h2 host 1, s1 server 0.
+    let nodes = [
+        ("s1", 2u8, 0usize, &s1, 4u64 << 20),
+        ("h1", 1, 0, &h1, 2 << 20),
+        ("h2", 1, 1, &h2, 2 << 20),
+    ];
+    for (k, mode) in ["coordinated", "uncoordinated", "single"]
+        .into_iter()
+        .enumerate()
+    {
+        let mut cfg =
+            ControllerConfig::parse(&two_hosts_config(&format!("mode = \"{mode}\""))).unwrap();
+        cfg.controller.data_dir = dir.path().join(format!("ctl{k}"));
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&dir.path().join(format!("ctl{k}.db"))).unwrap());
+        let svc = Service::open(&cfg, store).unwrap();
+        for (name, level, _, n, size) in nodes {
+            svc.register(registration(name, level, n, size)).unwrap();
+        }
+        let mut server_shares = Vec::new();
+        for _ in 0..4 {
+            let r = svc.tick().unwrap();
+            assert!(
+                r.actions.iter().all(|a| a.result == "ok"),
+                "{mode}: {:?}",
+                r.actions
+            );
+            let plan = svc.plan().unwrap();
+            for (name, level, index, n, _) in nodes {
+                let at = if level == 1 { "host" } else { "server" };
+                let mut want: BTreeMap<String, Option<f64>> = BTreeMap::new();
+                for r in plan
+                    .bandwidth
+                    .iter()
+                    .filter(|r| r.level == at && r.node == index)
+                {
+                    for &(i, p) in &r.shares {
+                        want.insert(plan.tenants[i].tenant.clone(), Some(p));
+                    }
+                }
+                let got = reported(n);
+                for (t, g) in &got {
+                    let w = want.get(t).copied().flatten();
+                    match (w, g) {
+                        (None, None) => {}
+                        (Some(w), Some(g)) if (w - g).abs() < 1e-9 => {}
+                        _ => panic!("{mode} {name}: planned {want:?}, reported {got:?}"),
+                    }
+                }
+                if level == 1 {
+                    // One tenant on each host: nothing to divide.
+                    assert!(got.values().all(Option::is_none), "{mode} {name}: {got:?}");
+                } else {
+                    assert_eq!(got.len(), 2, "{mode} {name}: {got:?}");
+                    server_shares.push(got);
+                }
+            }
+        }
+        // The server's learner set both tenants' proportions, summing to one, every
+        // interval after its first decision.
+        let last = server_shares.last().unwrap();
+        assert!(last.values().all(Option::is_some), "{mode}: {last:?}");
+        let sum: f64 = last.values().map(|v| v.unwrap()).sum();
+        assert!((sum - 1.0).abs() < 1e-9, "{mode}: {last:?}");
+        println!("{mode}: s1 proportions {last:?}");
+    }
+    rt.block_on(async {
+        let _ = h1.shutdown().await;
+        let _ = h2.shutdown().await;
         let _ = s1.shutdown().await;
     });
 }
