@@ -250,8 +250,9 @@ pub fn run(nodes: usize, tenants: usize, interval_seconds: f64) -> crate::Result
     let goal = f.interval_seconds / 4.0;
     println!(
         "live interval, {} tenants over {} node APIs on loopback (scheme lachesis): median \
-         {:.3} s of a {:.1} s interval (steady intervals {:?}; the first, programming every \
-         node with {} actions, {:.3} s) against the goal of a quarter, {:.3} s: {}",
+         {:.3} s of a {:.1} s interval (steady intervals {:?}, {} actions in all; the first, \
+         programming every node with {} actions, {:.3} s) against the goal of a quarter, \
+         {:.3} s: {}",
         f.tenants,
         f.nodes,
         f.median_seconds,
@@ -260,6 +261,7 @@ pub fn run(nodes: usize, tenants: usize, interval_seconds: f64) -> crate::Result
             .iter()
             .map(|s| format!("{s:.3}"))
             .collect::<Vec<_>>(),
+        f.steady_actions,
         f.first_actions,
         f.first_seconds,
         goal,

@@ -143,11 +143,19 @@ impl Store for SqliteStore {
     fn append_history(&self, entries: &[HistoryEntry]) -> Result<(), StoreError> {
         let mut c = self.conn();
         let tx = c.transaction()?;
-        for e in entries {
-            tx.execute(
+        {
+            // One parse of the statement for the whole batch (a row per volume).
+            let mut insert = tx.prepare_cached(
                 "INSERT INTO history (interval, time, tenant, detail) VALUES (?1, ?2, ?3, ?4)",
-                params![e.interval as i64, e.time, e.tenant, e.detail.to_string()],
             )?;
+            for e in entries {
+                insert.execute(params![
+                    e.interval as i64,
+                    e.time,
+                    e.tenant,
+                    e.detail.to_string()
+                ])?;
+            }
         }
         tx.commit()?;
         Ok(())

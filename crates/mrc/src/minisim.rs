@@ -17,6 +17,11 @@
 //! memory per cache. A batch pays that once per cache and batch. Each cache still sees the
 //! sampled keys in order, so the estimates are exactly those of one access at a time; the
 //! readers ([`MiniSim::miss_ratios`]) replay what is held first.
+//!
+//! The mini-caches are built at the first replay, not at construction: a policy cache
+//! reserves its whole capacity up front (directory, slots, ghost lists), and a node holds
+//! phantoms for every tenant of every export whether it is busy or idle. An idle tenant's
+//! phantoms so cost only their parameters; a busy one's what they would have cost anyway.
 
 use crate::shards::{sample_hash, threshold_for, MODULUS};
 use policy::dirmap::Hashed;
@@ -42,6 +47,11 @@ pub struct MiniSim {
     thresholds: Vec<u64>,
     rates: Vec<f64>,
     sizes: Vec<u64>,
+    /// The policy the caches run (checked at construction).
+    spec: String,
+    /// Per size its mini-cache's blocks.
+    capacities: Vec<usize>,
+    /// The mini-caches: empty until the first replay ([`MiniSim::flush`]).
     caches: Vec<BlockCache>,
     misses: Vec<f64>,
     /// Sampled `(key, hash, weight)` not yet replayed (at most [`PENDING`]).
@@ -68,23 +78,22 @@ impl MiniSim {
             .iter()
             .map(|&t| t as f64 / MODULUS as f64)
             .collect();
-        let caches = sizes
+        // Checked now, built at the first replay (see the module doc).
+        build(spec)?;
+        let capacities = sizes
             .iter()
             .zip(&rates)
-            .map(|(&s, &r)| {
-                Ok(BlockCache::new(
-                    ((s as f64 * r).round() as usize).max(1),
-                    build(spec)?,
-                ))
-            })
-            .collect::<Result<Vec<_>, PolicyError>>()?;
+            .map(|(&s, &r)| ((s as f64 * r).round() as usize).max(1))
+            .collect();
         Ok(MiniSim {
             threshold: thresholds.iter().copied().max().unwrap_or(0),
             thresholds,
             rates,
             sizes: sizes.to_vec(),
+            spec: spec.to_string(),
+            capacities,
             misses: vec![0.0; sizes.len()],
-            caches,
+            caches: Vec::new(),
             pending: Vec::with_capacity(PENDING),
             sampled: 0,
             accesses: 0,
@@ -136,6 +145,22 @@ impl MiniSim {
     /// Replays the held sampled accesses through every cache, one cache at a time.
     #[inline(never)]
     pub fn flush(&mut self) {
+        if self.pending.is_empty() {
+            return;
+        }
+        if self.caches.is_empty() {
+            // The spec was built once at construction, so this cannot fail; if it did,
+            // the held accesses stay unreplayed rather than panic on the request path.
+            let Ok(caches) = self
+                .capacities
+                .iter()
+                .map(|&c| Ok(BlockCache::new(c, build(&self.spec)?)))
+                .collect::<Result<Vec<_>, PolicyError>>()
+            else {
+                return;
+            };
+            self.caches = caches;
+        }
         let caches = self.caches.iter_mut().zip(&mut self.misses);
         let pending = &self.pending;
         for ((c, m), &t) in caches.zip(&self.thresholds) {

@@ -147,12 +147,21 @@ impl Latency {
 
     /// Adds the reads and writes to `h` (of the same bounds).
     pub fn merge_into(&self, h: &mut Histogram<u64>) {
-        h.add(&*lock(&self.reads)).expect("same bounds");
+        let reads = lock(&self.reads);
+        if !reads.is_empty() {
+            h.add(&*reads).expect("same bounds");
+        }
+        drop(reads);
         self.merge_writes_into(h);
     }
 
+    /// Adds the writes to `h`; an empty histogram adds nothing and costs no scan of its
+    /// buckets.
     fn merge_writes_into(&self, h: &mut Histogram<u64>) {
-        h.add(&*lock(&self.writes)).expect("same bounds");
+        let writes = lock(&self.writes);
+        if !writes.is_empty() {
+            h.add(&*writes).expect("same bounds");
+        }
     }
 
     /// An empty histogram of the recorders' bounds.

@@ -211,13 +211,24 @@ impl TenantObserver {
         for (_, l) in self.recorders() {
             sums.add(l.sums());
         }
-        let h = self.histogram();
-        let q = |x: f64| {
-            if h.is_empty() {
-                0.0
+        // A tenant with no request yet has nothing to merge: its view is its zero sums
+        // (merging and scanning the recorders' histograms is the bulk of a node's answer
+        // to a poll, and a node has many idle tenants).
+        let (h, misses) = if sums.all.count == 0 {
+            (None, Vec::new())
+        } else {
+            let all = self.histogram();
+            let misses = lock(&self.miss_histogram);
+            let miss_buckets = if misses.is_empty() {
+                Vec::new()
             } else {
-                h.value_at_quantile(x) as f64 / 1e3
-            }
+                buckets(&misses)
+            };
+            (Some(all), miss_buckets)
+        };
+        let q = |x: f64| match &h {
+            Some(h) if !h.is_empty() => h.value_at_quantile(x) as f64 / 1e3,
+            _ => 0.0,
         };
         (
             LatencyView {
@@ -225,8 +236,8 @@ impl TenantObserver {
                 sum_ms: sums.all.sum_ms,
                 p50_ms: q(0.5),
                 p99_ms: q(0.99),
-                buckets: buckets(&h),
-                miss_buckets: buckets(&lock(&self.miss_histogram)),
+                buckets: h.as_ref().map(buckets).unwrap_or_default(),
+                miss_buckets: misses,
             },
             ServedView {
                 hit: sums.hit,

@@ -98,11 +98,14 @@ pub fn apply(c: &NodeClient, name: &str, want: &Desired) -> NodeOutcome {
     };
     remove_unwanted(&mut run, &caches, want);
     resize_and_create(&mut run, &caches, want);
-    let after = c.caches().ok();
+    // Read back only if something was sent: a node that needed no change holds what was
+    // just read (one call fewer per node in a steady interval).
+    let changed = !run.out.actions.is_empty();
+    let after = if changed { c.caches().ok() } else { None };
     route(&mut run, after.as_deref().unwrap_or(&caches), want);
     proportions(&mut run, want);
     tiers(&mut run, want);
-    run.out.applied = after;
+    run.out.applied = if changed { after } else { Some(caches) };
     run.out
 }
 

@@ -29,6 +29,7 @@ impl Service {
     pub fn tick(&self) -> Result<IntervalReport, ServiceError> {
         self.must_lead()?;
         // 1. Poll (outside the lock).
+        let began = Instant::now();
         let targets: Vec<_> = {
             let g = self.lock();
             g.nodes
@@ -37,6 +38,7 @@ impl Service {
                 .collect()
         };
         let polled = poll::poll(&targets);
+        let polled_at = Instant::now();
         let now = unix_now();
         let mut g = self.lock();
         let seconds = g
@@ -68,10 +70,12 @@ impl Service {
             .map(|s| tier_periods.get(&s.name).copied().unwrap_or_default())
             .collect();
         let plan = self.step(&mut g, &topo, &vols, &obs)?;
+        let stepped_at = Instant::now();
         // 4. Reconcile (outside the lock).
         let (work, epochs) = self.work(&g, &topo, plan.as_ref(), &vols);
         drop(g);
         let outcomes = reconcile::apply_all(&work);
+        let reconciled_at = Instant::now();
         // 5. Persist and record.
         let mut g = self.lock();
         note_programmed(&mut g.nodes, &outcomes, &epochs);
@@ -91,6 +95,15 @@ impl Service {
         while g.series.len() > SERIES {
             g.series.pop_front();
         }
+        let secs = |a: Instant, b: Instant| b.duration_since(a).as_secs_f64();
+        tracing::debug!(
+            target: "controller::timing",
+            poll_s = secs(began, polled_at),
+            step_s = secs(polled_at, stepped_at),
+            reconcile_s = secs(stepped_at, reconciled_at),
+            record_s = secs(reconciled_at, Instant::now()),
+            "interval phases"
+        );
         Ok(report)
     }
 

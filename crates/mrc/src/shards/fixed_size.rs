@@ -29,7 +29,8 @@ impl ShardsFixedSize {
         ShardsFixedSize {
             s_max: s_max.max(1),
             threshold: MODULUS,
-            heap: BinaryHeap::with_capacity(s_max.max(1) + 1),
+            // Grown as keys are sampled: an idle tenant's profiler holds none.
+            heap: BinaryHeap::new(),
             stack: ExactStack::new(),
             hist: DistanceHistogram::default(),
             distinct: DistinctCounter::default(),
