@@ -34,6 +34,7 @@ pub mod auth;
 pub mod bandwidth;
 pub mod config;
 pub mod console;
+pub mod consolidate;
 pub mod counters;
 pub mod error;
 pub mod etcd;

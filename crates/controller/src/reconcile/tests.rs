@@ -53,6 +53,7 @@ fn zero_partitions_keep_a_block_within_capacity() {
         bandwidth: vec![],
         boost: vec![],
         scale_out: vec![],
+        consolidated: vec![],
         infeasible: vec![],
         predicted_fair_speedup: 1.0,
     };
@@ -75,7 +76,7 @@ fn zero_partitions_keep_a_block_within_capacity() {
         up: true,
         ..Default::default()
     };
-    let d = desired(&topo, &plan, &vols, &e, 4096);
+    let d = desired(&topo, &plan, &vols, &[], &e, 4096);
     let sizes: Vec<u64> = d.caches.iter().map(|c| c.size / 4096).collect();
     assert_eq!(sizes, vec![9, 1]);
     let e2 = NodeEntry {
@@ -84,7 +85,7 @@ fn zero_partitions_keep_a_block_within_capacity() {
         cache_size: 10 * 4096,
         ..e.clone()
     };
-    let d = desired(&topo, &plan, &vols, &e2, 4096);
+    let d = desired(&topo, &plan, &vols, &[], &e2, 4096);
     assert_eq!(d.caches.len(), 2);
     assert!(d.caches.iter().all(|c| c.size == 5 * 4096));
     // Shared: one cache of the node's whole memory, both volumes routed to it.
@@ -93,7 +94,7 @@ fn zero_partitions_keep_a_block_within_capacity() {
         ..plan
     };
     for node in [&e, &e2] {
-        let d = desired(&topo, &shared, &vols, node, 4096);
+        let d = desired(&topo, &shared, &vols, &[], node, 4096);
         assert_eq!(d.caches.len(), 1);
         assert_eq!(d.caches[0].name, SHARED_CACHE);
         assert_eq!(d.caches[0].size, 10 * 4096);
