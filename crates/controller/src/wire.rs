@@ -146,6 +146,7 @@ pub fn plan_view(topo: &Topology, plan: &Plan) -> PlanView {
                 predicted_hit_ratio: c.predicted_hit_ratio,
                 predicted_ms: c.predicted_ms,
                 reason: c.reason.clone(),
+                applied: None,
             })
             .collect(),
         infeasible: plan.infeasible.iter().map(shortfall).collect(),

@@ -105,6 +105,10 @@ pub struct ConsolidatedView {
     pub predicted_ms: Option<f64>,
     /// Why this size, in words.
     pub reason: String,
+    /// Bytes the server held for it after the last interval's reconcile (`None`: not
+    /// known, e.g. a plan reloaded from the store before any interval ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<u64>,
 }
 
 /// The answer of `GET /v1/plan`.

@@ -233,6 +233,7 @@ fn assert_applied(what: &str, svc: &Service, r: &IntervalReport, w: &World, imag
     let view = svc.plan_view().unwrap();
     assert_eq!(view.consolidated[0].bytes, c.size * BS);
     assert_eq!(view.consolidated[0].readers, ["vm1", "vm2"]);
+    assert_eq!(view.consolidated[0].applied, Some(got.size_bytes));
     c.size
 }
 
@@ -262,10 +263,17 @@ fn image_counters(w: &World) -> (u64, u64) {
 
 #[test]
 fn two_readers_of_a_golden_image_share_one_consolidated_cache_sized_on_its_own_curve() {
+    for scheme in ["fair", "lachesis"] {
+        eprintln!("scheme {scheme}");
+        run(scheme);
+    }
+}
+
+fn run(scheme: &str) {
     let dir = tempfile::tempdir().unwrap();
     let w = world(dir.path());
     let image = 8u64 << 20;
-    let svc = service(&w, dir.path(), &config("fair", "8MiB"));
+    let svc = service(&w, dir.path(), &config(scheme, "8MiB"));
     // Interval 0: no curve yet, the cache takes the room db's partition leaves.
     let r = svc.tick().unwrap();
     let first = assert_applied("interval 0", &svc, &r, &w, image);
@@ -384,7 +392,7 @@ fn two_readers_of_a_golden_image_share_one_consolidated_cache_sized_on_its_own_c
     // An image declared larger than its export: the rule's range is refused by the node
     // (4xx naming `range`), reported per node and field; nothing else is held up.
     let dir2 = dir.path().join("big");
-    let svc = service(&w, &dir2, &config("fair", "16MiB"));
+    let svc = service(&w, &dir2, &config(scheme, "16MiB"));
     let r = svc.tick().unwrap();
     let refused: Vec<_> = r.refused.iter().filter(|x| x.node == "s1").collect();
     assert_eq!(refused.len(), 1, "{:?}", r.refused);
