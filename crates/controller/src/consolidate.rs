@@ -25,7 +25,11 @@
 //!
 //! What it does not take stays free on the server this interval (the step plans the
 //! server's whole capacity for its tenants next time, and the readers' share of it is
-//! taken again). Departures from Moirai: the cache is LRU and read-only (Moirai's example
+//! taken again). Room 0 plans it at 0 blocks, and the node keeps one block of it, as a
+//! partition planned at 0 does ([`crate::reconcile`]). The step does not know images: it
+//! plans the readers' level 2 as any volume's (their level-2 counters are empty, so under
+//! a scheme that spends by gain it may give their share to other tenants), and its next
+//! plan starts from what it planned, not from the zeros written here. Departures from Moirai: the cache is LRU and read-only (Moirai's example
 //! is an MRU write-back cache; an image that takes no writes needs no write-back, and the
 //! curve the node builds is LRU's), and it is inclusive (it keeps what it serves, since
 //! the next reader wants it too); the readers keep their level-1 caches (planned by the
