@@ -34,6 +34,8 @@
 //! curve the node builds is LRU's), and it is inclusive (it keeps what it serves, since
 //! the next reader wants it too); the readers keep their level-1 caches (planned by the
 //! step like any volume's, read-only) in front of it, which Moirai's figure leaves out.
+//! Under a layout sharing each server's memory (the `uncontrolled` scheme) nothing is
+//! planned here: the image's export is routed to the one shared cache like any volume's.
 //! The rule routes every client of the image's export (a server's export of the image
 //! serves only readers; Moirai's `VM1..N` is every client), over `[0, size)` when the
 //! image's size is declared, else the whole export.
@@ -116,6 +118,18 @@ pub fn fill(
     plan: &mut Plan,
 ) {
     let bs = topo.block_size.max(1);
+    // One cache shared by every tenant of each server is already one copy of the image.
+    if plan.layout.shared_at(2) {
+        return;
+    }
+    for v in vols.iter().filter(|v| {
+        v.image
+            .as_ref()
+            .is_some_and(|i| images.iter().all(|m| &m.name != i))
+    }) {
+        tracing::warn!(volume = %v.name, image = ?v.image,
+            "volume reads an image the configuration does not declare; planned as its own data");
+    }
     for m in images {
         let readers: Vec<usize> = vols
             .iter()

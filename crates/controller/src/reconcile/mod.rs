@@ -126,14 +126,25 @@ pub fn desired(
         let Some(b) = blocks else {
             continue;
         };
-        // A reader's level 2 is its image's consolidated cache (added below).
-        if e.level == 2 && v.image.is_some() {
+        // A reader of a declared image reads the image's export at level 2: under a
+        // shared layout that export goes to the shared cache (once), else the reader has
+        // no cache there (its level 2 is the image's consolidated cache, added below).
+        let image = v
+            .image
+            .as_ref()
+            .filter(|i| e.level == 2 && images.iter().any(|m| &m.name == *i));
+        if image.is_some() && !plan.layout.shared_at(e.level) {
             continue;
         }
-        let route = exports(v).then(|| v.cache.clone());
+        let route = match image {
+            Some(i) => {
+                (e.exports.is_empty() || e.exports.iter().any(|x| &x.name == i)).then(|| i.clone())
+            }
+            None => exports(v).then(|| v.cache.clone()),
+        };
         if plan.layout.shared_at(e.level) {
             match caches.first_mut() {
-                Some(c) => c.routes.extend(route),
+                Some(c) => c.routes.extend(route.filter(|r| !c.routes.contains(r))),
                 None => caches.push(WantCache {
                     name: SHARED_CACHE.to_string(),
                     size: e.cache_size / bs * bs,

@@ -420,3 +420,31 @@ fn run(scheme: &str) {
         let _ = w.s1.shutdown().await;
     });
 }
+
+#[test]
+fn under_one_shared_cache_per_node_the_image_is_routed_to_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let w = world(dir.path());
+    let svc = service(&w, dir.path(), &config("uncontrolled", "8MiB"));
+    for round in 0..2 {
+        let r = svc.tick().unwrap();
+        assert!(r.refused.is_empty(), "{:?}", r.refused);
+        assert!(svc.plan().unwrap().consolidated.is_empty());
+        let s = client(&w.s1);
+        let caches = s.caches().unwrap();
+        let names: Vec<&str> = caches.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, [api::node::SHARED_CACHE], "round {round}");
+        let rules = s.rules().unwrap();
+        let mut exports: Vec<&str> = rules.iter().map(|x| x.export.as_str()).collect();
+        exports.sort();
+        assert_eq!(exports, ["db", "golden"], "round {round}: {rules:?}");
+        assert!(rules.iter().all(|x| x.cache == caches[0].id));
+        read_all(&w, &w.h1, "vm1");
+        read_all(&w, &w.h2, "vm2");
+    }
+    w.rt.block_on(async {
+        let _ = w.h1.shutdown().await;
+        let _ = w.h2.shutdown().await;
+        let _ = w.s1.shutdown().await;
+    });
+}
