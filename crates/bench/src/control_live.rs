@@ -200,6 +200,7 @@ pub fn interval_at_scale(
                 }],
             })
             .collect(),
+        images: Vec::new(),
     };
     std::fs::create_dir_all(&cfg.controller.data_dir)?;
     let store: Arc<dyn Store> = Arc::new(

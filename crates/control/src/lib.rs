@@ -56,7 +56,8 @@ pub use observe::{
     TenantObservation, TierObservation,
 };
 pub use plan::{
-    BoostPlan, Layout, Partition, Plan, Reason, ResourceShares, ScaleOutPlan, Shortfall, TenantPlan,
+    BoostPlan, ConsolidatedPlan, Layout, Partition, Plan, Reason, ResourceShares, ScaleOutPlan,
+    Shortfall, TenantPlan,
 };
 pub use scheme::{Allocation, Automata, Hysteresis, PolicyChoice, Scheme, SCHEME_NAMES};
 pub use topology::{Class, Levels, Node, Placement, ServiceTimes, Slo, Tenant, Topology};

@@ -76,6 +76,13 @@ pub enum Reason {
     },
     /// One cache shared by every tenant of the node (no partitioning).
     Shared,
+    /// Its level 2 on this server is the consolidated cache of the read-only image it
+    /// reads (`Plan::consolidated`), shared with the image's other readers: no partition
+    /// of its own.
+    Consolidated {
+        /// The image.
+        image: String,
+    },
     /// The tenant runs alone on the whole system (a baseline, not a product setting).
     Alone,
 }
@@ -115,6 +122,9 @@ impl fmt::Display for Reason {
             ),
             Reason::Idle { intervals } => write!(f, "idle for {intervals} intervals"),
             Reason::Shared => write!(f, "shared cache"),
+            Reason::Consolidated { image } => {
+                write!(f, "reads image `{image}` through its consolidated cache")
+            }
             Reason::Alone => write!(f, "alone on the system"),
         }
     }
@@ -218,6 +228,28 @@ pub struct ScaleOutPlan {
     pub predicted_ms: f64,
 }
 
+/// Moirai's consolidated cache (§3.4) of one read-only image on one storage server:
+/// one cache that every reader of the image goes through (`createRule(<VM1..N, *,
+/// DATA.file, *>, C)`), sized on the curve of the readers' merged stream at that server.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConsolidatedPlan {
+    /// The image (its export and its cache on the server are called by its name).
+    pub image: String,
+    /// Index of the server.
+    pub server: usize,
+    /// Blocks.
+    pub size: u64,
+    /// The tenants reading it (indices, topology order).
+    pub readers: Vec<usize>,
+    /// The hit ratio its curve predicts at `size` (`None`: no curve yet).
+    pub predicted_hit_ratio: Option<f64>,
+    /// The mean latency its curve predicts for a read reaching the server (ms; `None`:
+    /// no curve yet).
+    pub predicted_ms: Option<f64>,
+    /// Why this size, in words.
+    pub reason: String,
+}
+
 /// An SLO that this plan does not meet, and by how much.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Shortfall {
@@ -284,6 +316,11 @@ pub struct Plan {
     /// it empty; the live controller fills it for the volumes whose spec asks for it.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub scale_out: Vec<ScaleOutPlan>,
+    /// The consolidated caches of read-only images shared by several tenants (empty:
+    /// none). The step leaves it empty; the live controller fills it for the images its
+    /// configuration declares (`controller::consolidate`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consolidated: Vec<ConsolidatedPlan>,
     /// SLOs predicted not to be met, with the shortfall.
     pub infeasible: Vec<Shortfall>,
     /// Fair speedup the model predicts (harmonic mean of fair-share latency over this
@@ -301,13 +338,22 @@ impl Plan {
             .sum()
     }
 
-    /// Level-2 blocks planned on server `s`.
+    /// Level-2 blocks planned on server `s`: the tenants' partitions and the
+    /// consolidated caches.
     pub fn server_used(&self, s: usize) -> u64 {
-        self.tenants
+        let partitions: u64 = self
+            .tenants
             .iter()
             .flat_map(|t| &t.l2)
             .filter(|p| p.node == s)
             .map(|p| p.size)
-            .sum()
+            .sum();
+        let consolidated: u64 = self
+            .consolidated
+            .iter()
+            .filter(|c| c.server == s)
+            .map(|c| c.size)
+            .sum();
+        partitions + consolidated
     }
 }

@@ -102,7 +102,7 @@ impl BandwidthSpec {
 
 /// The proportions node `e` is to enforce under `plan`: its resource's shares summed per
 /// tenant owning each volume's export there (the registration's, else the export's name,
-/// the node's default) and normalised to one; empty (equal shares) if the plan has no
+/// the node's default; a reader's export on a server is its image's) and normalised to one; empty (equal shares) if the plan has no
 /// resource there or none of its volumes is exported there.
 pub fn node_proportions(
     topo: &Topology,
@@ -124,9 +124,14 @@ pub fn node_proportions(
     let mut p = Proportions::new();
     for &(i, share) in &r.shares {
         let Some(v) = vols.get(i) else { continue };
-        let tenant = match e.exports.iter().find(|x| x.name == v.cache) {
+        // A reader of an image reads the image's export at level 2.
+        let export = match (e.level, v.image.as_deref()) {
+            (2, Some(image)) => image,
+            _ => v.cache.as_str(),
+        };
+        let tenant = match e.exports.iter().find(|x| x.name == export) {
             Some(x) => x.tenant.clone(),
-            None if e.exports.is_empty() => v.cache.clone(),
+            None if e.exports.is_empty() => export.to_string(),
             // Not exported here: nothing of it waits for this node's backend.
             None => continue,
         };

@@ -8,6 +8,16 @@
 //! called by the volume's name. Unknown keys are errors; every error names the file and
 //! the field (`tenant "db".volume "db".servers`).
 //!
+//! A read-only image several volumes read (the golden-image case) is an `[[image]]`: the
+//! storage servers that export it read-only under its name, and optionally its size (the
+//! consolidated cache's rule then covers `[0, size)` and a node whose export is smaller
+//! refuses it, naming `range`). A volume reading it says `image = "NAME"`: its host's
+//! export is served by the servers' image export (the volume names the image's servers,
+//! no others), its caches are read-only and inclusive, and at level 2 it has no partition
+//! of its own: every reader goes through the image's one consolidated cache on each
+//! server ([`crate::consolidate`]). Image names share the namespace of volume names (the
+//! cache on the server is called by the image's name).
+//!
 //! ```toml
 //! [controller]
 //! listen = "127.0.0.1:7070"
@@ -26,6 +36,19 @@
 //! name = "db"
 //! host = "l1-a"
 //! servers = ["l2-a", "l2-b"]
+//!
+//! [[image]]
+//! name = "golden"
+//! servers = ["l2-a"]
+//! size = "8GiB"
+//!
+//! [[tenant]]
+//! name = "vdi"
+//! [[tenant.volume]]
+//! name = "vm1"
+//! host = "l1-a"
+//! servers = ["l2-a"]
+//! image = "golden"
 //! ```
 
 use control::{Class, Slo};
@@ -48,6 +71,25 @@ pub struct ControllerConfig {
     /// Tenants at first start (later the store's copy wins).
     #[serde(default, rename = "tenant")]
     pub tenants: Vec<TenantConfig>,
+    /// Read-only images shared by several volumes, each with a consolidated cache on
+    /// its servers ([`crate::consolidate`]).
+    #[serde(default, rename = "image")]
+    pub images: Vec<ImageSpec>,
+}
+
+/// `[[image]]`: a read-only image that several volumes read (the golden-image case).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ImageSpec {
+    /// Its name: the read-only export on each of its servers and the consolidated cache
+    /// there (unique over images and volumes).
+    pub name: String,
+    /// The level-2 nodes that export it (a volume reading it is striped over them).
+    pub servers: Vec<String>,
+    /// Its size: the consolidated cache's rule covers `[0, size)` of the export, and the
+    /// cache is never planned larger (absent: the rule covers the whole export).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<ByteSize>,
 }
 
 /// `[controller]`.
@@ -301,6 +343,11 @@ pub struct VolumeSpec {
     /// host's export names its servers' APIs in `upstream_api`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub scale_out: Option<bool>,
+    /// The `[[image]]` this volume reads (absent: its own data): its host's export is
+    /// served by the image's read-only exports, and its level 2 is the image's
+    /// consolidated cache ([`crate::consolidate`]). Its caches are read-only and inclusive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
 }
 
 impl TenantConfig {
@@ -387,14 +434,115 @@ impl ControllerConfig {
                 ));
             }
         }
-        check_tenants(&self.tenants, None)
+        check_images(&self.images, &self.tenants, None)?;
+        check_tenants(&self.tenants, &self.images, None)
     }
+}
+
+/// Checks the images on their own, against the volumes' names and, given the known nodes
+/// (`name`, `level`), their servers; the error names the image and the field.
+pub fn check_images(
+    images: &[ImageSpec],
+    tenants: &[TenantConfig],
+    nodes: Option<&[(String, u8)]>,
+) -> Result<(), String> {
+    for (i, m) in images.iter().enumerate() {
+        let at = format!("image \"{}\"", m.name);
+        api::names::check(&format!("image[{i}].name"), &m.name).map_err(|e| e.to_string())?;
+        if images[..i].iter().any(|n| n.name == m.name) {
+            return Err(format!("{at}: appears twice"));
+        }
+        if let Some(t) = tenants
+            .iter()
+            .find(|t| t.volumes.iter().any(|v| v.name == m.name))
+        {
+            return Err(format!(
+                "{at}.name: tenant \"{}\" has a volume of that name (images and volumes \
+                 share the nodes' cache names)",
+                t.name
+            ));
+        }
+        if m.servers.is_empty() {
+            return Err(format!("{at}.servers: the image is on no level-2 node"));
+        }
+        for (k, s) in m.servers.iter().enumerate() {
+            if m.servers[..k].contains(s) {
+                return Err(format!("{at}.servers: `{s}` listed twice"));
+            }
+            if let Some(level) = nodes.map(|n| n.iter().find(|(x, _)| x == s).map(|(_, l)| *l)) {
+                match level {
+                    None => return Err(format!("{at}.servers: unknown node `{s}`")),
+                    Some(2) => {}
+                    Some(l) => return Err(format!("{at}.servers: node `{s}` is level {l}, not 2")),
+                }
+            }
+        }
+        if m.size.is_some_and(|s| s.0 == 0) {
+            return Err(format!("{at}.size must be above 0"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks what a volume reading an image must be: the image known, on exactly the
+/// volume's servers, and the volume read-only, inclusive and not scaled out.
+fn check_reader(vat: &str, v: &VolumeSpec, images: &[ImageSpec]) -> Result<(), String> {
+    let Some(name) = v.image.as_deref() else {
+        return Ok(());
+    };
+    let Some(m) = images.iter().find(|m| m.name == name) else {
+        let known: Vec<&str> = images.iter().map(|m| m.name.as_str()).collect();
+        return Err(format!(
+            "{vat}.image: unknown image `{name}` (images: {})",
+            if known.is_empty() {
+                "none declared".to_string()
+            } else {
+                known.join(", ")
+            }
+        ));
+    };
+    if let Some(s) = m.servers.iter().find(|s| !v.servers.contains(s)) {
+        return Err(format!(
+            "{vat}.image: image `{name}` is on server `{s}`, which the volume does not use \
+             (servers = {:?})",
+            v.servers
+        ));
+    }
+    if let Some(s) = v.servers.iter().find(|s| !m.servers.contains(s)) {
+        return Err(format!(
+            "{vat}.servers: server `{s}` does not hold image `{name}` (its servers: {:?})",
+            m.servers
+        ));
+    }
+    if v.write_policy
+        .as_deref()
+        .is_some_and(|wp| wp != "read-only")
+    {
+        return Err(format!(
+            "{vat}.write_policy: a volume reading image `{name}` is read-only; drop it or \
+             say \"read-only\""
+        ));
+    }
+    if v.scale_out == Some(true) {
+        return Err(format!(
+            "{vat}.scale_out: a volume reading image `{name}` has its level 2 in the \
+             image's consolidated cache, not a scale-out of its own"
+        ));
+    }
+    if v.exclusive == Some(true) {
+        return Err(format!(
+            "{vat}.exclusive: a volume reading image `{name}` is inclusive (the \
+             consolidated cache keeps what it serves for the other readers)"
+        ));
+    }
+    Ok(())
 }
 
 /// Checks tenants on their own and, given the known nodes (`name`, `level`), their
 /// references; the error names the tenant, the volume and the field.
 pub fn check_tenants(
     tenants: &[TenantConfig],
+    images: &[ImageSpec],
     nodes: Option<&[(String, u8)]>,
 ) -> Result<(), String> {
     for (i, t) in tenants.iter().enumerate() {
@@ -444,6 +592,7 @@ pub fn check_tenants(
                      exclusive; drop `exclusive = false`"
                 ));
             }
+            check_reader(&vat, v, images)?;
             if let Some(wp) = v
                 .write_policy
                 .as_deref()
@@ -545,7 +694,123 @@ servers = ["l2"]
         assert!(e.contains("colour"), "{e}");
         let c = ControllerConfig::parse(GOOD).unwrap();
         let nodes = vec![("l1".to_string(), 1u8)];
-        let e = check_tenants(&c.tenants, Some(&nodes)).unwrap_err();
+        let e = check_tenants(&c.tenants, &[], Some(&nodes)).unwrap_err();
         assert!(e.contains("servers: unknown node `l2`"), "{e}");
+    }
+
+    const IMAGE: &str = r#"
+[controller]
+[[node]]
+name = "h1"
+level = 1
+[[node]]
+name = "h2"
+level = 1
+[[node]]
+name = "s1"
+level = 2
+[[node]]
+name = "s2"
+level = 2
+[[image]]
+name = "golden"
+servers = ["s1"]
+size = "8MiB"
+[[tenant]]
+name = "vdi"
+[[tenant.volume]]
+name = "vm1"
+host = "h1"
+servers = ["s1"]
+image = "golden"
+[[tenant.volume]]
+name = "vm2"
+host = "h2"
+servers = ["s1"]
+image = "golden"
+"#;
+
+    #[test]
+    fn an_image_and_its_readers_parse_and_bad_references_name_the_field() {
+        let c = ControllerConfig::parse(IMAGE).unwrap();
+        assert_eq!(c.images[0].name, "golden");
+        assert_eq!(c.images[0].size, Some(ByteSize(8 << 20)));
+        assert_eq!(c.tenants[0].volumes[1].image.as_deref(), Some("golden"));
+        let nodes: Vec<(String, u8)> = c.nodes.iter().map(|n| (n.name.clone(), n.level)).collect();
+        check_tenants(&c.tenants, &c.images, Some(&nodes)).unwrap();
+        check_images(&c.images, &c.tenants, Some(&nodes)).unwrap();
+        let err = |text: &str| ControllerConfig::parse(text).unwrap_err();
+        // An unknown image.
+        let e = err(&IMAGE.replacen("image = \"golden\"", "image = \"silver\"", 1));
+        assert!(
+            e.contains("tenant \"vdi\".volume \"vm1\".image: unknown image `silver`")
+                && e.contains("images: golden"),
+            "{e}"
+        );
+        // The image on a server the volume does not use, and a server without the image.
+        let e = err(&IMAGE.replace(
+            "servers = [\"s1\"]\nsize",
+            "servers = [\"s1\", \"s2\"]\nsize",
+        ));
+        assert!(
+            e.contains("volume \"vm1\".image: image `golden` is on server `s2`, which the volume does not use"),
+            "{e}"
+        );
+        let e = err(&IMAGE.replacen(
+            "servers = [\"s1\"]\nimage",
+            "servers = [\"s1\", \"s2\"]\nimage",
+            1,
+        ));
+        assert!(
+            e.contains("volume \"vm1\".servers: server `s2` does not hold image `golden`"),
+            "{e}"
+        );
+        // A reader that writes, is exclusive or scaled out.
+        let reader = "image = \"golden\"\n[[tenant.volume]]";
+        for (extra, field) in [
+            ("write_policy = \"write-back\"", "write_policy"),
+            ("exclusive = true", "exclusive"),
+            ("scale_out = true", "scale_out"),
+        ] {
+            let e = err(&IMAGE.replacen(reader, &format!("{extra}\n{reader}"), 1));
+            assert!(
+                e.contains(&format!(
+                    "volume \"vm1\".{field}: a volume reading image `golden`"
+                )),
+                "{e}"
+            );
+        }
+        let ok = IMAGE.replacen(
+            reader,
+            &format!("write_policy = \"read-only\"\n{reader}"),
+            1,
+        );
+        ControllerConfig::parse(&ok).unwrap();
+        // The image's own fields.
+        let e = err(&IMAGE.replace("size = \"8MiB\"", "size = 0"));
+        assert!(e.contains("image \"golden\".size must be above 0"), "{e}");
+        let e = err(&IMAGE.replace("servers = [\"s1\"]\nsize", "servers = []\nsize"));
+        assert!(
+            e.contains("image \"golden\".servers: the image is on no level-2 node"),
+            "{e}"
+        );
+        let e = err(&IMAGE.replace("name = \"golden\"", "name = \"vm2\""));
+        assert!(
+            e.contains("image \"vm2\".name: tenant \"vdi\" has a volume of that name"),
+            "{e}"
+        );
+        let e = err(&IMAGE.replace("size = \"8MiB\"", "size = \"8MiB\"\ncolour = 1"));
+        assert!(e.contains("colour"), "{e}");
+        let e = check_images(&c.images, &c.tenants, Some(&nodes[..2])).unwrap_err();
+        assert!(
+            e.contains("image \"golden\".servers: unknown node `s1`"),
+            "{e}"
+        );
+        let levels = vec![("s1".to_string(), 1u8)];
+        let e = check_images(&c.images, &c.tenants, Some(&levels)).unwrap_err();
+        assert!(
+            e.contains("image \"golden\".servers: node `s1` is level 1, not 2"),
+            "{e}"
+        );
     }
 }

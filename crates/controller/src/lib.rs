@@ -8,13 +8,14 @@
 //!
 //! | module | owns |
 //! |---|---|
-//! | [`config`] | `controller.toml`: listener, interval, scheme, nodes, tenants, volumes, SLOs |
+//! | [`config`] | `controller.toml`: listener, interval, scheme, nodes, tenants, volumes, SLOs, shared read-only images |
 //! | [`store`] | persistence: the [`store::Store`] trait, embedded SQLite |
 //! | [`etcd`] | the same state in etcd, and leader election among replicas |
 //! | [`registry`] | nodes: registration, heartbeat, health, epochs (bodies from the `api` crate) |
 //! | [`observe`] | nodes' cumulative observations (`api::node`) to one interval's `control::Observations` |
 //! | [`bandwidth`] | `[controller.bandwidth]`: the bandwidth scheme (static shares, one level of learners, uncoordinated or coordinated learners) and each node's proportions from the plan |
 //! | [`scaleout`] | Moirai's scale-out: a volume's planned total split over its host and servers as one global LRU (`alloc::scaleout`), after the step |
+//! | [`consolidate`] | Moirai's consolidated cache: one read-only cache per shared image per server, sized on the image's own curve after the step, its readers' level-2 partitions set to 0 |
 //! | [`counters`] | whether a node's counters can be believed (monotonic, bounded by the interval); suspect nodes planned at their last good interval |
 //! | [`private`] | the modes of its files at rest (store, token: 0600; their directory: 0700) |
 //! | [`reconcile`] | a node's actual caches and rules made to match the plan (through `api::client::NodeClient`) |
@@ -34,6 +35,7 @@ pub mod auth;
 pub mod bandwidth;
 pub mod config;
 pub mod console;
+pub mod consolidate;
 pub mod counters;
 pub mod error;
 pub mod etcd;

@@ -15,7 +15,9 @@
 //! level-1 node (it sees the volume's whole stream), sizes turned from bytes to blocks;
 //! the interval's latency quantiles from the difference of two cumulative histograms
 //! ([`quantiles`]): of all requests as the level-1 node saw them, and of the reads that
-//! went to a disk as the level-2 nodes saw them.
+//! went to a disk as the level-2 nodes saw them. A volume reading a shared image has no
+//! level-2 counters of its own: its level 2 is the image's consolidated cache, whose
+//! counters and curve are the image's at its server ([`crate::consolidate::observed`]).
 
 use crate::placement::PlacedVolume;
 use api::node::{LatencySum, NodeObservations, TenantObservations};

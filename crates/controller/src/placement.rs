@@ -2,7 +2,8 @@
 //! `control` topology ([`topology`]). A volume exported on several hosts is one
 //! `control` tenant, one [`PlacedVolume`], per host; nodes are in name order per level and a
 //! node that is down has capacity 0, so the step plans nothing on it; a storage node
-//! that reports a hot tier has one in the topology (its threshold is planned). The poll, the
+//! that reports a hot tier has one in the topology (its threshold is planned); a volume
+//! reading an image is inclusive and read-only whatever the defaults. The poll, the
 //! reconcile and the views all name volumes and nodes through these.
 
 use crate::config::{ControllerSection, TenantConfig};
@@ -32,6 +33,9 @@ pub struct PlacedVolume {
     pub write_policy: Option<String>,
     /// Scaled out over its host and servers ([`crate::scaleout`]; its levels exclusive).
     pub scale_out: bool,
+    /// The read-only image it reads ([`crate::consolidate`]): its level 2 is the image's
+    /// consolidated cache, its levels inclusive and its caches read-only.
+    pub image: Option<String>,
 }
 
 /// The `control` topology of the known nodes and the tenants' volumes. Nodes are in name
@@ -84,7 +88,10 @@ pub fn topology(
                     }
                 };
                 let scale_out = v.scale_out.unwrap_or(false);
-                let exclusive = v.exclusive.unwrap_or(cfg.exclusive) || scale_out;
+                // A reader of an image is inclusive: the consolidated cache keeps what it
+                // serves for the other readers.
+                let exclusive =
+                    (v.exclusive.unwrap_or(cfg.exclusive) || scale_out) && v.image.is_none();
                 out.push(Tenant {
                     name: cname.clone(),
                     host,
@@ -107,8 +114,12 @@ pub fn topology(
                     servers: v.servers.clone(),
                     exclusive,
                     boost: v.boost.unwrap_or(true),
-                    write_policy: v.write_policy.clone(),
+                    write_policy: match v.image {
+                        Some(_) => Some("read-only".into()),
+                        None => v.write_policy.clone(),
+                    },
                     scale_out,
+                    image: v.image.clone(),
                 });
             }
         }

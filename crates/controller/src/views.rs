@@ -1,5 +1,7 @@
 //! What the API and the console show: one interval's report ([`report`]: per volume its
-//! row, the planned sizes per node, the SLOs out of reach and what reconciling changed),
+//! row, the planned sizes per node, the SLOs out of reach and what reconciling changed,
+//! and per consolidated image cache its planned and applied bytes, resident blocks and
+//! the interval's hits),
 //! the tenants with their volumes' last rows, why a tenant has the sizes it has
 //! ([`View::explain`]), its curves, and its decisions kept in the store ([`history`]).
 //! Views read a [`View`] of the service's state, taken under its lock, and change nothing.
@@ -192,6 +194,8 @@ pub struct Interval<'a> {
     pub vols: &'a [PlacedVolume],
     /// What was measured of each volume.
     pub measured: &'a [Measured],
+    /// What the servers observed of each image ([`crate::consolidate`]).
+    pub images: &'a [crate::consolidate::ImageSeen],
     /// Unix seconds.
     pub time: f64,
     /// Length (s).
@@ -291,6 +295,37 @@ pub fn report(
             mbps: m.mbps,
         });
     }
+    let mut consolidated = Vec::new();
+    for c in plan.map_or(&[][..], |p| &p.consolidated) {
+        let server = topo.servers[c.server].name.clone();
+        allocations
+            .entry(server.clone())
+            .or_default()
+            .insert(c.image.clone(), c.size * bs);
+        let held = outcomes
+            .iter()
+            .find(|o| o.node == server)
+            .and_then(|o| o.applied.as_ref())
+            .and_then(|a| a.iter().find(|x| x.name == c.image));
+        let seen = i
+            .images
+            .iter()
+            .find(|x| x.image == c.image && x.server == server);
+        consolidated.push(api::controller::ConsolidatedRow {
+            image: c.image.clone(),
+            server,
+            readers: c
+                .readers
+                .iter()
+                .filter_map(|&k| i.vols.get(k).map(|v| v.name.clone()))
+                .collect(),
+            planned: c.size * bs,
+            applied: held.map_or(0, |x| x.size_bytes),
+            resident: held.map_or(0, |x| x.stats.resident),
+            lookups: seen.map_or(0, |x| x.lookups),
+            hits: seen.map_or(0, |x| x.hits),
+        });
+    }
     IntervalReport {
         interval: plan.map_or(0, |p| p.interval),
         time: i.time,
@@ -307,6 +342,7 @@ pub fn report(
             .filter(|o| !o.tiers.is_empty())
             .map(|o| (o.node.clone(), o.tiers.clone()))
             .collect(),
+        consolidated,
     }
 }
 

@@ -4,8 +4,8 @@
 
 use crate::registry::NodeEntry;
 use api::controller::{
-    BoostView, NodeView, PartitionView, PlanView, ScaleOutView, SharesView, Shortfall,
-    TenantPlanView,
+    BoostView, ConsolidatedView, NodeView, PartitionView, PlanView, ScaleOutView, SharesView,
+    Shortfall, TenantPlanView,
 };
 use control::{Layout, Partition, Plan, TenantPlan, Topology};
 
@@ -132,6 +132,21 @@ pub fn plan_view(topo: &Topology, plan: &Plan) -> PlanView {
                 storage: s.storage,
                 alpha: s.alpha,
                 predicted_ms: s.predicted_ms,
+            })
+            .collect(),
+        consolidated: plan
+            .consolidated
+            .iter()
+            .map(|c| ConsolidatedView {
+                image: c.image.clone(),
+                server: name(&topo.servers, c.server),
+                size: c.size,
+                bytes: c.size * topo.block_size,
+                readers: c.readers.iter().map(|&i| tenant(i)).collect(),
+                predicted_hit_ratio: c.predicted_hit_ratio,
+                predicted_ms: c.predicted_ms,
+                reason: c.reason.clone(),
+                applied: None,
             })
             .collect(),
         infeasible: plan.infeasible.iter().map(shortfall).collect(),

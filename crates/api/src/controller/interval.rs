@@ -75,6 +75,29 @@ pub struct Shortfall {
     pub reason: String,
 }
 
+/// One consolidated cache of a read-only image in an interval: planned against held, and
+/// what it served (the interval's counters of the image's export on its server).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConsolidatedRow {
+    /// The image.
+    pub image: String,
+    /// The storage node.
+    pub server: String,
+    /// The volumes reading it.
+    pub readers: Vec<String>,
+    /// Bytes planned.
+    pub planned: u64,
+    /// Bytes the node holds for it after the reconcile (0: no such cache).
+    pub applied: u64,
+    /// Blocks resident in it after the reconcile (one copy however many readers).
+    pub resident: u64,
+    /// Block lookups of the image at the server in the interval.
+    pub lookups: u64,
+    /// Of them, found in the consolidated cache.
+    pub hits: u64,
+}
+
 /// One interval as the console, `ctl` and the demo show it.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -102,6 +125,10 @@ pub struct IntervalReport {
     // Default: as `refused`.
     #[serde(default)]
     pub tiers: BTreeMap<String, Vec<HotTierView>>,
+    /// The consolidated caches of shared read-only images (empty: none).
+    // Default: a controller from before consolidated caches leaves it out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consolidated: Vec<ConsolidatedRow>,
 }
 
 /// Who leads a replicated controller (`/v1/status`' `replica`).

@@ -25,10 +25,12 @@ mod interval;
 mod plan;
 
 pub use interval::{
-    Action, CurveView, IntervalReport, LeaderView, NodeView, Refusal, Shortfall, Status,
-    VolumeCurves,
+    Action, ConsolidatedRow, CurveView, IntervalReport, LeaderView, NodeView, Refusal, Shortfall,
+    Status, VolumeCurves,
 };
-pub use plan::{BoostView, PartitionView, PlanView, ScaleOutView, SharesView, TenantPlanView};
+pub use plan::{
+    BoostView, ConsolidatedView, PartitionView, PlanView, ScaleOutView, SharesView, TenantPlanView,
+};
 
 use serde::{Deserialize, Serialize};
 

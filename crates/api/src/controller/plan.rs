@@ -85,6 +85,32 @@ pub struct ScaleOutView {
     pub predicted_ms: f64,
 }
 
+/// The consolidated cache of one read-only image on one storage server (Moirai §3.4).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ConsolidatedView {
+    /// The image (its export and its cache on the server).
+    pub image: String,
+    /// The storage node.
+    pub server: String,
+    /// Blocks.
+    pub size: u64,
+    /// Bytes.
+    pub bytes: u64,
+    /// The volumes reading it.
+    pub readers: Vec<String>,
+    /// The hit ratio its curve predicts at this size (`None`: no curve yet).
+    pub predicted_hit_ratio: Option<f64>,
+    /// The mean latency predicted for a read reaching the server (ms).
+    pub predicted_ms: Option<f64>,
+    /// Why this size, in words.
+    pub reason: String,
+    /// Bytes the server held for it after the last interval's reconcile (`None`: not
+    /// known, e.g. a plan reloaded from the store before any interval ran).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub applied: Option<u64>,
+}
+
 /// The answer of `GET /v1/plan`.
 #[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
 #[serde(deny_unknown_fields)]
@@ -103,6 +129,10 @@ pub struct PlanView {
     pub boost: Vec<BoostView>,
     /// Volumes scaled out.
     pub scale_out: Vec<ScaleOutView>,
+    /// Consolidated caches of shared read-only images (empty: none).
+    // Default: a controller from before consolidated caches leaves it out.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consolidated: Vec<ConsolidatedView>,
     /// SLOs the plan does not meet.
     pub infeasible: Vec<Shortfall>,
     /// Fair speedup the model predicts.

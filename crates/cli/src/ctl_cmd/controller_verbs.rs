@@ -96,6 +96,20 @@ pub(super) fn run(a: &CtlArgs, api: &ControllerClient) -> anyhow::Result<()> {
                     so.tenant, so.total, so.host, so.alpha, so.predicted_ms
                 );
             }
+            for c in &v.consolidated {
+                println!(
+                    "consolidated {} on {}: {} MiB planned, {} MiB held, for {} ({}; \
+                     predicted hit ratio {}, {} ms)",
+                    c.image,
+                    c.server,
+                    mib_of(c.bytes),
+                    c.applied.map_or("-".to_string(), mib_of),
+                    c.readers.join(", "),
+                    c.reason,
+                    fo(c.predicted_hit_ratio, 3),
+                    fo(c.predicted_ms, 3)
+                );
+            }
             for s in &v.infeasible {
                 println!(
                     "infeasible: {} needs {:.3} ms, best allocation gives {:.3} ms ({})",

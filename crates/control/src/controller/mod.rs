@@ -713,6 +713,7 @@ impl Controller {
             bandwidth: Vec::new(),
             boost: Vec::new(),
             scale_out: Vec::new(),
+            consolidated: Vec::new(),
             infeasible,
             predicted_fair_speedup: if speed > 0.0 { n as f64 / speed } else { 1.0 },
         }

@@ -263,17 +263,17 @@ fn route(run: &mut Run<'_>, caches: &[CacheInfo], want: &Desired) {
             continue;
         };
         for export in &w.routes {
-            let mine = rules
-                .iter()
-                .any(|r| &r.export == export && r.cache == id && r.client.is_none());
+            let mine = rules.iter().any(|r| {
+                &r.export == export && r.cache == id && r.client.is_none() && r.range == w.range
+            });
             if mine {
                 continue;
             }
-            // A whole-export rule to another cache would overlap: replace it.
-            for r in rules
-                .iter()
-                .filter(|r| &r.export == export && r.cache != id && r.client.is_none())
-            {
+            // A whole-export rule to another cache (or over another range) would overlap:
+            // replace it.
+            for r in rules.iter().filter(|r| {
+                &r.export == export && r.client.is_none() && (r.cache != id || r.range != w.range)
+            }) {
                 let res = run.c.remove_rule(r.id);
                 let field = format!("rules.{export}");
                 run.note(
@@ -288,19 +288,32 @@ fn route(run: &mut Run<'_>, caches: &[CacheInfo], want: &Desired) {
             let rule = CreateRule {
                 export: export.clone(),
                 cache: w.name.clone(),
+                range: w.range,
                 ..Default::default()
             };
             let r = match run.c.create_rule(&rule) {
-                // A node that does not export the volume: nothing to route.
-                Err(CallError::Status { status: 404, .. }) => continue,
+                // A node that does not export the volume: nothing to route (an image's
+                // server must export it: that is a refusal).
+                Err(CallError::Status { status: 404, .. }) if !w.image => continue,
                 r => r,
+            };
+            let range = w
+                .range
+                .map(|(a, b)| format!(" [{a}, {b})"))
+                .unwrap_or_default();
+            // A range the node refuses is a refusal of the rule's `range`.
+            let field = match (&r, w.range) {
+                (Err(e), Some(_)) if e.status() == Some(400) && e.reason().contains("range") => {
+                    format!("rules.{export}.range")
+                }
+                _ => format!("rules.{export}"),
             };
             run.note(
                 "rule",
                 export,
-                format!("export {export} -> cache {}", w.name),
-                format!("rules.{export}"),
-                format!("cache {}", w.name),
+                format!("export {export}{range} -> cache {}", w.name),
+                field,
+                format!("cache {}{range}", w.name),
                 r,
             );
         }

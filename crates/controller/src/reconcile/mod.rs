@@ -7,7 +7,11 @@
 //! memory) with their rules go: a node registered with the controller is the
 //! controller's, so a cache made on it by hand goes too. Then caches shrink (freeing
 //! memory), then are created and grow and switch eviction, exclusive mode and write
-//! policy (each a field of its own), then each exported volume's rule is added. The node
+//! policy (each a field of its own), then each exported volume's rule is added. A
+//! storage server exporting a shared read-only image gets the image's consolidated cache
+//! from `plan.consolidated` (read-only, LRU, inclusive) and one rule sending every client's
+//! requests of the image's export (over `[0, size)` when the image's size is declared) to
+//! it; the image's readers get no cache of their own there. The node
 //! refuses a cache smaller than one block, so a partition planned at 0 keeps one block,
 //! taken from the node's largest partition so the node's sum stays within its capacity.
 //! Then the node's backend proportions are made the plan's `bandwidth`
@@ -25,6 +29,7 @@
 //! refusal holds up nothing else. The caches are read back after the changes: what the
 //! tables show as applied is what the node holds ([`NodeOutcome::applied`]).
 
+use crate::config::ImageSpec;
 use crate::placement::PlacedVolume;
 use crate::registry::NodeEntry;
 use api::client::{CallError, NodeClient};
@@ -55,6 +60,11 @@ pub struct WantCache {
     pub exclusive: bool,
     /// Write policy (`None`: the node's default, and a cache's is left as it is).
     pub write_policy: Option<String>,
+    /// The byte range of each routed export its rule covers (`None`: the whole export).
+    pub range: Option<(u64, u64)>,
+    /// A consolidated image cache ([`crate::consolidate`]): a node without the export
+    /// its rule routes is a refusal, not a node that does not serve the volume.
+    pub image: bool,
 }
 
 /// One export's hot tier as the plan wants it.
@@ -94,6 +104,7 @@ pub fn desired(
     topo: &Topology,
     plan: &Plan,
     vols: &[PlacedVolume],
+    images: &[ImageSpec],
     e: &NodeEntry,
     bs: u64,
 ) -> Desired {
@@ -115,10 +126,25 @@ pub fn desired(
         let Some(b) = blocks else {
             continue;
         };
-        let route = exports(v).then(|| v.cache.clone());
+        // A reader of a declared image reads the image's export at level 2: under a
+        // shared layout that export goes to the shared cache (once), else the reader has
+        // no cache there (its level 2 is the image's consolidated cache, added below).
+        let image = v
+            .image
+            .as_ref()
+            .filter(|i| e.level == 2 && images.iter().any(|m| &m.name == *i));
+        if image.is_some() && !plan.layout.shared_at(e.level) {
+            continue;
+        }
+        let route = match image {
+            Some(i) => {
+                (e.exports.is_empty() || e.exports.iter().any(|x| &x.name == i)).then(|| i.clone())
+            }
+            None => exports(v).then(|| v.cache.clone()),
+        };
         if plan.layout.shared_at(e.level) {
             match caches.first_mut() {
-                Some(c) => c.routes.extend(route),
+                Some(c) => c.routes.extend(route.filter(|r| !c.routes.contains(r))),
                 None => caches.push(WantCache {
                     name: SHARED_CACHE.to_string(),
                     size: e.cache_size / bs * bs,
@@ -127,6 +153,8 @@ pub fn desired(
                     routes: route.into_iter().collect(),
                     exclusive: v.exclusive,
                     write_policy: None,
+                    range: None,
+                    image: false,
                 }),
             }
             continue;
@@ -145,7 +173,34 @@ pub fn desired(
             routes: route.into_iter().collect(),
             exclusive: v.exclusive,
             write_policy: v.write_policy.clone(),
+            range: None,
+            image: false,
         });
+    }
+    // The consolidated caches of the images this server exports: read-only, LRU,
+    // inclusive, every client of the image's export routed to it.
+    if e.level == 2 && !plan.layout.shared_at(2) {
+        for c in plan
+            .consolidated
+            .iter()
+            .filter(|c| topo.servers.get(c.server).is_some_and(|s| s.name == e.name))
+        {
+            let size = images
+                .iter()
+                .find(|m| m.name == c.image)
+                .and_then(|m| m.size);
+            caches.push(WantCache {
+                name: c.image.clone(),
+                size: c.size * bs,
+                eviction: "lru".into(),
+                admission: "demand".into(),
+                routes: vec![c.image.clone()],
+                exclusive: false,
+                write_policy: Some("read-only".into()),
+                range: size.map(|s| (0, s.0)),
+                image: true,
+            });
+        }
     }
     // At least one block each, the sum within the node's memory.
     let cap = e.cache_size / bs * bs;

@@ -6,7 +6,7 @@
 //! leader accepts changes; a standby answers 409 naming the leader.
 
 use super::{to_json, unix_now, Inner, Service};
-use crate::config::{check_tenants, TenantConfig};
+use crate::config::{check_images, check_tenants, TenantConfig};
 use crate::error::ServiceError;
 use crate::placement::topology;
 use crate::registry::{Heartbeat, NodeEntry, Registration};
@@ -84,7 +84,11 @@ impl Service {
 
     /// Checks a whole tenant list as it would be after a change.
     fn check_change(&self, g: &Inner, tenants: &[TenantConfig]) -> Result<(), ServiceError> {
-        check_tenants(tenants, Some(&Self::node_levels(g))).map_err(ServiceError::BadRequest)?;
+        let levels = Self::node_levels(g);
+        check_tenants(tenants, &self.config.images, Some(&levels))
+            .map_err(ServiceError::BadRequest)?;
+        // An image's servers are checked through its readers' (they are the same).
+        check_images(&self.config.images, tenants, None).map_err(ServiceError::BadRequest)?;
         let (topo, _) = topology(&self.cfg, tenants, &g.nodes, true);
         topo.validate()
             .map_err(|e| ServiceError::BadRequest(e.to_string()))?;

@@ -69,7 +69,8 @@ impl Service {
             .iter()
             .map(|s| tier_periods.get(&s.name).copied().unwrap_or_default())
             .collect();
-        let plan = self.step(&mut g, &topo, &vols, &obs)?;
+        let images = crate::consolidate::observed(&self.config.images, &by_node, bs);
+        let plan = self.step(&mut g, &topo, &vols, &obs, &images)?;
         let stepped_at = Instant::now();
         // 4. Reconcile (outside the lock).
         let (work, epochs) = self.work(&g, &topo, plan.as_ref(), &vols);
@@ -84,6 +85,7 @@ impl Service {
             topo: &topo,
             vols: &vols,
             measured: &measured,
+            images: &images,
             time: now,
             seconds,
         };
@@ -108,7 +110,8 @@ impl Service {
     }
 
     /// Step 3: the `control` step on the interval's observations, resumed from and
-    /// leaving the carried state, with the static bandwidth shares filled in; `None`
+    /// leaving the carried state, with the static bandwidth shares, the scale-out splits
+    /// and the images' consolidated caches ([`crate::consolidate`]) filled in; `None`
     /// without a tenant.
     fn step(
         &self,
@@ -116,6 +119,7 @@ impl Service {
         topo: &Topology,
         vols: &[PlacedVolume],
         obs: &Observations,
+        images: &[crate::consolidate::ImageSeen],
     ) -> Result<Option<Plan>, ServiceError> {
         if topo.tenants.is_empty() {
             return Ok(None);
@@ -142,6 +146,7 @@ impl Service {
         g.state = ctl.state().clone();
         self.cfg.bandwidth.fill(topo, vols, &mut plan);
         crate::scaleout::fill(topo, vols, obs, &mut plan);
+        crate::consolidate::fill(&self.config.images, topo, vols, images, &mut plan);
         for (i, o) in obs.tenants.iter().enumerate() {
             let tp = &plan.tenants[i];
             tracing::debug!(
@@ -179,7 +184,14 @@ impl Service {
             .filter_map(|e| {
                 let client = self.client_for(e)?;
                 let want = match plan {
-                    Some(p) => reconcile::desired(topo, p, vols, e, self.cfg.block_size.0),
+                    Some(p) => reconcile::desired(
+                        topo,
+                        p,
+                        vols,
+                        &self.config.images,
+                        e,
+                        self.cfg.block_size.0,
+                    ),
                     None => Desired::default(),
                 };
                 Some(Work {

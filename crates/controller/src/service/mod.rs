@@ -311,7 +311,18 @@ impl Service {
     pub fn plan_view(&self) -> Option<api::controller::PlanView> {
         let g = self.lock();
         let plan = g.plan.as_ref()?;
-        Some(crate::wire::plan_view(&self.topology_of(&g), plan))
+        let mut v = crate::wire::plan_view(&self.topology_of(&g), plan);
+        // The consolidated caches as their servers held them after the last reconcile.
+        if let Some(last) = g.series.back().filter(|r| r.interval == plan.interval) {
+            for c in &mut v.consolidated {
+                c.applied = last
+                    .consolidated
+                    .iter()
+                    .find(|r| r.image == c.image && r.server == c.server)
+                    .map(|r| r.applied);
+            }
+        }
+        Some(v)
     }
 
     /// What `GET /v1/status` answers.

@@ -12,6 +12,7 @@ mod bandwidth;
 mod boost;
 mod console_chromium;
 mod etcd;
+mod golden;
 mod hostile;
 mod levels;
 mod live;

@@ -91,6 +91,7 @@ pub(crate) async fn start_controller(
         },
         nodes: Vec::new(),
         tenants: tenant_specs,
+        images: Vec::new(),
     };
     std::fs::create_dir_all(&cfg.controller.data_dir)
         .map_err(setup("the controller's directory"))?;
