@@ -761,7 +761,7 @@ fn spread(samples: &[f64]) -> f64 {
 fn scatter(samples: &[f64]) -> f64 {
     let n = samples.len();
     let mean = samples.iter().sum::<f64>() / n.max(1) as f64;
-    if n < 3 || !(mean > 0.0) {
+    if n < 3 || mean.is_nan() || mean <= 0.0 {
         return spread(samples);
     }
     let mid = (n - 1) as f64 / 2.0;

@@ -448,9 +448,9 @@ pub(super) fn raise_to_floors(
     capacity: u64,
 ) -> bool {
     let mut changed = false;
-    for k in 0..cur.len() {
-        if cur[k] < floors[k] {
-            cur[k] = floors[k];
+    for (c, &f) in cur.iter_mut().zip(floors) {
+        if *c < f {
+            *c = f;
             changed = true;
         }
     }
@@ -464,12 +464,12 @@ pub(super) fn raise_to_floors(
         &|k, c| c.saturating_sub(floors[k]),
     ];
     for pass in room {
-        for k in 0..cur.len() {
+        for (k, c) in cur.iter_mut().enumerate() {
             if over == 0 {
                 return true;
             }
-            let cut = pass(k, cur[k]).min(over);
-            cur[k] -= cut;
+            let cut = pass(k, *c).min(over);
+            *c -= cut;
             over -= cut;
         }
     }
