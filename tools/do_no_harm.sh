@@ -42,5 +42,15 @@ run() {
   echo
   echo "## A p99 SLO beside the CloudPhysics trace (scenarios/real/tail-cloud.toml)"
   run scenarios/real/tail-cloud.toml --seeds 1..5
+  echo
+  echo "## Checks written after the rule, on shapes it was not developed on"
+  echo
+  echo "The CloudPhysics trace on SSDs at other sizes, with a tenant starting mid-run"
+  echo "(scenarios/real/cloud-ssd-shift.toml):"
+  run scenarios/real/cloud-ssd-shift.toml --seeds 1..5
+  echo
+  echo "MLMS's mix on three servers at other sizes, 10 % SLOs, a tenant idle mid-run"
+  echo "(scenarios/mlms-shift.toml):"
+  run scenarios/mlms-shift.toml --seeds 1..5
 } > "$out"
 echo "wrote $out"

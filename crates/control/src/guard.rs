@@ -14,11 +14,29 @@
 //!    carried to the fair point by the model's ratio `latency(fair) / latency(held)`,
 //!    which can only make it laxer. The reference is the mean of the last
 //!    [`REFERENCE_SAMPLES`] samples, and the samples' spread `(max − min) / mean` is the
-//!    noise of a measurement. Until there are that many samples, and while the newest
+//!    noise of a measurement in the harm and accept bounds. The noise that decides
+//!    whether the tenant can be judged at all ([`GuardState::noise`]) is the widest
+//!    scatter of settled samples about their trend (the spread of their residuals from a
+//!    least-squares line, so that caches still warming do not count) seen since the
+//!    reference was first measured. Until there are that many
+//!    samples, and while the newest
 //!    still falls below the others by more than the SLO's tolerance (as it does while
 //!    caches warm), the tenant is *unreferenced*: every tenant on its nodes is held at its
 //!    fair share, so that the samples are taken.
-//! 2. **Proven floors, explored a step at a time.** The tenant's *proven* sizes (fair
+//! 2. **Too noisy to judge.** The guard weighs at most [`MOVED_SAMPLES`] intervals
+//!    together, and the mean of `k` intervals is as noisy as one over `√k`. A tenant with
+//!    a degradation SLO `x` whose noise exceeds `x · √MOVED_SAMPLES` (0.2 for a 5 % SLO)
+//!    cannot be shown by any measurement the guard takes to be within its SLO away from
+//!    fair share, nor to be harmed by a move until long after: no probe is allowed, and
+//!    its SLO is held by not moving what serves it ([`Verdict::TooNoisy`]). Its nodes fall
+//!    back to fair share, and so does every node of every tenant striped over one of its
+//!    servers, on the fair scheme's policy: what its disks serve it in an interval
+//!    depends on every request queued there (an open-loop tenant on a saturated disk is
+//!    the case: its latency moves by multiples from one interval to the next, and a
+//!    perturbation anywhere on its disks shifts its backlog), and the SLO is judged
+//!    against the fair scheme interval by interval. The threshold is the SLO's own
+//!    tolerance scaled by the guard's evidence horizon, not a number fitted to a run.
+//! 3. **Proven floors, explored a step at a time.** The tenant's *proven* sizes (fair
 //!    share at first) are the least, per level and server, at which its latency was
 //!    measured to meet its SLO. The plan may give it anything at or above its proven sizes
 //!    less one *probe step* (a share of its fair share at each level: [`FIRST_STEP`] at
@@ -42,15 +60,21 @@
 //!    doubles with each failure ([`BASE_PENALTY`] intervals, at most [`MAX_PENALTY`]).
 //!    So model error can cost a tenant at most one probe step for one interval, never its
 //!    SLO for long: the guard, not the model, decides how far below fair it may go.
-//! 3. **A workload that changed.** The reference is what fair share gave the workload as
-//!    it was. Each interval the tenant's curve of the fair scheme's policy says what hit
-//!    ratio its fair share would give now; when, [`CHANGED_INTERVALS`] intervals in a
-//!    row, that lies further from the mean of what it said at the reference's samples
-//!    than [`HIT_RATIO_TOLERANCE`] plus those values' own spread (a curve as noisy as the
-//!    workload is no evidence of change), the reference and every size proven against it
-//!    are forgotten, and the tenant is unreferenced again (its nodes at fair share until
-//!    it is measured anew).
-//! 4. **Harm it did not choose.** A tenant at or above its proven sizes can still be hurt:
+//! 4. **A workload, or an environment, that changed.** The reference is what fair share
+//!    gave the workload as it was, on disks as loaded as they were. Each interval the
+//!    tenant's curve of the fair scheme's policy says what hit ratio its fair share would
+//!    give now, and its observed service time of a miss says how loaded its disks are
+//!    now. When, [`CHANGED_INTERVALS`] intervals in a row, the hit ratio lies further
+//!    from the mean of what the curve said at the reference's samples than
+//!    [`HIT_RATIO_TOLERANCE`] plus those values' own spread (a curve as noisy as the
+//!    workload is no evidence of change), or (for a degradation SLO `x`) the miss time
+//!    lies further, relatively, from its mean at the reference's samples than `x` plus
+//!    those times' spread (a neighbour finished or started: fair share's latency moved
+//!    with the disks, and a reference measured before would judge the tenant against a
+//!    fair share that no longer exists — a lax one when the disks got faster), the
+//!    reference and every size proven against it are forgotten, and the tenant is
+//!    unreferenced again (its nodes at fair share until it is measured anew).
+//! 5. **Harm it did not choose.** A tenant at or above its proven sizes can still be hurt:
 //!    by a neighbour's move (the disk and links are shared), by another eviction policy,
 //!    or by its workload changing. If one interval passes its harm bound, or the intervals
 //!    since it last stood at fair share beside neighbours at theirs (the last
@@ -59,9 +83,14 @@
 //!    place of the spread — every tenant on its nodes heads back to its fair share, on the
 //!    fair scheme's policy, for a penalty that doubles with each harm; its proven sizes
 //!    are forgotten (fair share again). The way back keeps the per-interval move limit and
-//!    the write-back budget: shrinking a tenant that holds much dirty data at once floods
-//!    the disk with its write-backs, which hurts whoever shares it far more than the move
-//!    being undone.
+//!    the write-back budget for the other tenants' shrinks (shrinking a tenant that holds
+//!    much dirty data at once floods the disk with its write-backs, which hurts whoever
+//!    shares it far more than the move being undone), but not for the guarded tenant's
+//!    own floor: the controller gives every guarded tenant its floor in the next plan
+//!    whatever hysteresis and pacing would do, taking the room first from what others
+//!    grow by, then from what their paced shrinks still hold (the controller's
+//!    `damping::honour_guard_floors`). A move measured to hurt is undone at the next
+//!    interval, not over the dozen a damped return took.
 //!
 //! What the guard does not promise: it acts on what was measured, so the interval in
 //! which a move first hurts is a miss before the guard sees it (a probe step bounds how
@@ -162,9 +191,19 @@ pub struct GuardState {
     /// away from them since makes the reference stale.
     #[serde(default)]
     pub reference_hits: Vec<f64>,
-    /// Intervals in a row its curve has been away from `reference_hits`.
+    /// Intervals in a row its curve has been away from `reference_hits`, or its disk
+    /// service time away from `reference_miss`.
     #[serde(default)]
     pub changed: u32,
+    /// Its observed service time of a miss (ms) in the intervals its reference samples
+    /// were taken in (one per sample that observed one): the load on its disks then. A
+    /// reference holds for the environment it was measured in.
+    #[serde(default)]
+    pub reference_miss: Vec<f64>,
+    /// The widest spread of its reference samples seen since the reference was first
+    /// measured: the noise of one measurement as far as the guard has seen it.
+    #[serde(default)]
+    pub noise: f64,
 }
 
 impl GuardState {
@@ -187,7 +226,7 @@ impl GuardState {
 }
 
 /// What the guard decided for one tenant this interval.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Verdict {
     /// At or above its proven sizes; the plan may take it one probe step below them.
     Proven,
@@ -210,6 +249,14 @@ pub enum Verdict {
     /// Harmed last interval at or above its proven sizes: its nodes head back to fair
     /// share from the next plan.
     Reverted,
+    /// Its nodes at fair share for every tenant on them: its latency at fair share is so
+    /// noisy (`noise`, the relative spread of its reference samples) that no mean of the
+    /// intervals the guard weighs could tell a harm as large as its SLO allows from
+    /// chance, so no move that touches it can be shown safe.
+    TooNoisy {
+        /// The spread that rules moves out.
+        noise: f64,
+    },
 }
 
 impl Verdict {
@@ -236,6 +283,11 @@ impl Verdict {
                 format!("a move was measured to miss its SLO ({intervals} more intervals)")
             }
             Verdict::Reverted => "the last move was measured to miss its SLO".into(),
+            Verdict::TooNoisy { noise } => format!(
+                "its latency at fair share spreads {:.0} % between intervals, too noisy for \
+                 a measurement to show a move safe",
+                100.0 * noise
+            ),
         }
     }
 
@@ -244,7 +296,10 @@ impl Verdict {
     pub fn falls_back(self) -> bool {
         matches!(
             self,
-            Verdict::Unreferenced | Verdict::Penalised { .. } | Verdict::Reverted
+            Verdict::Unreferenced
+                | Verdict::Penalised { .. }
+                | Verdict::Reverted
+                | Verdict::TooNoisy { .. }
         )
     }
 }
@@ -406,6 +461,15 @@ impl Limit {
         }
     }
 
+    /// The slowdown the SLO tolerates against fair share: `x` for a degradation SLO, none
+    /// for a latency, tail, IOPS or bandwidth bound.
+    fn tolerance(self) -> f64 {
+        match self {
+            Limit::Degradation(x) => x,
+            Limit::LatencyMs(_) | Limit::Tail { .. } | Limit::PerUnit { .. } => 0.0,
+        }
+    }
+
     /// What the SLO allows against reference `r` when a measurement's noise is `noise`
     /// (relative): `(1 + x) · r · (1 + noise)`, or the larger of the SLO's number and
     /// `r · (1 + noise)`.
@@ -454,15 +518,39 @@ pub fn step(
         // A workload that changed since the reference was measured: its curve no longer
         // predicts what it did at fair share. The reference, and every size proven
         // against it, are forgotten, and it is measured at fair share again.
-        if let (false, Some(now)) = (st.reference_hits.is_empty(), h.fair_hit) {
-            let hits = &st.reference_hits;
-            let mean = hits.iter().sum::<f64>() / hits.len() as f64;
-            let (lo, hi) = hits
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
-                    (a.min(v), b.max(v))
-                });
-            if (now - mean).abs() > HIT_RATIO_TOLERANCE + (hi - lo) {
+        let curve_moved = match (st.reference_hits.is_empty(), h.fair_hit) {
+            (false, Some(now)) => {
+                let hits = &st.reference_hits;
+                let mean = hits.iter().sum::<f64>() / hits.len() as f64;
+                let (lo, hi) = hits
+                    .iter()
+                    .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), &v| {
+                        (a.min(v), b.max(v))
+                    });
+                Some((now - mean).abs() > HIT_RATIO_TOLERANCE + (hi - lo))
+            }
+            _ => None,
+        };
+        // The environment that changed: the disks it misses to now serve a miss in a
+        // time further (relatively) from what they took while the reference was measured
+        // than the SLO's tolerance plus those times' own spread. Fair share's latency
+        // moved with them (a neighbour finished, or started), and a reference measured
+        // before would judge the tenant against a fair share that no longer exists: when
+        // the disks got faster, a lax one.
+        let env_moved = match (
+            limit,
+            st.reference_miss.is_empty(),
+            o.service.miss_ms.filter(|v| v.is_finite() && *v > 0.0),
+        ) {
+            (Limit::Degradation(x), false, Some(now)) => {
+                let v = &st.reference_miss;
+                let mean = v.iter().sum::<f64>() / v.len() as f64;
+                Some(mean > 0.0 && (now - mean).abs() / mean > x + spread(v))
+            }
+            _ => None,
+        };
+        if curve_moved.is_some() || env_moved.is_some() {
+            if curve_moved == Some(true) || env_moved == Some(true) {
                 st.changed = st.changed.saturating_add(1);
             } else {
                 st.changed = 0;
@@ -471,6 +559,8 @@ pub fn step(
                 st.samples.clear();
                 st.reference_ms = None;
                 st.reference_hits.clear();
+                st.reference_miss.clear();
+                st.noise = 0.0;
                 st.changed = 0;
                 st.proven = None;
                 st.probe = None;
@@ -497,6 +587,17 @@ pub fn step(
                     st.reference_hits.remove(0);
                 }
                 st.reference_hits.push(hit);
+            }
+            if let Some(miss) = o.service.miss_ms.filter(|v| v.is_finite() && *v > 0.0) {
+                if st.reference_miss.len() == REFERENCE_SAMPLES {
+                    st.reference_miss.remove(0);
+                }
+                st.reference_miss.push(miss);
+            }
+            // (Only once settled: samples still falling as caches warm spread by the
+            // trend, not by the noise of a measurement.)
+            if settled(&st.samples, limit.tolerance()) {
+                st.noise = st.noise.max(scatter(&st.samples));
             }
             st.moved.clear();
             st.probe = None;
@@ -583,12 +684,17 @@ pub fn step(
             intervals: st.penalty,
         };
     }
-    let tolerance = match limit {
-        Limit::Degradation(x) => x,
-        Limit::LatencyMs(_) | Limit::Tail { .. } | Limit::PerUnit { .. } => 0.0,
-    };
-    if !settled(&st.samples, tolerance) {
+    if !settled(&st.samples, limit.tolerance()) {
         return Verdict::Unreferenced;
+    }
+    // The guard weighs at most MOVED_SAMPLES intervals together; a mean of k intervals
+    // is as noisy as one over sqrt(k). When even that cannot resolve the harm the SLO
+    // allows, no measurement can show a move safe (nor a probe proven except by luck).
+    if let Limit::Degradation(x) = limit {
+        if st.noise > x * (MOVED_SAMPLES as f64).sqrt() {
+            st.probe = None;
+            return Verdict::TooNoisy { noise: st.noise };
+        }
     }
     match probe_outcome {
         Some(true) => {
@@ -646,6 +752,34 @@ fn spread(samples: &[f64]) -> f64 {
     } else {
         0.0
     }
+}
+
+/// How far the samples scatter about their trend, relative to their mean: the spread of
+/// their residuals from the least-squares line through them (in the order taken). Caches
+/// that still warm, or a load that drifts, move every sample the same way; that is not
+/// the noise of one measurement, and [`spread`] would count it.
+fn scatter(samples: &[f64]) -> f64 {
+    let n = samples.len();
+    let mean = samples.iter().sum::<f64>() / n.max(1) as f64;
+    if n < 3 || mean.is_nan() || mean <= 0.0 {
+        return spread(samples);
+    }
+    let mid = (n - 1) as f64 / 2.0;
+    let (mut sxy, mut sxx) = (0.0, 0.0);
+    for (k, &v) in samples.iter().enumerate() {
+        let dx = k as f64 - mid;
+        sxy += dx * (v - mean);
+        sxx += dx * dx;
+    }
+    let slope = sxy / sxx;
+    let (lo, hi) = samples
+        .iter()
+        .enumerate()
+        .map(|(k, &v)| v - (mean + slope * (k as f64 - mid)))
+        .fold((f64::INFINITY, f64::NEG_INFINITY), |(a, b), r| {
+            (a.min(r), b.max(r))
+        });
+    (hi - lo) / mean
 }
 
 /// Whether the samples of the latency at fair share make a reference: there are

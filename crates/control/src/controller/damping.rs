@@ -376,3 +376,137 @@ pub(super) fn trim_growth(prev: &[u64], cur: &mut [u64], capacity: u64) -> bool 
     }
     true
 }
+
+/// The do-no-harm floors bind over hysteresis and pacing: a guarded tenant the damped plan
+/// leaves below its guard's floor (a probe measured to miss, a harm reverted, its nodes
+/// sent back to fair share) gets the floor now, or the size the undamped plan gave it if
+/// lower, so that a move measured to hurt is undone at the next interval, as the guard
+/// promises. The room comes from its node's other partitions: first from growth the
+/// damped plan gave them beyond their previous size, then from partitions still held
+/// above their undamped size (a paced drain or a limited move), then from any partition
+/// above its own guard floor. A floor is at most the tenant's fair share, so the floors of
+/// a node fit it together and the room is always found.
+pub(super) fn honour_guard_floors(
+    inp: &Inputs,
+    sizes: &mut Sizes,
+    undamped: &Sizes,
+    was: &Previous,
+) {
+    let topo = inp.topo;
+    let place = topo.placement();
+    let floor1 = |i: usize| inp.guard(i).map_or(0, |g| g.l1.min(undamped.l1[i]));
+    let floor2 = |i: usize, k: usize| {
+        inp.guard(i)
+            .and_then(|g| g.l2.get(k).copied())
+            .map_or(0, |g| g.min(undamped.l2[i][k]))
+    };
+    for (h, host) in topo.hosts.iter().enumerate() {
+        let members = &place.hosts[h];
+        let prev: Vec<u64> = members
+            .iter()
+            .map(|&i| was.l1(topo, i).unwrap_or(0))
+            .collect();
+        let floors: Vec<u64> = members.iter().map(|&i| floor1(i)).collect();
+        let target: Vec<u64> = members.iter().map(|&i| undamped.l1[i]).collect();
+        let mut cur: Vec<u64> = members.iter().map(|&i| sizes.l1[i]).collect();
+        if raise_to_floors(&mut cur, &floors, &prev, &target, host.capacity) {
+            for (k, &i) in members.iter().enumerate() {
+                if cur[k] != sizes.l1[i] {
+                    sizes.l1[i] = cur[k];
+                    sizes.l1_reason[i] = undamped.l1_reason[i].clone();
+                }
+            }
+        }
+    }
+    for (s, server) in topo.servers.iter().enumerate() {
+        let members = &place.servers[s];
+        let prev: Vec<u64> = members
+            .iter()
+            .map(|&(i, k)| was.l2(topo, i, k).unwrap_or(0))
+            .collect();
+        let floors: Vec<u64> = members.iter().map(|&(i, k)| floor2(i, k)).collect();
+        let target: Vec<u64> = members.iter().map(|&(i, k)| undamped.l2[i][k]).collect();
+        let mut cur: Vec<u64> = members.iter().map(|&(i, k)| sizes.l2[i][k]).collect();
+        if raise_to_floors(&mut cur, &floors, &prev, &target, server.capacity) {
+            for (j, &(i, k)) in members.iter().enumerate() {
+                if cur[j] != sizes.l2[i][k] {
+                    sizes.l2[i][k] = cur[j];
+                    sizes.l2_reason[i] = undamped.l2_reason[i].clone();
+                }
+            }
+        }
+    }
+}
+
+/// One node: raises each partition below its floor to it, and takes the room from the
+/// others (see [`honour_guard_floors`]); whether anything changed.
+pub(super) fn raise_to_floors(
+    cur: &mut [u64],
+    floors: &[u64],
+    prev: &[u64],
+    target: &[u64],
+    capacity: u64,
+) -> bool {
+    let mut changed = false;
+    for (c, &f) in cur.iter_mut().zip(floors) {
+        if *c < f {
+            *c = f;
+            changed = true;
+        }
+    }
+    if !changed {
+        return false;
+    }
+    let mut over = cur.iter().sum::<u64>().saturating_sub(capacity);
+    let room: [&dyn Fn(usize, u64) -> u64; 3] = [
+        &|k, c| c.saturating_sub(prev[k].max(floors[k])),
+        &|k, c| c.saturating_sub(target[k].max(floors[k])),
+        &|k, c| c.saturating_sub(floors[k]),
+    ];
+    for pass in room {
+        for (k, c) in cur.iter_mut().enumerate() {
+            if over == 0 {
+                return true;
+            }
+            let cut = pass(k, *c).min(over);
+            *c -= cut;
+            over -= cut;
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use super::raise_to_floors;
+
+    #[test]
+    fn a_floor_is_raised_at_once_and_paid_for_by_growth_then_by_paced_shrinks() {
+        // A node of 100 blocks. Tenant 0 held 20 and its floor is now 50 (a probe was
+        // reverted); the damped plan gave it 30. Tenant 1 grew from 40 to 45; tenant 2 is
+        // draining from 40 towards 25, paced at 25 + 0 = 25.
+        let prev = [20, 40, 40];
+        let target = [50, 25, 25];
+        let floors = [50, 0, 0];
+        let mut cur = [30, 45, 25];
+        assert!(raise_to_floors(&mut cur, &floors, &prev, &target, 100));
+        // 20 more for tenant 0: 5 from tenant 1's growth (back to 40), 15 from tenant 1
+        // above its undamped 25 (the first two passes), none from tenant 2 at its target.
+        assert_eq!(cur, [50, 25, 25]);
+        assert_eq!(cur.iter().sum::<u64>(), 100);
+        // A paced drain still holding space above its target pays next.
+        let mut cur = [30, 40, 30];
+        assert!(raise_to_floors(
+            &mut cur,
+            &[50, 0, 0],
+            &[20, 40, 40],
+            &[50, 40, 10],
+            100
+        ));
+        assert_eq!(cur, [50, 40, 10]);
+        // Nothing below its floor: nothing changes.
+        let mut cur = [50, 30, 20];
+        assert!(!raise_to_floors(&mut cur, &[50, 0, 0], &prev, &target, 100));
+        assert_eq!(cur, [50, 30, 20]);
+    }
+}

@@ -5,7 +5,7 @@
 use super::previous::Previous;
 use super::state::ControlState;
 use crate::allocate::{Floor, Sizes};
-use crate::guard::{GuardSizes, Held, Limit};
+use crate::guard::{GuardSizes, Held, Limit, Verdict};
 use crate::model::LatencyModel;
 use crate::observe::Observations;
 use crate::plan::{Layout, Reason};
@@ -111,6 +111,7 @@ pub(super) fn guard(
         hosts: vec![None; topo.hosts.len()],
         servers: vec![None; topo.servers.len()],
     };
+    let mut noisy = Vec::new();
     for i in 0..n {
         let t = &topo.tenants[i];
         let Some(limit) = t.slo.as_ref().and_then(Limit::of) else {
@@ -142,6 +143,9 @@ pub(super) fn guard(
             }
             out.fair_policy[i] = true;
         }
+        if matches!(verdict, Verdict::TooNoisy { .. }) {
+            noisy.push(i);
+        }
         let fair_i = GuardSizes {
             l1: fair.l1[i],
             l2: fair.l2[i].clone(),
@@ -152,6 +156,23 @@ pub(super) fn guard(
             l2: f.l2,
             reason: Reason::Guarded { why: verdict.why() },
         });
+    }
+    // A tenant too noisy to judge is judged against the fair scheme interval by interval
+    // all the same, and what its disks serve it in an interval depends on every request
+    // queued there: every tenant striped over one of its servers runs as the fair scheme
+    // runs it, on all its nodes and on the fair scheme's policy, so that what the disks
+    // see is what they would see under the fair scheme.
+    for &i in &noisy {
+        for &s in &topo.tenants[i].servers {
+            for &(j, _) in &place.servers[s] {
+                let tj = &topo.tenants[j];
+                out.hosts[tj.host].get_or_insert(i);
+                for &sj in &tj.servers {
+                    out.servers[sj].get_or_insert(i);
+                }
+                out.fair_policy[j] = true;
+            }
+        }
     }
     out
 }

@@ -22,7 +22,7 @@ mod guarding;
 mod previous;
 mod state;
 
-use damping::{damp, pace_write_backs, write_back_budgets};
+use damping::{damp, honour_guard_floors, pace_write_backs, write_back_budgets};
 use guarding::{baseline_policy, guard, Guarding};
 use previous::Previous;
 use state::SAMPLES;
@@ -207,6 +207,7 @@ impl Controller {
         if let (Some(h), Some(prev)) = (self.scheme.hysteresis, self.state.previous.as_ref()) {
             if prev.layout == Layout::Partitioned {
                 let was = Previous::new(topo, prev, &self.state);
+                let undamped = sizes.clone();
                 let returned = (0..n).any(|i| {
                     self.state.tenants[i].idle == 0
                         && was.tenant[i].is_some_and(|tp| tp.l1.reason.is_idle())
@@ -251,6 +252,7 @@ impl Controller {
                         .collect();
                     pace_write_backs(&inp, &mut sizes, &was, &dirty, &budget, &fair_all);
                 }
+                honour_guard_floors(&inp, &mut sizes, &undamped, &was);
             }
         }
         let interval_targets = self.interval_targets(&inp, obs, &targets, &fair_all);

@@ -445,3 +445,162 @@ fn an_iops_slo_is_judged_as_milliseconds_per_request() {
         "{v:?}"
     );
 }
+
+#[test]
+fn a_reference_too_noisy_to_resolve_the_slo_keeps_its_nodes_at_fair_share() {
+    // Samples 1 to 3 ms: a spread of 2 / 2 = 1.0, beyond 0.05 · √16 = 0.2. A mean of 16
+    // intervals is still noisy by 0.25: no measurement can show a 5 % harm, so no move is
+    // allowed, and the floor is the fair share.
+    let mut st = referenced(&[1.0, 2.0, 2.0, 3.0]);
+    st.noise = spread(&st.samples);
+    assert!((st.noise - 1.0).abs() < 1e-12);
+    // (About their trend, 1, 2, 2, 3 scatter by 0.6 / 2 = 0.3: residuals -0.1, 0.3, -0.3,
+    // 0.1 from the line 1.1 + 0.6 k.)
+    assert!(
+        (scatter(&st.samples) - 0.3).abs() < 1e-9,
+        "{}",
+        scatter(&st.samples)
+    );
+    let v = judge(&mut st, DEG, held((64, &FAIR), (64, &FAIR)), 2.0, 0.5);
+    assert_eq!(v, Verdict::TooNoisy { noise: 1.0 });
+    assert!(v.falls_back());
+    assert_eq!(floor(&st, v, &fair_sizes()), fair_sizes());
+    // Quieter samples later do not make it judgeable: the widest spread seen is the noise.
+    for _ in 0..REFERENCE_SAMPLES {
+        let v = judge(&mut st, DEG, held((64, &FAIR), (64, &FAIR)), 2.0, 0.5);
+        assert_eq!(v, Verdict::TooNoisy { noise: 1.0 });
+    }
+    assert_eq!(st.samples, vec![2.0; REFERENCE_SAMPLES]);
+    // A spread the mean of 16 intervals resolves (0.15 / 2 = 0.075 ≤ 0.2) is judged.
+    let mut st = referenced(&[1.925, 2.0, 2.0, 2.075]);
+    st.noise = spread(&st.samples);
+    let v = judge(&mut st, DEG, held((64, &FAIR), (64, &FAIR)), 2.0, 0.5);
+    assert_eq!(v, Verdict::Proven);
+    assert!((st.noise - 0.075).abs() < 1e-9, "{}", st.noise);
+    // Samples falling as caches warm, in a line: no scatter about the trend, so no noise
+    // however far they fall.
+    assert!(scatter(&[4.0, 3.0, 2.0, 1.0]).abs() < 1e-12);
+    // A 10 % SLO resolves twice the spread: samples spreading 0.3 are judged under it.
+    let mut st = referenced(&[1.7, 2.0, 2.0, 2.3]);
+    st.noise = spread(&st.samples);
+    let v = judge(
+        &mut st,
+        Limit::Degradation(0.1),
+        held((64, &FAIR), (64, &FAIR)),
+        2.0,
+        0.5,
+    );
+    assert_eq!(v, Verdict::Proven);
+    let v = judge(&mut st, DEG, held((64, &FAIR), (64, &FAIR)), 2.0, 0.5);
+    assert!(
+        matches!(v, Verdict::TooNoisy { noise } if (noise - 0.3).abs() < 1e-9),
+        "{v:?}"
+    );
+}
+
+fn obs_miss(latency: f64, miss_ms: f64) -> TenantObservation {
+    let mut o = obs(latency, 0.5);
+    o.service.miss_ms = Some(miss_ms);
+    o
+}
+
+#[test]
+fn disks_that_got_faster_than_at_the_reference_make_it_stale() {
+    // Measured at fair share while its misses took 10 ms (a neighbour loading the disk).
+    let mut st = GuardState::default();
+    for _ in 0..REFERENCE_SAMPLES {
+        step(
+            &mut st,
+            DEG,
+            &model(),
+            Some(held((64, &FAIR), (64, &FAIR))),
+            &obs_miss(18.0, 10.0),
+        );
+    }
+    assert_eq!(st.reference_miss, vec![10.0; REFERENCE_SAMPLES]);
+    assert_eq!(st.reference_ms, Some(18.0));
+    // Proven below fair share at 18 ms.
+    let v = step(
+        &mut st,
+        DEG,
+        &model(),
+        Some(at(56, &[56])),
+        &obs_miss(18.0, 10.0),
+    );
+    assert_eq!(v, Verdict::Proven);
+    assert_eq!(st.proven(&fair_sizes()).l1, 56);
+    // The neighbour finished: misses take 8 ms, 20 % faster, beyond the 5 % tolerance and
+    // the (zero) spread of the reference's miss times. Once is no evidence; twice in a row
+    // the fair share it was judged against is gone (it would now give less than 18 ms),
+    // and it is measured there again.
+    let v = step(
+        &mut st,
+        DEG,
+        &model(),
+        Some(at(56, &[56])),
+        &obs_miss(17.0, 8.0),
+    );
+    assert_ne!(v, Verdict::Unreferenced);
+    let v = step(
+        &mut st,
+        DEG,
+        &model(),
+        Some(at(56, &[56])),
+        &obs_miss(17.0, 8.0),
+    );
+    assert_eq!(v, Verdict::Unreferenced);
+    assert!(st.reference_ms.is_none() && st.reference_miss.is_empty());
+    assert_eq!(st.proven(&fair_sizes()), fair_sizes());
+    // Within the tolerance (4 % faster) the reference stands.
+    let mut st = GuardState::default();
+    for _ in 0..REFERENCE_SAMPLES {
+        step(
+            &mut st,
+            DEG,
+            &model(),
+            Some(held((64, &FAIR), (64, &FAIR))),
+            &obs_miss(18.0, 10.0),
+        );
+    }
+    for _ in 0..3 {
+        let v = step(
+            &mut st,
+            DEG,
+            &model(),
+            Some(at(64, &[64])),
+            &obs_miss(18.0, 9.6),
+        );
+        assert_eq!(v, Verdict::Proven);
+    }
+}
+
+proptest::proptest! {
+    /// Once its samples at fair share were seen spreading beyond what the mean of
+    /// [`MOVED_SAMPLES`] intervals resolves, whatever is measured after: every verdict
+    /// sends its nodes back to fair share and its floor is its fair share (until the
+    /// reference is forgotten, which here nothing triggers).
+    #[test]
+    fn a_tenant_too_noisy_to_judge_is_never_moved(
+        spread_ms in 0.45f64..3.0,
+        runs in proptest::collection::vec((0u8..3, 0.5f64..6.0), 1..40),
+    ) {
+        let fair = fair_sizes();
+        let mut st = referenced(&[2.0 - spread_ms / 2.0, 2.0, 2.0, 2.0 + spread_ms / 2.0]);
+        st.noise = spread(&st.samples);
+        let mut verdict = judge(&mut st, DEG, held((64, &FAIR), (64, &FAIR)), 2.0, 0.5);
+        for (choice, ms) in runs {
+            proptest::prop_assert!(verdict.falls_back(), "{:?}", verdict);
+            let f = floor(&st, verdict, &fair);
+            proptest::prop_assert_eq!(&f, &fair);
+            // Whatever the plan did (the floor, fair share with a neighbour moved, or more).
+            let h = match choice {
+                0 => held((64, &FAIR), (64, &FAIR)),
+                1 => at(64, &FAIR),
+                _ => at(80, &[80]),
+            };
+            verdict = judge(&mut st, DEG, h, ms, 0.5);
+        }
+        proptest::prop_assert!(verdict.falls_back());
+        proptest::prop_assert_eq!(st.proven(&fair), fair);
+    }
+}
