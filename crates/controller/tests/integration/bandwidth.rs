@@ -36,6 +36,24 @@ servers = ["s1"]
     )
 }
 
+/// A controller of `cfg` with its data as run `k` in `dir`, and `nodes` (name, level,
+/// node, cache bytes) registered with it.
+fn service<'a>(
+    mut cfg: ControllerConfig,
+    dir: &std::path::Path,
+    k: usize,
+    nodes: impl Iterator<Item = (&'a str, u8, &'a node::RunningNode, u64)>,
+) -> Arc<Service> {
+    cfg.controller.data_dir = dir.join(format!("ctl{k}"));
+    let store: Arc<dyn Store> =
+        Arc::new(SqliteStore::open(&dir.join(format!("ctl{k}.db"))).unwrap());
+    let svc = Service::open(&cfg, store).unwrap();
+    for (name, level, n, size) in nodes {
+        svc.register(registration(name, level, n, size)).unwrap();
+    }
+    svc
+}
+
 /// The proportion each tenant of `node` reports (`None`: none set).
 fn reported(node: &node::RunningNode) -> BTreeMap<String, Option<f64>> {
     let c = NodeClient::new(
@@ -68,14 +86,15 @@ fn every_bandwidth_scheme_reaches_the_nodes_as_planned() {
     .into_iter()
     .enumerate()
     {
-        let mut cfg = ControllerConfig::parse(&config(mode)).unwrap();
-        cfg.controller.data_dir = dir.path().join(format!("ctl{k}"));
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.path().join(format!("ctl{k}.db"))).unwrap());
-        let svc = Service::open(&cfg, store).unwrap();
-        for (name, level, n, size) in nodes {
-            svc.register(registration(name, level, n, size)).unwrap();
-        }
+        let cfg = ControllerConfig::parse(&config(mode)).unwrap();
+        let svc = service(
+            cfg,
+            dir.path(),
+            k,
+            nodes
+                .iter()
+                .map(|&(name, level, n, size)| (name, level, n, size)),
+        );
         let mut seen = Vec::new();
         for _ in 0..4 {
             let r = svc.tick().unwrap();
@@ -200,15 +219,16 @@ fn a_storage_servers_learner_divides_between_two_hosts_volumes() {
         .into_iter()
         .enumerate()
     {
-        let mut cfg =
+        let cfg =
             ControllerConfig::parse(&two_hosts_config(&format!("mode = \"{mode}\""))).unwrap();
-        cfg.controller.data_dir = dir.path().join(format!("ctl{k}"));
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&dir.path().join(format!("ctl{k}.db"))).unwrap());
-        let svc = Service::open(&cfg, store).unwrap();
-        for (name, level, _, n, size) in nodes {
-            svc.register(registration(name, level, n, size)).unwrap();
-        }
+        let svc = service(
+            cfg,
+            dir.path(),
+            k,
+            nodes
+                .iter()
+                .map(|&(name, level, _, n, size)| (name, level, n, size)),
+        );
         let mut server_shares = Vec::new();
         for _ in 0..4 {
             let r = svc.tick().unwrap();
