@@ -312,7 +312,8 @@ impl ControlPlane {
         });
         match ro {
             Some(export) => Err(NodeError::Invalid(format!(
-                "write_policy: `{}` needs a backend that takes writes, and export `{export}`                  routed to this cache is read-only (use `read-only`)",
+                "write_policy: `{}` needs a backend that takes writes, and export `{export}` \
+                 routed to this cache is read-only (use `read-only`)",
                 wp.name()
             ))),
             None => Ok(()),
