@@ -150,11 +150,7 @@ impl TenantObserver {
     /// Every request of the tenant (its recorders, all exports and clients) in one
     /// histogram.
     pub fn histogram(&self) -> Histogram<u64> {
-        let mut h = Latency::empty();
-        for (_, l) in self.recorders() {
-            l.merge_into(&mut h);
-        }
-        h
+        merged(&self.recorders())
     }
 
     /// The blocks the curves cover.
@@ -207,8 +203,9 @@ impl TenantObserver {
     /// The latency now: means and the hit/miss split from the recorders' sums,
     /// percentiles from their histograms merged.
     pub fn latency_view(&self) -> (LatencyView, ServedView) {
+        let recorders = self.recorders();
         let mut sums = Sums::default();
-        for (_, l) in self.recorders() {
+        for (_, l) in &recorders {
             sums.add(l.sums());
         }
         // A tenant with no request yet has nothing to merge: its view is its zero sums
@@ -217,7 +214,7 @@ impl TenantObserver {
         let (h, misses) = if sums.all.count == 0 {
             (None, Vec::new())
         } else {
-            let all = self.histogram();
+            let all = merged(&recorders);
             let misses = lock(&self.miss_histogram);
             let miss_buckets = if misses.is_empty() {
                 Vec::new()
@@ -245,6 +242,15 @@ impl TenantObserver {
             },
         )
     }
+}
+
+/// The requests of `recorders` in one histogram.
+fn merged(recorders: &[((String, String), Arc<Latency>)]) -> Histogram<u64> {
+    let mut h = Latency::empty();
+    for (_, l) in recorders {
+        l.merge_into(&mut h);
+    }
+    h
 }
 
 /// A histogram of request latency in microseconds with two significant digits: a

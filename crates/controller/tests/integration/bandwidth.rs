@@ -54,6 +54,17 @@ fn service<'a>(
     svc
 }
 
+/// One interval of `svc`, every action of it ok (under bandwidth `mode`), and its plan.
+fn tick_ok(svc: &Service, mode: &str) -> control::Plan {
+    let r = svc.tick().unwrap();
+    assert!(
+        r.actions.iter().all(|a| a.result == "ok"),
+        "{mode}: {:?}",
+        r.actions
+    );
+    svc.plan().unwrap()
+}
+
 /// The proportion each tenant of `node` reports (`None`: none set).
 fn reported(node: &node::RunningNode) -> BTreeMap<String, Option<f64>> {
     let c = NodeClient::new(
@@ -87,23 +98,10 @@ fn every_bandwidth_scheme_reaches_the_nodes_as_planned() {
     .enumerate()
     {
         let cfg = ControllerConfig::parse(&config(mode)).unwrap();
-        let svc = service(
-            cfg,
-            dir.path(),
-            k,
-            nodes
-                .iter()
-                .map(|&(name, level, n, size)| (name, level, n, size)),
-        );
+        let svc = service(cfg, dir.path(), k, nodes.iter().copied());
         let mut seen = Vec::new();
         for _ in 0..4 {
-            let r = svc.tick().unwrap();
-            assert!(
-                r.actions.iter().all(|a| a.result == "ok"),
-                "{mode}: {:?}",
-                r.actions
-            );
-            let plan = svc.plan().unwrap();
+            let plan = tick_ok(&svc, mode);
             for (name, level, n, _) in nodes {
                 let at = if level == 1 { "host" } else { "server" };
                 // The plan's proportions of this node, by tenant (one node per level, and
@@ -231,13 +229,7 @@ fn a_storage_servers_learner_divides_between_two_hosts_volumes() {
         );
         let mut server_shares = Vec::new();
         for _ in 0..4 {
-            let r = svc.tick().unwrap();
-            assert!(
-                r.actions.iter().all(|a| a.result == "ok"),
-                "{mode}: {:?}",
-                r.actions
-            );
-            let plan = svc.plan().unwrap();
+            let plan = tick_ok(&svc, mode);
             for (name, level, index, n, _) in nodes {
                 let at = if level == 1 { "host" } else { "server" };
                 let mut want: BTreeMap<String, Option<f64>> = BTreeMap::new();
