@@ -18,10 +18,9 @@
 //!    whether the tenant can be judged at all ([`GuardState::noise`]) is the widest
 //!    scatter of settled samples about their trend (the spread of their residuals from a
 //!    least-squares line, so that caches still warming do not count) seen since the
-//!    reference was first measured. Until there are that many
-//!    samples, and while the newest
-//!    still falls below the others by more than the SLO's tolerance (as it does while
-//!    caches warm), the tenant is *unreferenced*: every tenant on its nodes is held at its
+//!    reference was first measured. Until there are that many samples, and while the
+//!    newest still falls below the others by more than the SLO's tolerance (as it does
+//!    while caches warm), the tenant is *unreferenced*: every tenant on its nodes is held at its
 //!    fair share, so that the samples are taken.
 //! 2. **Too noisy to judge.** The guard weighs at most [`MOVED_SAMPLES`] intervals
 //!    together, and the mean of `k` intervals is as noisy as one over `√k`. A tenant with
