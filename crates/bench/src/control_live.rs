@@ -9,9 +9,12 @@
 //! plane, not the data path).
 //!
 //! The first interval programs every node (creates each volume's caches and rules); the
-//! ones after it are the steady state a running controller is in. Both are printed, with
-//! the median of the steady ones, beside the interval's length and the goal (a quarter of
-//! it).
+//! ones after it are the steady state a running controller is in (no I/O is driven, so
+//! the tenants soon count as idle and their partitions move to the idle floor over the
+//! next intervals: those intervals resize every cache). Between intervals the rest of
+//! the interval passes, as in the live loop. Every interval is printed with its actions,
+//! with the median of the steady ones, beside the interval's length and the goal (a
+//! quarter of it).
 
 use api::controller::Registration;
 use controller::config::{ControllerConfig, ControllerSection, TenantConfig, VolumeSpec};
@@ -61,6 +64,11 @@ pub struct IntervalFigure {
     pub first_actions: usize,
     /// Actions the steady intervals took (a plan that moved little changes little).
     pub steady_actions: usize,
+    /// Each steady interval's actions.
+    pub steady_actions_each: Vec<usize>,
+    /// The steady intervals' actions by verb and the level of the node they changed
+    /// (`resize@1`): what a steady interval still sends.
+    pub steady_verbs: std::collections::BTreeMap<String, usize>,
 }
 
 const BLOCK: u64 = 4096;
@@ -214,13 +222,26 @@ pub fn interval_at_scale(
     }
     let mut times = Vec::new();
     let mut actions = Vec::new();
-    for _ in 0..intervals.max(2) {
+    let mut steady_verbs = std::collections::BTreeMap::new();
+    for k in 0..intervals.max(2) {
         let t = Instant::now();
         let report = svc
             .tick()
             .map_err(|e| crate::BenchError::Failed(e.to_string()))?;
-        times.push(t.elapsed().as_secs_f64());
+        let took = t.elapsed();
+        times.push(took.as_secs_f64());
         actions.push(report.actions.len());
+        // The rest of the interval passes as in the live loop (`Service::run`): what
+        // the controller does behind an interval (its history) is done in it.
+        std::thread::sleep(cfg.controller.interval.saturating_sub(took));
+        if k > 0 {
+            for a in &report.actions {
+                let level = if a.node.starts_with('h') { 1 } else { 2 };
+                *steady_verbs
+                    .entry(format!("{}@{level}", a.verb))
+                    .or_insert(0) += 1;
+            }
+        }
         if !report.refused.is_empty() {
             return Err(crate::BenchError::Failed(format!(
                 "{} fields refused, the first: {}",
@@ -242,26 +263,31 @@ pub fn interval_at_scale(
         steady_seconds: steady,
         first_actions: actions[0],
         steady_actions: actions[1..].iter().sum(),
+        steady_actions_each: actions[1..].to_vec(),
+        steady_verbs,
     })
 }
 
 /// Prints [`interval_at_scale`]'s figure.
 pub fn run(nodes: usize, tenants: usize, interval_seconds: f64) -> crate::Result<()> {
-    let f = interval_at_scale(nodes, tenants, interval_seconds, 4)?;
+    let f = interval_at_scale(nodes, tenants, interval_seconds, 6)?;
     let goal = f.interval_seconds / 4.0;
     println!(
         "live interval, {} tenants over {} node APIs on loopback (scheme lachesis): median \
-         {:.3} s of a {:.1} s interval (steady intervals {:?}, {} actions in all; the first, \
+         {:.3} s of a {:.1} s interval (steady intervals, seconds/actions: {}; {} actions in \
+         all; the first, \
          programming every node with {} actions, {:.3} s) against the goal of a quarter, \
-         {:.3} s: {}",
+         {:.3} s: {}{}",
         f.tenants,
         f.nodes,
         f.median_seconds,
         f.interval_seconds,
         f.steady_seconds
             .iter()
-            .map(|s| format!("{s:.3}"))
-            .collect::<Vec<_>>(),
+            .zip(&f.steady_actions_each)
+            .map(|(s, a)| format!("{s:.3}/{a}"))
+            .collect::<Vec<_>>()
+            .join(" "),
         f.steady_actions,
         f.first_actions,
         f.first_seconds,
@@ -270,6 +296,11 @@ pub fn run(nodes: usize, tenants: usize, interval_seconds: f64) -> crate::Result
             "met"
         } else {
             "NOT met"
+        },
+        if f.steady_verbs.is_empty() {
+            String::new()
+        } else {
+            format!(" (steady actions by verb@level: {:?})", f.steady_verbs)
         }
     );
     Ok(())
@@ -281,7 +312,7 @@ mod tests {
 
     #[test]
     fn a_few_nodes_are_programmed_then_left_alone() {
-        let f = interval_at_scale(6, 30, 5.0, 3).unwrap();
+        let f = interval_at_scale(6, 30, 0.5, 3).unwrap();
         assert_eq!((f.nodes, f.tenants), (6, 30));
         // The first interval creates each volume's cache on its host and two servers,
         // and its rule on each: 30 × 3 × 2 actions, and the proportions of each node.

@@ -47,7 +47,9 @@ impl IntoResponse for ServiceError {
             ServiceError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ServiceError::NotFound(_) => StatusCode::NOT_FOUND,
             ServiceError::Conflict(_) => StatusCode::CONFLICT,
-            ServiceError::Store(_) | ServiceError::Control(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ServiceError::Store(_) | ServiceError::Control(_) | ServiceError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         };
         (status, Json(json!({ "error": self.to_string() }))).into_response()
     }

@@ -27,6 +27,7 @@
 use crate::observe::Deltas;
 use api::node::{NodeObservations, TenantObservations};
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// The most requests a node may serve in a second (far above what one node can).
@@ -127,8 +128,11 @@ pub fn check(
         }
     }
     let empty = TenantObservations::default();
+    let earlier: HashMap<&str, &TenantObservations> = prev
+        .map(|p| p.tenants.iter().map(|u| (u.key(), u)).collect())
+        .unwrap_or_default();
     for t in &now.tenants {
-        let before = prev.and_then(|p| p.tenants.iter().find(|u| u.key() == t.key()));
+        let before = earlier.get(t.key()).copied();
         let (before, secs) = match before {
             Some(b) => (b, elapsed.max(0.0) + SLACK_SECS),
             None => (&empty, since_start),
@@ -143,7 +147,7 @@ struct Record {
     /// When the baseline (the answer `Deltas` holds) was accepted.
     accepted: Option<Instant>,
     /// The last interval's numbers taken from the node.
-    good: HashMap<String, TenantObservations>,
+    good: Arc<HashMap<String, TenantObservations>>,
     /// The last answer refused, and when it came.
     refused: Option<(NodeObservations, Instant)>,
     /// Refused answers in a row that agreed with the one before.
@@ -176,16 +180,16 @@ impl Judge {
         &mut self,
         deltas: &mut Deltas,
         node: &str,
-        now: &NodeObservations,
+        now: NodeObservations,
         at: Instant,
-    ) -> (HashMap<String, TenantObservations>, Judgement) {
+    ) -> (Arc<HashMap<String, TenantObservations>>, Judgement) {
         let r = self.nodes.entry(node.to_string()).or_default();
         let elapsed = r
             .accepted
             .map_or(0.0, |t| at.saturating_duration_since(t).as_secs_f64());
-        let reason = match check(deltas.last(node), now, elapsed) {
+        let reason = match check(deltas.last(node), &now, elapsed) {
             Ok(()) => {
-                let d = deltas.update(node, now);
+                let d = Arc::new(deltas.update_owned(node, now));
                 r.accepted = Some(at);
                 r.good = d.clone();
                 r.refused = None;
@@ -195,17 +199,22 @@ impl Judge {
             Err(reason) => reason,
         };
         let agrees = r.refused.as_ref().is_some_and(|(p, t)| {
-            check(Some(p), now, at.saturating_duration_since(*t).as_secs_f64()).is_ok()
+            check(
+                Some(p),
+                &now,
+                at.saturating_duration_since(*t).as_secs_f64(),
+            )
+            .is_ok()
         });
         r.agreeing = if agrees { r.agreeing + 1 } else { 0 };
-        r.refused = Some((now.clone(), at));
         if r.agreeing + 1 >= RESYNC {
-            deltas.rebase(node, now);
-            r.accepted = Some(at);
+            deltas.rebase(node, &now);
             r.refused = None;
+            r.accepted = Some(at);
             r.agreeing = 0;
             return (r.good.clone(), Judgement::Resynced);
         }
+        r.refused = Some((now, at));
         (r.good.clone(), Judgement::Suspect(reason))
     }
 
@@ -271,29 +280,29 @@ mod tests {
         let mut d = Deltas::default();
         let t0 = Instant::now();
         let at = |s: u64| t0 + Duration::from_secs(s);
-        let (x, v) = j.judge(&mut d, "n", &obs("e", 1_000, 100), at(0));
+        let (x, v) = j.judge(&mut d, "n", obs("e", 1_000, 100), at(0));
         assert_eq!((x["v"].requests, v), (100, Judgement::Honest));
-        let (x, v) = j.judge(&mut d, "n", &obs("e", 2_000, 300), at(1));
+        let (x, v) = j.judge(&mut d, "n", obs("e", 2_000, 300), at(1));
         assert_eq!((x["v"].requests, v), (200, Judgement::Honest));
         // Backwards, then a jump: refused, the last good interval stands.
-        let (x, v) = j.judge(&mut d, "n", &obs("e", 3_000, 50), at(2));
+        let (x, v) = j.judge(&mut d, "n", obs("e", 3_000, 50), at(2));
         assert!(matches!(v, Judgement::Suspect(_)));
         assert_eq!(x["v"].requests, 200);
-        let (x, v) = j.judge(&mut d, "n", &obs("e", 4_000, 1 << 50), at(3));
+        let (x, v) = j.judge(&mut d, "n", obs("e", 4_000, 1 << 50), at(3));
         assert!(matches!(v, Judgement::Suspect(_)));
         assert_eq!(x["v"].requests, 200);
         // Honest again: the difference against the last accepted answer.
-        let (x, v) = j.judge(&mut d, "n", &obs("e", 5_000, 700), at(4));
+        let (x, v) = j.judge(&mut d, "n", obs("e", 5_000, 700), at(4));
         assert_eq!((x["v"].requests, v), (400, Judgement::Honest));
         // Counters that restart without a new epoch and then agree with themselves
         // become the baseline after RESYNC answers.
-        let (_, v) = j.judge(&mut d, "n", &obs("e", 6_000, 10), at(5));
+        let (_, v) = j.judge(&mut d, "n", obs("e", 6_000, 10), at(5));
         assert!(matches!(v, Judgement::Suspect(_)));
-        let (_, v) = j.judge(&mut d, "n", &obs("e", 7_000, 20), at(6));
+        let (_, v) = j.judge(&mut d, "n", obs("e", 7_000, 20), at(6));
         assert!(matches!(v, Judgement::Suspect(_)));
-        let (x, v) = j.judge(&mut d, "n", &obs("e", 8_000, 30), at(7));
+        let (x, v) = j.judge(&mut d, "n", obs("e", 8_000, 30), at(7));
         assert_eq!((x["v"].requests, v), (400, Judgement::Resynced));
-        let (x, v) = j.judge(&mut d, "n", &obs("e", 9_000, 45), at(8));
+        let (x, v) = j.judge(&mut d, "n", obs("e", 9_000, 45), at(8));
         assert_eq!((x["v"].requests, v), (15, Judgement::Honest));
     }
 }

@@ -22,6 +22,9 @@ pub enum ServiceError {
     /// The control step failed (500).
     #[error("control: {0}")]
     Control(String),
+    /// A part of the service itself stopped (its history writer) (500).
+    #[error("{0}")]
+    Internal(String),
 }
 
 impl From<CallError> for ServiceError {

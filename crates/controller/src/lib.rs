@@ -40,6 +40,7 @@ pub mod counters;
 pub mod error;
 pub mod etcd;
 pub mod fanout;
+pub mod history;
 pub mod observe;
 pub mod placement;
 pub mod poll;

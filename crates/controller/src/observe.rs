@@ -45,10 +45,22 @@ impl Deltas {
         node: &str,
         now: &NodeObservations,
     ) -> HashMap<String, TenantObservations> {
+        self.update_owned(node, now.clone())
+    }
+
+    /// [`Deltas::update`] keeping `now` itself as the next baseline (no copy of it).
+    pub fn update_owned(
+        &mut self,
+        node: &str,
+        now: NodeObservations,
+    ) -> HashMap<String, TenantObservations> {
         let prev = self.last.get(node).filter(|p| p.epoch == now.epoch);
-        let mut out = HashMap::new();
+        let earlier: HashMap<&str, &TenantObservations> = prev
+            .map(|p| p.tenants.iter().map(|u| (u.key(), u)).collect())
+            .unwrap_or_default();
+        let mut out = HashMap::with_capacity(now.tenants.len());
         for t in &now.tenants {
-            let before = prev.and_then(|p| p.tenants.iter().find(|u| u.key() == t.key()));
+            let before = earlier.get(t.key()).copied();
             let d = match before {
                 Some(b) if b.requests <= t.requests && b.lookups <= t.lookups => {
                     let mut d = t.clone();
@@ -70,7 +82,7 @@ impl Deltas {
             };
             out.insert(t.key().to_string(), d);
         }
-        self.last.insert(node.to_string(), now.clone());
+        self.last.insert(node.to_string(), now);
         out
     }
 
@@ -132,6 +144,26 @@ pub fn quantiles(buckets: &[(u64, u64)]) -> Option<control::Quantiles> {
     }))
 }
 
+/// The share of a volume's resident blocks that are dirty, over its level-1 cache and
+/// its level-2 caches (a volume with nothing resident has nothing to write back: 0);
+/// `None` when a node holding one of them does not report its blocks (an older node),
+/// so the controller falls back on the share of its requests that write.
+fn dirty_share(l1: &TenantObservations, l2: &[&TenantObservations]) -> Option<f64> {
+    let (mut resident, mut dirty) = (0u64, 0u64);
+    for c in std::iter::once(l1).chain(l2.iter().copied()) {
+        if c.cache.is_none() {
+            continue;
+        }
+        resident += c.resident_blocks?;
+        dirty += c.dirty_blocks?;
+    }
+    Some(if resident == 0 {
+        0.0
+    } else {
+        (dirty as f64 / resident as f64).min(1.0)
+    })
+}
+
 /// The quantiles of a volume's reads that went to a disk: those its level-2 nodes sent
 /// below them (their buckets merged), or without level-2 buckets its level-1 node's
 /// misses. The level-2 nodes' times leave out the network between the levels: a tail
@@ -189,7 +221,7 @@ fn mean(a: LatencySum) -> Option<f64> {
 /// `block_size` turns curve sizes into blocks.
 pub fn build(
     placements: &[PlacedVolume],
-    by_node: &HashMap<String, HashMap<String, TenantObservations>>,
+    by_node: &crate::poll::ByNode,
     block_size: u64,
     seconds: f64,
 ) -> (Observations, Vec<Measured>) {
@@ -322,8 +354,7 @@ pub fn build(
             read_latency_ms: mix.read_ms,
             write_latency_ms: mix.write_ms,
             write_back: l1.write_policy.as_deref() == Some("write-back"),
-            // Nodes do not yet report a tenant's dirty blocks: its write share stands in.
-            dirty_share: None,
+            dirty_share: dirty_share(l1, &l2),
             latency_quantiles: interval_quantiles,
             miss_quantiles: disk_misses(l1, &l2),
         });
@@ -406,6 +437,13 @@ fn ratio(a: u64, b: u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The poll's map of a node's numbers per cache, from plain maps.
+    fn arcs(by: &HashMap<String, HashMap<String, TenantObservations>>) -> crate::poll::ByNode {
+        by.iter()
+            .map(|(k, v)| (k.clone(), std::sync::Arc::new(v.clone())))
+            .collect()
+    }
     use api::node::{LatencyView, PolicyPoints, ServedView};
 
     /// Volume `name` (cache `cache`) on `host` over `servers`.
@@ -520,7 +558,7 @@ mod tests {
         by.insert("a".to_string(), HashMap::from([("v".to_string(), s1)]));
         by.insert("b".to_string(), HashMap::from([("v".to_string(), s2)]));
         let p = [placed("v", "v", "h", &["a", "b"])];
-        let (o, m) = build(&p, &by, 4096, 2.0);
+        let (o, m) = build(&p, &arcs(&by), 4096, 2.0);
         let t = &o.tenants[0];
         assert_eq!(t.requests, 1000);
         assert_eq!(t.l2.lookups, 400);
@@ -538,6 +576,33 @@ mod tests {
     }
 
     #[test]
+    fn a_volumes_dirty_share_is_over_what_its_caches_hold() {
+        let with = |resident: Option<u64>, dirty: Option<u64>| {
+            let mut c = counters("v", 10, 5, 0.1, 3.0);
+            c.resident_blocks = resident;
+            c.dirty_blocks = dirty;
+            c
+        };
+        let build_one = |l1: TenantObservations, s1: TenantObservations| {
+            let mut by = HashMap::new();
+            by.insert("h".to_string(), HashMap::from([("v".to_string(), l1)]));
+            by.insert("a".to_string(), HashMap::from([("v".to_string(), s1)]));
+            let p = [placed("v", "v", "h", &["a"])];
+            build(&p, &arcs(&by), 4096, 1.0).0.tenants[0].dirty_share
+        };
+        // 300 of 1,000 resident blocks dirty at level 1, none of 1,000 at level 2.
+        let share = build_one(with(Some(1000), Some(300)), with(Some(1000), Some(0)));
+        assert!((share.unwrap() - 0.15).abs() < 1e-12, "{share:?}");
+        // Nothing resident: nothing to write back, not "all dirty".
+        assert_eq!(
+            build_one(with(Some(0), Some(0)), with(Some(0), Some(0))),
+            Some(0.0)
+        );
+        // A node that does not report its blocks: not known.
+        assert_eq!(build_one(with(Some(10), Some(1)), with(None, None)), None);
+    }
+
+    #[test]
     fn reads_are_timed_apart_from_writes() {
         // 600 reads (400 hits at 0.1 ms, 200 misses at 3 ms) and 400 writes at 50 ms.
         let mut l1 = counters("v", 600, 400, 0.1, 3.0);
@@ -547,7 +612,7 @@ mod tests {
         l1.latency.sum_ms += 400.0 * 50.0;
         let by = HashMap::from([("h".to_string(), HashMap::from([("v".to_string(), l1)]))]);
         let p = [placed("v", "v", "h", &[])];
-        let (o, m) = build(&p, &by, 4096, 1.0);
+        let (o, m) = build(&p, &arcs(&by), 4096, 1.0);
         let t = &o.tenants[0];
         assert_eq!(t.writes, 400);
         assert!((t.read_latency_ms.unwrap() - (40.0 + 600.0) / 600.0).abs() < 1e-9);
@@ -561,7 +626,7 @@ mod tests {
             "h".to_string(),
             HashMap::from([("v".to_string(), counters("v", 500, 250, 0.2, 2.0))]),
         )]);
-        let t = &build(&p, &by, 4096, 1.0).0.tenants[0];
+        let t = &build(&p, &arcs(&by), 4096, 1.0).0.tenants[0];
         assert_eq!(t.writes, 0);
         assert_eq!(t.write_latency_ms, Some(0.0));
         assert!((t.read_latency_ms.unwrap() - t.mean_latency_ms).abs() < 1e-9);
@@ -571,7 +636,7 @@ mod tests {
         old.served = ServedView::default();
         old.write_bytes = old.read_bytes / 3;
         let by = HashMap::from([("h".to_string(), HashMap::from([("v".to_string(), old)]))]);
-        let t = &build(&p, &by, 4096, 1.0).0.tenants[0];
+        let t = &build(&p, &arcs(&by), 4096, 1.0).0.tenants[0];
         assert_eq!(t.writes, 25);
         assert_eq!((t.read_latency_ms, t.write_latency_ms), (None, None));
     }
@@ -596,7 +661,7 @@ mod tests {
             placed("v", "v", "h1", &["s"]),
             placed("v@h2", "v", "h2", &["s"]),
         ];
-        let (o, m) = build(&p, &by, 4096, 1.0);
+        let (o, m) = build(&p, &arcs(&by), 4096, 1.0);
         assert_eq!(o.tenants[0].l2.lookups, 300);
         assert_eq!(o.tenants[1].l2.lookups, 100);
         assert_eq!(o.tenants[0].l2.hits, 150);

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 pub type Polled = Result<(NodeObservations, Option<Health>), String>;
 
 /// The interval's numbers per node and cache: `by_node[node][cache]`.
-pub type ByNode = HashMap<String, HashMap<String, TenantObservations>>;
+pub type ByNode = HashMap<String, std::sync::Arc<HashMap<String, TenantObservations>>>;
 
 /// The interval's hot-tier periods per storage node: its tiers' hits and migrations
 /// since the previous answer, summed over its exports (SANCACHE's per-period feedback).
@@ -104,17 +104,20 @@ pub fn absorb(
                 if !o.tiers.is_empty() {
                     tiers.insert(name.clone(), tier_period(deltas.last(&name), &o));
                 }
-                let (d, verdict) = judge.judge(deltas, &name, &o, Instant::now());
+                let (epoch, cache_size, their_block) =
+                    (o.epoch.clone(), o.cache_size, o.block_size);
+                let tiers_seen = o.tiers.clone();
+                let (d, verdict) = judge.judge(deltas, &name, o, Instant::now());
                 if let Some(e) = nodes.get_mut(&name) {
-                    if o.block_size != 0 && o.block_size != block_size {
+                    if their_block != 0 && their_block != block_size {
                         e.failed(
-                            &format!("block size {} differs from the controller's", o.block_size),
+                            &format!("block size {their_block} differs from the controller's"),
                             down_after,
                         );
                         continue;
                     }
-                    e.answered(&o.epoch, o.cache_size, now);
-                    e.tiers = o.tiers.clone();
+                    e.answered(&epoch, cache_size, now);
+                    e.tiers = tiers_seen;
                     note_verdict(e, verdict);
                     if let Some(h) = health {
                         note_health(e, h);

@@ -67,6 +67,8 @@ mod tests {
                 eviction: Some("lru".into()),
                 write_policy: Some("write-back".into()),
                 admission: Some("demand".into()),
+                resident_blocks: Some(16_384),
+                dirty_blocks: Some(2),
                 requests: 1000,
                 read_bytes: 4_096_000,
                 write_bytes: 8192,
@@ -151,6 +153,16 @@ mod tests {
         old["tenants"][0].as_object_mut().unwrap().remove("backend");
         let back: NodeObservations = serde_json::from_value(old).unwrap();
         assert_eq!(back.tenants[0].backend, Default::default());
+        // One from before resident and dirty blocks were reported: not known (`None`),
+        // not zero.
+        let mut old = v.clone();
+        for f in ["resident_blocks", "dirty_blocks"] {
+            old["tenants"][0].as_object_mut().unwrap().remove(f);
+        }
+        let back: NodeObservations = serde_json::from_value(old).unwrap();
+        assert_eq!(back.tenants[0].resident_blocks, None);
+        assert_eq!(back.tenants[0].dirty_blocks, None);
+        assert_eq!(v["tenants"][0]["dirty_blocks"], 2);
         assert_eq!(v["version"], crate::API_VERSION);
     }
 

@@ -58,6 +58,15 @@ pub struct TenantObservations {
     pub write_policy: Option<String>,
     /// Its admission policy.
     pub admission: Option<String>,
+    /// Blocks resident in that cache now (a gauge, not a counter); `None` without a
+    /// cache. Under a shared cache, the whole cache's.
+    // Default: nodes from before resident and dirty blocks were reported omit both.
+    #[serde(default)]
+    pub resident_blocks: Option<u64>,
+    /// Of those, blocks written and not yet written back (a gauge); `None` without a
+    /// cache.
+    #[serde(default)]
+    pub dirty_blocks: Option<u64>,
     /// Requests (reads and writes).
     pub requests: u64,
     /// Bytes read.

@@ -1,7 +1,11 @@
 //! Reconciling a node to the plan, as a Kubernetes controller does: the desired caches,
 //! rules, proportions and hot tiers of one node ([`desired`]) against what the node
 //! reports ([`apply::apply`] reads them back first), changing only what differs, so
-//! applying the same plan twice changes nothing the second time.
+//! applying the same plan twice changes nothing the second time. A node whose part of
+//! the plan is the one its last complete reconcile applied, at the same epoch, and whose
+//! poll answer shows its caches as they were read back then, is not called at all
+//! ([`Reconciled::holds`]), except on its turn to be checked in full, one interval in
+//! [`CHECK_EVERY`]: a steady interval calls a few nodes, not every one.
 //!
 //! Order on a node: first the caches no plan wants (a deleted tenant's, freeing their
 //! memory) with their rules go: a node registered with the controller is the
@@ -107,12 +111,13 @@ pub fn desired(
     images: &[ImageSpec],
     e: &NodeEntry,
     bs: u64,
+    members: &Members,
 ) -> Desired {
     let mut caches: Vec<WantCache> = Vec::new();
     let exports =
         |v: &PlacedVolume| e.exports.is_empty() || e.exports.iter().any(|x| x.name == v.cache);
-    for (i, tp) in plan.tenants.iter().enumerate() {
-        let v = &vols[i];
+    for &i in members.on(e) {
+        let (tp, v) = (&plan.tenants[i], &vols[i]);
         let blocks = if e.level == 1 && topo.hosts[tp.l1.node].name == e.name {
             Some(tp.l1.size)
         } else if e.level == 2 {
@@ -250,6 +255,46 @@ fn tiers(topo: &Topology, plan: &Plan, vols: &[PlacedVolume], e: &NodeEntry) -> 
         .collect()
 }
 
+/// Per node, the tenants the plan gives a partition there, in the plan's order: what
+/// [`desired`] looks at for one node (so the desired state of every node is linear in
+/// the tenants, not their product with the nodes).
+#[derive(Clone, Debug, Default)]
+pub struct Members {
+    hosts: std::collections::HashMap<String, Vec<usize>>,
+    servers: std::collections::HashMap<String, Vec<usize>>,
+}
+
+impl Members {
+    /// The plan's partitions by node.
+    pub fn of(topo: &Topology, plan: &Plan) -> Members {
+        let mut m = Members::default();
+        for (i, tp) in plan.tenants.iter().enumerate() {
+            if let Some(h) = topo.hosts.get(tp.l1.node) {
+                m.hosts.entry(h.name.clone()).or_default().push(i);
+            }
+            for p in &tp.l2 {
+                if let Some(s) = topo.servers.get(p.node) {
+                    let on = m.servers.entry(s.name.clone()).or_default();
+                    if on.last() != Some(&i) {
+                        on.push(i);
+                    }
+                }
+            }
+        }
+        m
+    }
+
+    /// The tenants with a partition on node `e` (at its level).
+    fn on(&self, e: &NodeEntry) -> &[usize] {
+        let by = if e.level == 1 {
+            &self.hosts
+        } else {
+            &self.servers
+        };
+        by.get(&e.name).map_or(&[], Vec::as_slice)
+    }
+}
+
 /// One node to reconcile: its client, what the plan wants on it, and whether it is
 /// fresh (not yet programmed at its current epoch: logged when it is).
 pub struct Work {
@@ -294,6 +339,64 @@ impl NodeOutcome {
             (None, Some(r)) => Some(r.describe()),
             (None, None) => None,
         }
+    }
+}
+
+/// One interval in this many a node whose part of the plan has not changed is called
+/// anyway and checked field by field ([`Reconciled::holds`]); the nodes take turns, so
+/// each interval checks about one node in this many.
+pub const CHECK_EVERY: usize = 8;
+
+/// What a node's last complete reconcile left on it: at its epoch then, the part of the
+/// plan it was made to hold and what it held after (as read back).
+#[derive(Clone, Debug)]
+pub struct Reconciled {
+    /// The node's epoch at that reconcile (a restarted node is programmed afresh).
+    pub epoch: String,
+    /// Its part of the plan then.
+    pub want: Desired,
+    /// Its caches and hot tiers as they were read back then (`actions` and `refused`
+    /// empty: it held the whole part).
+    pub outcome: NodeOutcome,
+}
+
+impl Reconciled {
+    /// Whether the node still holds what this reconcile left, so it need not be called
+    /// for `want`: the same epoch and the same part of the plan, and every cache its poll
+    /// answer (`polled`: per cache, as [`crate::poll::absorb`] keeps them) names at the
+    /// size and eviction policy that were read back (a cache resized, replaced or added
+    /// by hand since is a change to undo). Rules, proportions and hot tiers are not in
+    /// the poll answer: a change to them by hand is undone at the node's turn to be
+    /// checked ([`CHECK_EVERY`]).
+    pub fn holds(
+        &self,
+        epoch: &str,
+        want: &Desired,
+        polled: Option<&std::collections::HashMap<String, api::node::TenantObservations>>,
+    ) -> bool {
+        let Some(polled) = polled else {
+            return false;
+        };
+        let Some(applied) = self.outcome.applied.as_ref() else {
+            return false;
+        };
+        self.epoch == epoch
+            && &self.want == want
+            && polled.values().all(|t| match t.cache.as_deref() {
+                None => true,
+                Some(c) => applied.iter().any(|a| {
+                    a.name == c
+                        && a.size_bytes == t.size
+                        && t.eviction
+                            .as_deref()
+                            .map_or(true, |e| e == a.stats.eviction)
+                }),
+            })
+    }
+
+    /// The outcome of an interval that left the node alone: what it held then.
+    pub fn unchanged(&self) -> NodeOutcome {
+        self.outcome.clone()
     }
 }
 

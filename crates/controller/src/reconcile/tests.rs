@@ -77,7 +77,15 @@ fn zero_partitions_keep_a_block_within_capacity() {
         up: true,
         ..Default::default()
     };
-    let d = desired(&topo, &plan, &vols, &[], &e, 4096);
+    let d = desired(
+        &topo,
+        &plan,
+        &vols,
+        &[],
+        &e,
+        4096,
+        &Members::of(&topo, &plan),
+    );
     let sizes: Vec<u64> = d.caches.iter().map(|c| c.size / 4096).collect();
     assert_eq!(sizes, vec![9, 1]);
     let e2 = NodeEntry {
@@ -86,7 +94,15 @@ fn zero_partitions_keep_a_block_within_capacity() {
         cache_size: 10 * 4096,
         ..e.clone()
     };
-    let d = desired(&topo, &plan, &vols, &[], &e2, 4096);
+    let d = desired(
+        &topo,
+        &plan,
+        &vols,
+        &[],
+        &e2,
+        4096,
+        &Members::of(&topo, &plan),
+    );
     assert_eq!(d.caches.len(), 2);
     assert!(d.caches.iter().all(|c| c.size == 5 * 4096));
     // Shared: one cache of the node's whole memory, both volumes routed to it.
@@ -95,7 +111,15 @@ fn zero_partitions_keep_a_block_within_capacity() {
         ..plan
     };
     for node in [&e, &e2] {
-        let d = desired(&topo, &shared, &vols, &[], node, 4096);
+        let d = desired(
+            &topo,
+            &shared,
+            &vols,
+            &[],
+            node,
+            4096,
+            &Members::of(&topo, &shared),
+        );
         assert_eq!(d.caches.len(), 1);
         assert_eq!(d.caches[0].name, SHARED_CACHE);
         assert_eq!(d.caches[0].size, 10 * 4096);
@@ -186,7 +210,15 @@ fn an_images_readers_share_its_consolidated_cache_on_the_server_and_keep_their_o
         up: true,
         ..Default::default()
     };
-    let d = desired(&topo, &plan, &vols, &images, &e, 4096);
+    let d = desired(
+        &topo,
+        &plan,
+        &vols,
+        &images,
+        &e,
+        4096,
+        &Members::of(&topo, &plan),
+    );
     let names: Vec<&str> = d.caches.iter().map(|c| c.name.as_str()).collect();
     assert_eq!(
         names,
@@ -204,7 +236,84 @@ fn an_images_readers_share_its_consolidated_cache_on_the_server_and_keep_their_o
         level: 1,
         ..e.clone()
     };
-    let d = desired(&topo, &plan, &vols, &images, &h, 4096);
+    let d = desired(
+        &topo,
+        &plan,
+        &vols,
+        &images,
+        &h,
+        4096,
+        &Members::of(&topo, &plan),
+    );
     let wp: Vec<_> = d.caches.iter().map(|c| c.write_policy.as_deref()).collect();
     assert_eq!(wp, [Some("read-only"), Some("read-only"), None]);
+}
+
+#[test]
+fn a_node_is_left_alone_only_while_it_holds_what_was_applied() {
+    let want = Desired {
+        caches: vec![WantCache {
+            name: "db".into(),
+            size: 8 * 4096,
+            eviction: "lru".into(),
+            admission: "demand".into(),
+            routes: vec!["db".into()],
+            exclusive: false,
+            write_policy: None,
+            range: None,
+            image: false,
+        }],
+        proportions: Some(Default::default()),
+        tiers: Vec::new(),
+    };
+    let held = CacheInfo {
+        name: "db".into(),
+        size_bytes: 8 * 4096,
+        stats: api::node::CacheStats {
+            eviction: "lru".into(),
+            ..Default::default()
+        },
+        ..Default::default()
+    };
+    let r = Reconciled {
+        epoch: "e1".into(),
+        want: want.clone(),
+        outcome: NodeOutcome {
+            node: "h".into(),
+            applied: Some(vec![held]),
+            ..Default::default()
+        },
+    };
+    let polled = |size: u64, eviction: &str| {
+        std::collections::HashMap::from([(
+            "db".to_string(),
+            api::node::TenantObservations {
+                tenant: "db".into(),
+                cache: Some("db".into()),
+                size,
+                eviction: Some(eviction.into()),
+                ..Default::default()
+            },
+        )])
+    };
+    assert!(r.holds("e1", &want, Some(&polled(8 * 4096, "lru"))));
+    assert_eq!(r.unchanged().applied.unwrap()[0].size_bytes, 8 * 4096);
+    // Restarted, a new part of the plan, a cache resized or re-policied by hand, a
+    // cache made by hand, or no poll answer: called.
+    assert!(!r.holds("e2", &want, Some(&polled(8 * 4096, "lru"))));
+    let mut bigger = want.clone();
+    bigger.caches[0].size = 9 * 4096;
+    assert!(!r.holds("e1", &bigger, Some(&polled(8 * 4096, "lru"))));
+    assert!(!r.holds("e1", &want, Some(&polled(4 * 4096, "lru"))));
+    assert!(!r.holds("e1", &want, Some(&polled(8 * 4096, "arc"))));
+    let mut extra = polled(8 * 4096, "lru");
+    extra.insert(
+        "mine".into(),
+        api::node::TenantObservations {
+            cache: Some("mine".into()),
+            ..Default::default()
+        },
+    );
+    assert!(!r.holds("e1", &want, Some(&extra)));
+    assert!(!r.holds("e1", &want, None));
 }

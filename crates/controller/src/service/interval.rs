@@ -10,7 +10,7 @@ use crate::placement::{topology, PlacedVolume};
 use crate::poll::{self, client_for};
 use crate::reconcile::{self, Desired, NodeOutcome, Work};
 use crate::registry::NodeEntry;
-use crate::store::{self, HistoryEntry};
+use crate::store;
 use crate::views::{self, Interval, IntervalReport};
 use control::{Controller, Observations, Plan, Topology};
 use std::collections::{BTreeMap, HashMap};
@@ -21,8 +21,30 @@ use std::time::Instant;
 const SERIES: usize = 240;
 
 impl Service {
+    /// The node's client: the one kept from earlier intervals (its connections reused)
+    /// while the node's address and token stay the same.
     fn client_for(&self, e: &NodeEntry) -> Option<api::client::NodeClient> {
-        client_for(e, &self.config_tokens, self.cfg.interval)
+        let api = e.api.as_deref()?;
+        let token = e
+            .token
+            .as_deref()
+            .or_else(|| self.config_tokens.get(&e.name).map(String::as_str))?;
+        let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(c) = clients.get(&e.name) {
+            if c.api == api && c.token == token {
+                return Some(c.client.clone());
+            }
+        }
+        let client = client_for(e, &self.config_tokens, self.cfg.interval)?;
+        clients.insert(
+            e.name.clone(),
+            super::CachedClient {
+                api: api.to_string(),
+                token: token.to_string(),
+                client: client.clone(),
+            },
+        );
+        Some(client)
     }
 
     /// One enforcement interval (blocking: polls and programs the nodes).
@@ -32,6 +54,10 @@ impl Service {
         let began = Instant::now();
         let targets: Vec<_> = {
             let g = self.lock();
+            self.clients
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .retain(|name, _| g.nodes.contains_key(name));
             g.nodes
                 .values()
                 .map(|e| (e.name.clone(), self.client_for(e)))
@@ -61,8 +87,11 @@ impl Service {
             )
         };
         // 2. Observations and 3. the step.
+        let absorbed_at = Instant::now();
         let (topo, vols) = topology(&self.cfg, &g.tenants, &g.nodes, false);
+        let placed_at = Instant::now();
         let (mut obs, measured) = build(&vols, &by_node, bs, seconds);
+        let built_at = Instant::now();
         // Each storage server's hot-tier period, in the topology's order.
         obs.tiers = topo
             .servers
@@ -73,12 +102,14 @@ impl Service {
         let plan = self.step(&mut g, &topo, &vols, &obs, &images)?;
         let stepped_at = Instant::now();
         // 4. Reconcile (outside the lock).
-        let (work, epochs) = self.work(&g, &topo, plan.as_ref(), &vols);
+        let (work, left_alone, epochs) = self.work(&g, &topo, plan.as_ref(), &vols, &by_node);
         drop(g);
-        let outcomes = reconcile::apply_all(&work);
+        let mut outcomes = reconcile::apply_all(&work);
         let reconciled_at = Instant::now();
         // 5. Persist and record.
         let mut g = self.lock();
+        remember_reconciled(&mut g.reconciled, &work, &outcomes, &epochs);
+        outcomes.extend(left_alone);
         note_programmed(&mut g.nodes, &outcomes, &epochs);
         let interval = Interval {
             plan: plan.as_ref(),
@@ -102,6 +133,9 @@ impl Service {
             target: "controller::timing",
             poll_s = secs(began, polled_at),
             step_s = secs(polled_at, stepped_at),
+            absorb_s = secs(polled_at, absorbed_at),
+            topology_s = secs(absorbed_at, placed_at),
+            observations_s = secs(placed_at, built_at),
             reconcile_s = secs(stepped_at, reconciled_at),
             record_s = secs(reconciled_at, Instant::now()),
             "interval phases"
@@ -168,50 +202,67 @@ impl Service {
     }
 
     /// Step 4's work: every node that is up, with what the plan wants on it (with no
-    /// tenant at all there is no plan, and no cache is wanted anywhere), and each node's
-    /// epoch as it is now.
+    /// tenant at all there is no plan, and no cache is wanted anywhere); the outcomes of
+    /// the nodes left alone, which still hold what their last reconcile applied for the
+    /// same part of the plan ([`reconcile::Reconciled::holds`]), except on their turn to
+    /// be checked (one interval in [`reconcile::CHECK_EVERY`]); and each node's epoch as
+    /// it is now.
     fn work(
         &self,
         g: &Inner,
         topo: &Topology,
         plan: Option<&Plan>,
         vols: &[PlacedVolume],
-    ) -> (Vec<Work>, HashMap<String, String>) {
-        let work = g
-            .nodes
-            .values()
-            .filter(|e| e.up)
-            .filter_map(|e| {
-                let client = self.client_for(e)?;
-                let want = match plan {
-                    Some(p) => reconcile::desired(
-                        topo,
-                        p,
-                        vols,
-                        &self.config.images,
-                        e,
-                        self.cfg.block_size.0,
-                    ),
-                    None => Desired::default(),
-                };
-                Some(Work {
+        by_node: &poll::ByNode,
+    ) -> (Vec<Work>, Vec<NodeOutcome>, HashMap<String, String>) {
+        let members = plan.map(|p| reconcile::Members::of(topo, p));
+        let turn = g.state.interval as usize % reconcile::CHECK_EVERY;
+        let (mut work, mut left_alone) = (Vec::new(), Vec::new());
+        for (k, e) in g.nodes.values().enumerate().filter(|(_, e)| e.up) {
+            let Some(client) = self.client_for(e) else {
+                continue;
+            };
+            let want = match (plan, &members) {
+                (Some(p), Some(m)) => reconcile::desired(
+                    topo,
+                    p,
+                    vols,
+                    &self.config.images,
+                    e,
+                    self.cfg.block_size.0,
+                    m,
+                ),
+                _ => Desired::default(),
+            };
+            let fresh = e.programmed.as_deref() != Some(e.epoch.as_str());
+            let checked = k % reconcile::CHECK_EVERY == turn;
+            match g.reconciled.get(&e.name) {
+                Some(r)
+                    if !fresh
+                        && !checked
+                        && r.holds(&e.epoch, &want, by_node.get(&e.name).map(|m| &**m)) =>
+                {
+                    left_alone.push(r.unchanged());
+                }
+                _ => work.push(Work {
                     node: e.name.clone(),
                     client,
                     want,
-                    fresh: e.programmed.as_deref() != Some(e.epoch.as_str()),
-                })
-            })
-            .collect();
+                    fresh,
+                }),
+            }
+        }
         let epochs = g
             .nodes
             .values()
             .map(|e| (e.name.clone(), e.epoch.clone()))
             .collect();
-        (work, epochs)
+        (work, left_alone, epochs)
     }
 
     /// Step 5: the carried state, the registry and the plan in one store batch, and the
-    /// interval's decisions appended to the history (a row per volume and one `*` row).
+    /// interval's decisions handed to the history writer (a row per volume and one `*`
+    /// row, written behind: [`crate::history`]).
     fn record(
         &self,
         g: &Inner,
@@ -219,6 +270,7 @@ impl Service {
         plan: Option<&Plan>,
         now: f64,
     ) -> Result<(), ServiceError> {
+        let began = Instant::now();
         let nodes: Vec<&NodeEntry> = g.nodes.values().collect();
         let mut batch = vec![
             (store::STATE, Some(to_json(&g.state))),
@@ -227,27 +279,26 @@ impl Service {
         if let Some(p) = plan {
             batch.push(("plan", Some(to_json(p))));
         }
+        let serialized = Instant::now();
         self.store.put(&batch)?;
-        let hist: Vec<HistoryEntry> = report
-            .rows
-            .iter()
-            .map(|r| HistoryEntry {
-                interval: report.interval,
-                time: now,
-                tenant: r.tenant.clone(),
-                detail: serde_json::to_value(r).unwrap_or_default(),
-            })
-            .chain(std::iter::once(HistoryEntry {
-                interval: report.interval,
-                time: now,
-                tenant: "*".into(),
-                detail: serde_json::json!({"scheme": self.scheme.name,
-                    "infeasible": report.infeasible, "actions": report.actions,
-                    "allocations": report.allocations,
-                    "predicted_fair_speedup": plan.map(|p| p.predicted_fair_speedup)}),
-            }))
-            .collect();
-        self.store.append_history(&hist)?;
+        let put = Instant::now();
+        self.history.append(crate::history::Batch {
+            interval: report.interval,
+            time: now,
+            rows: report.rows.clone(),
+            summary: serde_json::json!({"scheme": self.scheme.name,
+                "infeasible": report.infeasible, "actions": report.actions,
+                "allocations": report.allocations,
+                "predicted_fair_speedup": plan.map(|p| p.predicted_fair_speedup)}),
+        })?;
+        let secs = |a: Instant, b: Instant| b.duration_since(a).as_secs_f64();
+        tracing::debug!(
+            target: "controller::timing",
+            serialize_s = secs(began, serialized),
+            put_s = secs(serialized, put),
+            history_queued_s = secs(put, Instant::now()),
+            "record phases"
+        );
         Ok(())
     }
 
@@ -290,6 +341,41 @@ impl Service {
             }
         }
     }
+}
+
+/// Keeps what each node reconciled this interval now holds, where it took its whole part
+/// of the plan (else it is called again next interval), and forgets nodes no longer
+/// registered.
+fn remember_reconciled(
+    reconciled: &mut HashMap<String, reconcile::Reconciled>,
+    work: &[Work],
+    outcomes: &[NodeOutcome],
+    epochs: &HashMap<String, String>,
+) {
+    for (w, o) in work.iter().zip(outcomes) {
+        match epochs.get(&w.node) {
+            Some(epoch) if o.complete() && o.applied.is_some() => {
+                let outcome = NodeOutcome {
+                    node: o.node.clone(),
+                    applied: o.applied.clone(),
+                    tiers: o.tiers.clone(),
+                    ..Default::default()
+                };
+                reconciled.insert(
+                    w.node.clone(),
+                    reconcile::Reconciled {
+                        epoch: epoch.clone(),
+                        want: w.want.clone(),
+                        outcome,
+                    },
+                );
+            }
+            _ => {
+                reconciled.remove(&w.node);
+            }
+        }
+    }
+    reconciled.retain(|name, _| epochs.contains_key(name));
 }
 
 /// Keeps each reconciled node's outcome: programmed at its epoch when it holds the whole

@@ -69,6 +69,10 @@ struct Inner {
     series: VecDeque<IntervalReport>,
     /// Whether this replica led at the last loop round.
     was_leading: bool,
+    /// Per node, what its last complete reconcile applied
+    /// ([`crate::reconcile::Reconciled`]): a node whose part of the plan has not changed
+    /// since is not called again until its turn to be checked comes.
+    reconciled: HashMap<String, crate::reconcile::Reconciled>,
 }
 
 /// The controller service.
@@ -84,6 +88,18 @@ pub struct Service {
     config: ControllerConfig,
     /// Leader election among replicas (`None`: a sole controller).
     election: Option<Arc<Election>>,
+    /// Each node's client, kept between intervals so its connections are reused (rebuilt
+    /// when the node's address or token changes).
+    clients: Mutex<HashMap<String, CachedClient>>,
+    /// The decision history, written behind the intervals.
+    history: crate::history::HistoryWriter,
+}
+
+/// A node's client with the address and token it was made for.
+struct CachedClient {
+    api: String,
+    token: String,
+    client: api::client::NodeClient,
 }
 
 fn unix_now() -> f64 {
@@ -125,6 +141,8 @@ impl Service {
         }
         let config_tokens = config_tokens(cfg)?;
         let loaded = load(cfg, &*store)?;
+        let history = crate::history::HistoryWriter::start(store.clone())
+            .map_err(|e| ServiceError::Internal(format!("the history writer: {e}")))?;
         let svc = Service {
             cfg: cfg.controller.clone(),
             config: cfg.clone(),
@@ -142,7 +160,10 @@ impl Service {
                 last_obs: None,
                 series: VecDeque::new(),
                 was_leading: false,
+                reconciled: HashMap::new(),
             }),
+            clients: Mutex::new(HashMap::new()),
+            history,
             started: Instant::now(),
             config_tokens,
             election,
@@ -287,6 +308,7 @@ impl Service {
         limit: usize,
     ) -> Result<Vec<HistoryEntry>, ServiceError> {
         let tenants = self.lock().tenants.clone();
+        self.history.flush()?;
         crate::views::history(&*self.store, &tenants, tenant, limit)
     }
 

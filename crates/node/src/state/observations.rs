@@ -47,6 +47,8 @@ impl ControlPlane {
             eviction: cache.as_ref().map(|c| c.stats.eviction.clone()),
             write_policy: cache.as_ref().map(|c| c.stats.write_policy.clone()),
             admission: cache.as_ref().map(|c| c.stats.admission.clone()),
+            resident_blocks: cache.as_ref().map(|c| c.stats.resident),
+            dirty_blocks: cache.as_ref().map(|c| c.stats.dirty),
             cache: cache.map(|c| c.name),
             requests: counters.reads + counters.writes,
             read_bytes: counters.read_bytes,
