@@ -189,7 +189,7 @@ impl Judge {
             .map_or(0.0, |t| at.saturating_duration_since(t).as_secs_f64());
         let reason = match check(deltas.last(node), &now, elapsed) {
             Ok(()) => {
-                let d = Arc::new(deltas.update_owned(node, now));
+                let d = Arc::new(deltas.update(node, now));
                 r.accepted = Some(at);
                 r.good = d.clone();
                 r.refused = None;

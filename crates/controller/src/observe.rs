@@ -39,17 +39,9 @@ fn sub_acc(a: LatencySum, b: LatencySum) -> LatencySum {
 }
 
 impl Deltas {
-    /// The interval's counters of `now` against the node's previous answer, per cache.
+    /// The interval's counters of `now` against the node's previous answer, per cache;
+    /// `now` becomes the next baseline.
     pub fn update(
-        &mut self,
-        node: &str,
-        now: &NodeObservations,
-    ) -> HashMap<String, TenantObservations> {
-        self.update_owned(node, now.clone())
-    }
-
-    /// [`Deltas::update`] keeping `now` itself as the next baseline (no copy of it).
-    pub fn update_owned(
         &mut self,
         node: &str,
         now: NodeObservations,
@@ -502,16 +494,16 @@ mod tests {
             tenants: vec![counters("v", 100, 40, 0.1, 1.0)],
             ..Default::default()
         };
-        assert_eq!(d.update("n", &o)["v"].requests, 100);
+        assert_eq!(d.update("n", o.clone())["v"].requests, 100);
         o.tenants = vec![counters("v", 250, 100, 0.1, 1.0)];
-        let x = d.update("n", &o);
+        let x = d.update("n", o.clone());
         assert_eq!(x["v"].requests, 150);
         assert_eq!(x["v"].hits, 60);
         assert_eq!(x["v"].served.miss.count, 90);
         // Restarted: new epoch, counters from zero.
         o.epoch = "b".into();
         o.tenants = vec![counters("v", 10, 5, 0.1, 1.0)];
-        assert_eq!(d.update("n", &o)["v"].requests, 10);
+        assert_eq!(d.update("n", o.clone())["v"].requests, 10);
     }
 
     #[test]
@@ -525,7 +517,7 @@ mod tests {
             tenants: vec![t.clone()],
             ..Default::default()
         };
-        let first = d.update("n", &o);
+        let first = d.update("n", o.clone());
         assert_eq!(quantiles(&first["v"].latency.buckets).unwrap().p99, 0.1);
         // Second: 1,000 more, 20 of them (2 %) at 9 ms. Since the start the p99 is
         // still 100 µs; this interval's is 9 ms, its p95 100 µs.
@@ -535,7 +527,7 @@ mod tests {
         t.latency.miss_buckets = vec![(9000, 20)];
         o.tenants = vec![t];
         assert_eq!(quantiles(&o.tenants[0].latency.buckets).unwrap().p99, 0.1);
-        let second = d.update("n", &o);
+        let second = d.update("n", o.clone());
         let q = quantiles(&second["v"].latency.buckets).unwrap();
         assert_eq!((q.p95, q.p99, q.p999), (0.1, 9.0, 9.0));
         assert_eq!(second["v"].latency.miss_buckets, vec![(9000, 20)]);

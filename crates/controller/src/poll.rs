@@ -48,21 +48,30 @@ fn tier_period(
     out
 }
 
-/// The client of a registered node: its API address and its token (its registration's,
-/// else the configuration's `token_file`'s); `None` before it registered. Each call is
-/// bounded by half the interval (between 0.2 and 5 s).
+/// Where a registered node is called: its API address and its token (its
+/// registration's, else the configuration's `token_file`'s); `None` before it registered.
+pub fn address<'a>(
+    e: &'a NodeEntry,
+    config_tokens: &'a HashMap<String, String>,
+) -> Option<(&'a str, &'a str)> {
+    let api = e.api.as_deref()?;
+    let token = e
+        .token
+        .as_deref()
+        .or_else(|| config_tokens.get(&e.name).map(String::as_str))?;
+    Some((api, token))
+}
+
+/// The client of a registered node at its [`address`]. Each call is bounded by half the
+/// interval (between 0.2 and 5 s).
 pub fn client_for(
     e: &NodeEntry,
     config_tokens: &HashMap<String, String>,
     interval: Duration,
 ) -> Option<NodeClient> {
-    let api = e.api.as_deref()?;
-    let token = e
-        .token
-        .clone()
-        .or_else(|| config_tokens.get(&e.name).cloned())?;
+    let (api, token) = address(e, config_tokens)?;
     let timeout = Duration::from_secs_f64((interval.as_secs_f64() / 2.0).clamp(0.2, 5.0));
-    Some(NodeClient::new(api, Some(&token), timeout))
+    Some(NodeClient::new(api, Some(token), timeout))
 }
 
 /// Every node at once (bounded): the poll takes the slowest answer, not the sum. A node

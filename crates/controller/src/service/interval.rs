@@ -24,11 +24,7 @@ impl Service {
     /// The node's client: the one kept from earlier intervals (its connections reused)
     /// while the node's address and token stay the same.
     fn client_for(&self, e: &NodeEntry) -> Option<api::client::NodeClient> {
-        let api = e.api.as_deref()?;
-        let token = e
-            .token
-            .as_deref()
-            .or_else(|| self.config_tokens.get(&e.name).map(String::as_str))?;
+        let (api, token) = poll::address(e, &self.config_tokens)?;
         let mut clients = self.clients.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(c) = clients.get(&e.name) {
             if c.api == api && c.token == token {
