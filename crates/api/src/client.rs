@@ -15,8 +15,9 @@ use crate::controller::{
     Status, TenantHead, TenantView, VolumeCurves,
 };
 use crate::node::{
-    CacheCurve, CacheInfo, CachePatch, CreateCache, CreateRule, ExportInfo, Health, HotTierPatch,
-    HotTierView, NodeInfo, NodeObservations, Proportions, Removed, RuleInfo, TenantInfo,
+    CacheCurve, CacheInfo, CachePatch, CachesPatch, CachesPatched, CreateCache, CreateRule,
+    ExportInfo, Health, HotTierPatch, HotTierView, NodeInfo, NodeObservations, Proportions,
+    Removed, RuleInfo, TenantInfo,
 };
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -259,6 +260,16 @@ impl NodeClient {
         let path = format!("/v1/caches/{cache}");
         let b = to_body(&path, patch)?;
         self.call(patch.size.is_some(), "PATCH", &path, Some(&b))
+    }
+
+    /// `PATCH /v1/caches`: the entries applied in order, one outcome each (a node from
+    /// before the batch answers 405; see [`CallError::status`]). It gets the longer
+    /// timeout when any entry resizes.
+    pub fn configure_caches(&self, patch: &CachesPatch) -> Result<CachesPatched, CallError> {
+        let path = "/v1/caches";
+        let b = to_body(path, patch)?;
+        let resizes = patch.caches.iter().any(|e| e.patch.size.is_some());
+        self.call(resizes, "PATCH", path, Some(&b))
     }
 
     /// `DELETE /v1/caches/{id or name}` (the node writes its dirty blocks back first).

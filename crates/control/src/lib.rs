@@ -85,3 +85,27 @@ pub enum ControlError {
     #[error("observations: {0}")]
     Observations(String),
 }
+
+/// The step's phases timed, logged at debug level under the target `control::timing`
+/// (`RUST_LOG=control::timing=debug`): where a step's time goes at scale.
+pub(crate) struct Phases {
+    last: std::time::Instant,
+}
+
+impl Phases {
+    pub(crate) fn start() -> Phases {
+        Phases {
+            last: std::time::Instant::now(),
+        }
+    }
+
+    pub(crate) fn mark(&mut self, phase: &str) {
+        let now = std::time::Instant::now();
+        tracing::debug!(
+            target: "control::timing",
+            phase,
+            seconds = (now - self.last).as_secs_f64()
+        );
+        self.last = now;
+    }
+}

@@ -72,7 +72,12 @@ pub struct LatencyModel {
 impl LatencyModel {
     /// Hit ratios `(level 1, both levels)` at `(c1, c2)`.
     pub fn hit_ratios(&self, c1: f64, c2: f64) -> (f64, f64) {
-        let h1 = self.curve.hit_ratio(c1);
+        self.hit_ratios_at(self.curve.hit_ratio(c1), c1, c2)
+    }
+
+    /// [`LatencyModel::hit_ratios`] given `h1`, the curve's hit ratio at `c1` (for a
+    /// caller that evaluates many `c2` at one `c1`: one lookup of the curve, not two).
+    pub fn hit_ratios_at(&self, h1: f64, c1: f64, c2: f64) -> (f64, f64) {
         let h12 = match self.levels {
             Levels::Exclusive => self.curve.hit_ratio(c1 + c2),
             Levels::Inclusive => self.curve.hit_ratio(c1.max(c2)),

@@ -10,6 +10,7 @@
 //! | GET | `/v1/exports` | exports, tenants, sizes, backends, hot tiers |
 //! | PATCH | `/v1/exports/{export}/hot_tier` | `{"enabled","threshold"}`: placing on or off, the threshold set in place (candidates keep their counts; below one: 400 naming `hot_tier.threshold`; no tier: 409) |
 //! | GET, POST | `/v1/caches` | list / create `{"name","size","eviction","write_policy","admission","profile","exclusive","dirty_ratio","dirty_bytes","log","durable"}` (201; 200 if it exists with the same settings, 409 naming what differs) |
+//! | PATCH | `/v1/caches` | `{"caches": [{"cache", "patch"}, ...]}`: each entry as the single `PATCH` below, applied in order on one blocking task; answers 200 with `{"caches": [{"cache","status","info"|"error"}]}`, one per entry (a refused entry leaves its cache as it was, the others still apply; more than [`MAX_BATCH`] entries: 400) |
 //! | GET, PATCH, DELETE | `/v1/caches/{id or name}` | stats / configure `{"size","eviction","write_policy","admission","exclusive","dirty_ratio","dirty_bytes"}` / remove |
 //! | GET | `/v1/caches/{id or name}/curve?window=true&points=N` | online hit-ratio curve of the tenant the cache serves (`"status": "no data"` and no points before any access; 409 for a cache several tenants share) |
 //! | GET, POST | `/v1/rules` | list / create `{"export","cache","client","op","range"}` |
@@ -37,8 +38,8 @@ use crate::error::NodeError;
 use crate::state::ControlPlane;
 use api::auth::Token;
 use api::node::{
-    CacheCurve, CachePatch, CreateCache, CreateRule, CurvePoint, DemoteOutcome, NodeInfo,
-    Proportions, Removed,
+    CacheCurve, CachePatch, CachePatchEntry, CachePatchOutcome, CachesPatch, CachesPatched,
+    CreateCache, CreateRule, CurvePoint, DemoteOutcome, NodeInfo, Proportions, Removed,
 };
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
@@ -54,26 +55,35 @@ use std::sync::Arc;
 
 type St = State<Arc<ControlPlane>>;
 
+/// Most entries one `PATCH /v1/caches` may carry: the request's work on the node's
+/// blocking pool is bounded like its body.
+pub const MAX_BATCH: usize = 4096;
+
+/// The status an error answers with.
+fn status_of(e: &NodeError) -> StatusCode {
+    match e {
+        NodeError::NotFound(_) => StatusCode::NOT_FOUND,
+        NodeError::Invalid(_) | NodeError::Config { .. } => StatusCode::BAD_REQUEST,
+        NodeError::Conflict(_) => StatusCode::CONFLICT,
+        NodeError::Cache(e) => match e {
+            CacheError::UnknownCache(_)
+            | CacheError::UnknownRule(_)
+            | CacheError::UnknownExport(_) => StatusCode::NOT_FOUND,
+            CacheError::Oversized { .. }
+            | CacheError::RuleOverlap { .. }
+            | CacheError::ExportExists(_)
+            | CacheError::ExportInUse { .. }
+            | CacheError::DirtyUnwritable { .. } => StatusCode::CONFLICT,
+            CacheError::Io { .. } | CacheError::Log { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            _ => StatusCode::BAD_REQUEST,
+        },
+        NodeError::Io(_) | NodeError::Listen { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
 impl IntoResponse for NodeError {
     fn into_response(self) -> Response {
-        let status = match &self {
-            NodeError::NotFound(_) => StatusCode::NOT_FOUND,
-            NodeError::Invalid(_) | NodeError::Config { .. } => StatusCode::BAD_REQUEST,
-            NodeError::Conflict(_) => StatusCode::CONFLICT,
-            NodeError::Cache(e) => match e {
-                CacheError::UnknownCache(_)
-                | CacheError::UnknownRule(_)
-                | CacheError::UnknownExport(_) => StatusCode::NOT_FOUND,
-                CacheError::Oversized { .. }
-                | CacheError::RuleOverlap { .. }
-                | CacheError::ExportExists(_)
-                | CacheError::ExportInUse { .. }
-                | CacheError::DirtyUnwritable { .. } => StatusCode::CONFLICT,
-                CacheError::Io { .. } | CacheError::Log { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-                _ => StatusCode::BAD_REQUEST,
-            },
-            NodeError::Io(_) | NodeError::Listen { .. } => StatusCode::INTERNAL_SERVER_ERROR,
-        };
+        let status = status_of(&self);
         (status, Json(json!({ "error": self.to_string() }))).into_response()
     }
 }
@@ -124,7 +134,12 @@ pub fn router(state: Arc<ControlPlane>, token: Arc<Token>) -> Router {
             "/v1/exports/{export}/hot_tier",
             axum::routing::patch(configure_hot_tier),
         )
-        .route("/v1/caches", get(list_caches).post(create_cache))
+        .route(
+            "/v1/caches",
+            get(list_caches)
+                .post(create_cache)
+                .patch(configure_caches),
+        )
         .route(
             "/v1/caches/{cache}",
             get(get_cache).patch(configure_cache).delete(remove_cache),
@@ -256,6 +271,43 @@ async fn configure_cache(
     let st = s.clone();
     blocking(move || st.configure_cache(id, &patch)).await?;
     Ok(Json(s.cache(id)?))
+}
+
+async fn configure_caches(State(s): St, b: Bytes) -> Result<impl IntoResponse, NodeError> {
+    let batch: CachesPatch = body(&b)?;
+    if batch.caches.len() > MAX_BATCH {
+        return Err(NodeError::Invalid(format!(
+            "caches: {} entries, at most {MAX_BATCH} in one request",
+            batch.caches.len()
+        )));
+    }
+    let outcomes = blocking(move || {
+        let one = |e: &CachePatchEntry| {
+            let id = s.resolve_cache(&e.cache)?;
+            s.configure_cache(id, &e.patch)?;
+            s.cache(id)
+        };
+        Ok(batch
+            .caches
+            .iter()
+            .map(|e| match one(e) {
+                Ok(info) => CachePatchOutcome {
+                    cache: e.cache.clone(),
+                    status: StatusCode::OK.as_u16(),
+                    info: Some(info),
+                    error: None,
+                },
+                Err(err) => CachePatchOutcome {
+                    cache: e.cache.clone(),
+                    status: status_of(&err).as_u16(),
+                    info: None,
+                    error: Some(err.to_string()),
+                },
+            })
+            .collect())
+    })
+    .await?;
+    Ok(Json(CachesPatched { caches: outcomes }))
 }
 
 async fn remove_cache(

@@ -73,6 +73,53 @@ pub struct CachePatch {
     pub dirty_bytes: Option<ByteSize>,
 }
 
+/// One entry of `PATCH /v1/caches`: the fields `patch` gives, for the cache `cache`
+/// (an id or a name).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CachePatchEntry {
+    /// The cache, by id or name.
+    pub cache: String,
+    /// Its fields to change, as `PATCH /v1/caches/{cache}` takes them.
+    pub patch: CachePatch,
+}
+
+/// The body of `PATCH /v1/caches`: several caches changed in one call, in the order
+/// given (shrinks before grows keep the node within its memory), each entry applied or
+/// refused on its own.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CachesPatch {
+    /// The entries, applied in this order.
+    pub caches: Vec<CachePatchEntry>,
+}
+
+/// What `PATCH /v1/caches` did with one entry: the cache as it is now, or the status and
+/// reason the single `PATCH /v1/caches/{cache}` would have answered (the node is left as
+/// it was for that entry).
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CachePatchOutcome {
+    /// The entry's cache, as the request named it.
+    pub cache: String,
+    /// HTTP status of the entry: 200, or the error's.
+    pub status: u16,
+    /// The cache after the change (on success).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub info: Option<CacheInfo>,
+    /// Why it was refused (on failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// The answer of `PATCH /v1/caches`: one outcome per entry, in the request's order.
+#[derive(Clone, Debug, Default, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct CachesPatched {
+    /// Per entry, what became of it.
+    pub caches: Vec<CachePatchOutcome>,
+}
+
 /// A request's operation as rules see it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]

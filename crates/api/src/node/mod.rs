@@ -33,8 +33,8 @@ mod status;
 mod tier;
 
 pub use caches::{
-    CacheCurve, CacheInfo, CachePatch, CacheStats, CreateCache, CreateRule, CurvePoint, Op,
-    Removed, RuleInfo, WRITE_POLICIES,
+    CacheCurve, CacheInfo, CachePatch, CachePatchEntry, CachePatchOutcome, CacheStats, CachesPatch,
+    CachesPatched, CreateCache, CreateRule, CurvePoint, Op, Removed, RuleInfo, WRITE_POLICIES,
 };
 pub use observations::{
     LatencySum, LatencyView, NodeObservations, PolicyPoints, ServedView, TenantObservations,

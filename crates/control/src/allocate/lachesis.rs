@@ -56,10 +56,11 @@ const GRID: u64 = 64;
 /// Our sizes.
 #[allow(clippy::needless_range_loop)] // tenants index several parallel arrays
 pub fn allocate(inp: &Inputs) -> Sizes {
+    let mut phases = crate::Phases::start();
     let topo = inp.topo;
     let n = topo.tenants.len();
-    let mut out = super::fair(topo, inp.active, inp.idle_floor);
-    let place = topo.placement();
+    let mut out = super::fair(topo, inp.place, inp.active, inp.idle_floor);
+    let place = inp.place;
     let mut host_free: Vec<u64> = topo.hosts.iter().map(|h| h.capacity).collect();
     let mut server_free: Vec<u64> = topo.servers.iter().map(|s| s.capacity).collect();
     let mut min1 = vec![0u64; n];
@@ -91,6 +92,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
         out.l1_reason[i] = r.clone();
         out.l2_reason[i] = r;
     }
+    phases.mark("allocate: fair, fixed");
     // SLO minimums: each tenant's sufficient points, admitted by class.
     let mut wants: Vec<Want> = Vec::new();
     let mut out_of_reach = vec![false; n];
@@ -154,6 +156,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
         let fair = (out.l1[i], out.l2[i].iter().copied().min().unwrap_or(0));
         wants.push(Want { i, points, fair });
     }
+    phases.mark("allocate: sufficient points");
     // Do-no-harm floors (`crate::guard`) before anything else: each is at most the
     // tenant's fair share, so they fit together beside the fixed partitions. A tenant
     // whose SLO the guard keeps and no size can meet (`out_of_reach`) is floored at its
@@ -318,6 +321,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             _ => Reason::Gain { per_block: gain },
         }
     };
+    phases.mark("allocate: admission, floors");
     // Spare space: start from the minimums, then two rounds of coordinate descent.
     let fair = (out.l1.clone(), out.l2.clone());
     for i in (0..n).filter(|&i| !fixed[i]) {
@@ -326,30 +330,54 @@ pub fn allocate(inp: &Inputs) -> Sizes {
     }
     let weight = |i: usize| topo.tenants[i].class.weight() / inp.lat_fair[i].max(1e-9);
     let mut ext = externality(inp, &place.servers, &fair.0, &fair.1, &weight);
-    // Tenant i's objective: its weighted latency plus the disk queueing its misses cost.
-    // (`Inputs::latency` and the externality from one lookup of the curve per server: the
-    // allocator evaluates this some 500 times per tenant and node each interval.)
-    let objective = |ext: &[f64], i: usize, c1: u64, x: &[u64]| -> f64 {
+    phases.mark("allocate: spare space set-up");
+    // Tenant i's objective: its weighted latency plus the disk queueing its misses cost,
+    // summed over its servers' parts (`part`), `h1` being its curve's hit ratio at `c1`.
+    // (The allocator evaluates this some 500 times per tenant and node each interval, so
+    // a part takes one lookup of the curve: the level-1 hit ratio is looked up once per
+    // level-1 size, and a level-2 curve re-evaluates only the part of the server it is
+    // for.)
+    let part = |ext: &[f64], i: usize, c1: u64, h1: f64, s: usize, xs: u64, n: f64| {
+        let model = &inp.models[i];
+        let ratios = model.hit_ratios_at(h1, c1 as f64, n * xs as f64);
+        (
+            model.latency_at(ratios),
+            ext[s] * inp.rates[i] * (1.0 - ratios.1) / n,
+        )
+    };
+    let total = |i: usize, parts: &[(f64, f64)]| -> f64 {
+        let n = parts.len() as f64;
+        let (mut latency, mut others) = (0.0, 0.0);
+        for &(l, o) in parts {
+            latency += l;
+            others += o;
+        }
+        weight(i) * (latency / n) + others
+    };
+    let objective = |ext: &[f64], i: usize, c1: u64, x: &[u64], parts: &mut Vec<(f64, f64)>| {
         let t = &topo.tenants[i];
         debug_assert_eq!(x.len(), t.servers.len(), "a size per server");
         if x.is_empty() {
             return weight(i) * inp.latency(i, c1, x);
         }
         let n = x.len() as f64;
-        let model = &inp.models[i];
-        let (mut latency, mut others) = (0.0, 0.0);
-        for (&s, &xs) in t.servers.iter().zip(x) {
-            let ratios = model.hit_ratios(c1 as f64, n * xs as f64);
-            latency += model.latency_at(ratios);
-            others += ext[s] * inp.rates[i] * (1.0 - ratios.1) / n;
-        }
-        weight(i) * (latency / n) + others
+        let h1 = inp.models[i].curve.hit_ratio(c1 as f64);
+        parts.clear();
+        parts.extend(
+            t.servers
+                .iter()
+                .zip(x)
+                .map(|(&s, &xs)| part(ext, i, c1, h1, s, xs, n)),
+        );
+        total(i, parts)
     };
+    let mut parts: Vec<(f64, f64)> = Vec::new();
     for round in 0..2 {
         if round > 0 {
             ext = externality(inp, &place.servers, &out.l1, &out.l2, &weight);
         }
         let ext = &ext;
+        phases.mark("allocate: externality");
         for (h, host) in topo.hosts.iter().enumerate() {
             let members: Vec<usize> = place.hosts[h]
                 .iter()
@@ -370,8 +398,12 @@ pub fn allocate(inp: &Inputs) -> Sizes {
                 .map(|&i| {
                     let x = &out.l2[i];
                     let flat = inp.models[i].flat_from_c1();
-                    let (curve, base) =
-                        normalised_curve_flat(|c1| objective(ext, i, c1, x), cap, 256, flat);
+                    let (curve, base) = normalised_curve_flat(
+                        |c1| objective(ext, i, c1, x, &mut parts),
+                        cap,
+                        256,
+                        flat,
+                    );
                     Item {
                         curve,
                         weight: base,
@@ -385,6 +417,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
                 out.l1_reason[i] = reason(i, sizes[k], true, gains[k]);
             }
         }
+        phases.mark("allocate: level 1");
         for (s, server) in topo.servers.iter().enumerate() {
             let members: Vec<(usize, usize)> = place.servers[s]
                 .iter()
@@ -403,12 +436,16 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             let items: Vec<Item> = members
                 .iter()
                 .map(|&(i, k)| {
-                    let (c1, mut x) = (out.l1[i], out.l2[i].clone());
+                    let (c1, x) = (out.l1[i], &out.l2[i]);
                     let flat = inp.models[i].flat_from_c2(c1, x.len() as u64);
+                    // The other servers' parts do not change with this one's size.
+                    objective(ext, i, c1, x, &mut parts);
+                    let (n, h1) = (x.len() as f64, inp.models[i].curve.hit_ratio(c1 as f64));
+                    let s = topo.tenants[i].servers[k];
                     let (curve, base) = normalised_curve_flat(
                         |v| {
-                            x[k] = v;
-                            objective(ext, i, c1, &x)
+                            parts[k] = part(ext, i, c1, h1, s, v, n);
+                            total(i, &parts)
                         },
                         cap,
                         256,
@@ -430,6 +467,7 @@ pub fn allocate(inp: &Inputs) -> Sizes {
             }
         }
     }
+    phases.mark("allocate: level 2");
     let index = super::name_index(topo);
     for sf in out.shortfalls.iter_mut() {
         if sf.predicted_ms == 0.0 {

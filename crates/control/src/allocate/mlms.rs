@@ -34,7 +34,7 @@ pub const BOOTSTRAP_PLANS: u64 = 2;
 pub fn bootstrap(inp: &Inputs, levels: MlmsLevels, k: u64) -> Sizes {
     let topo = inp.topo;
     let all = vec![true; topo.tenants.len()];
-    let mut out = super::fair(topo, &all, 0);
+    let mut out = super::fair(topo, inp.place, &all, 0);
     let scale = |fair: u64, j: usize, h: usize, shift: usize| -> u64 {
         if h < 2 {
             return fair;
@@ -43,7 +43,7 @@ pub fn bootstrap(inp: &Inputs, levels: MlmsLevels, k: u64) -> Sizes {
         let m = 0.5 + pos as f64 / (h - 1) as f64;
         (fair as f64 * m).floor() as u64
     };
-    let place = topo.placement();
+    let place = inp.place;
     let k = k as usize;
     if levels != MlmsLevels::Second {
         for members in &place.hosts {
@@ -116,7 +116,7 @@ pub fn allocate(inp: &Inputs, levels: MlmsLevels, regressions: &[Option<Regressi
         MlmsLevels::Second => Scheme::SecondLevelOnly,
     };
     let all_active = vec![true; topo.tenants.len()];
-    let mut out = super::fair(topo, &all_active, 0);
+    let mut out = super::fair(topo, inp.place, &all_active, 0);
     let Ok(p) = plan(&problem, scheme) else {
         return out;
     };
@@ -139,7 +139,7 @@ pub fn allocate(inp: &Inputs, levels: MlmsLevels, regressions: &[Option<Regressi
         }
     }
     // Rounding of LP shares may leave a server over by a fraction; trim to capacity.
-    let place = topo.placement();
+    let place = inp.place;
     for (s, server) in topo.servers.iter().enumerate() {
         let mut used: u64 = place.servers[s].iter().map(|&(i, k)| out.l2[i][k]).sum();
         for &(i, k) in &place.servers[s] {

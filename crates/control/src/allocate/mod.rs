@@ -14,7 +14,7 @@ pub mod moirai;
 
 use crate::model::LatencyModel;
 use crate::plan::{Reason, Shortfall};
-use crate::topology::Topology;
+use crate::topology::{Placement, Topology};
 use lachesis_alloc::utility::{fast, water_fill, FixUp, UtilityProblem, UtilityTenant};
 use mrc::HitRatioCurve;
 
@@ -44,6 +44,8 @@ impl Sizes {
 pub struct Inputs<'a> {
     /// The topology.
     pub topo: &'a Topology,
+    /// Which tenants use each of its nodes.
+    pub place: &'a Placement,
     /// Per tenant, its latency model.
     pub models: &'a [LatencyModel],
     /// Per tenant, whether it takes part (idle tenants do not; they get the floor).
@@ -105,7 +107,7 @@ impl Inputs<'_> {
 
 /// Equal shares: each host among its tenants, each server among the tenants striped over
 /// it. Idle tenants (per `active`) get `floor` and are not counted.
-pub fn fair(topo: &Topology, active: &[bool], floor: u64) -> Sizes {
+pub fn fair(topo: &Topology, place: &Placement, active: &[bool], floor: u64) -> Sizes {
     let n = topo.tenants.len();
     let mut l1 = vec![0u64; n];
     let mut l2: Vec<Vec<u64>> = topo
@@ -126,7 +128,6 @@ pub fn fair(topo: &Topology, active: &[bool], floor: u64) -> Sizes {
             }
         }
     };
-    let place = topo.placement();
     for (h, host) in topo.hosts.iter().enumerate() {
         let members: Vec<(usize, usize)> = place.hosts[h].iter().map(|&i| (i, 0)).collect();
         split(&members, host.capacity, &mut |i, _, v| l1[i] = v);

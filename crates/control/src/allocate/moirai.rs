@@ -25,8 +25,8 @@ use lachesis_alloc::{Slo, SloKind};
 pub fn allocate(inp: &Inputs, slo_stage: bool, fair_l2: &[u64]) -> Sizes {
     let topo = inp.topo;
     let n = topo.tenants.len();
-    let mut out = super::fair(topo, inp.active, inp.idle_floor);
-    let place = topo.placement();
+    let mut out = super::fair(topo, inp.place, inp.active, inp.idle_floor);
+    let place = inp.place;
     for (h, host) in topo.hosts.iter().enumerate() {
         let members: Vec<usize> = place.hosts[h]
             .iter()
@@ -137,7 +137,7 @@ pub fn allocate(inp: &Inputs, slo_stage: bool, fair_l2: &[u64]) -> Sizes {
 /// Level 2 per server for hits, given `out.l1`.
 pub fn level2_for_hits(inp: &Inputs, out: &mut Sizes) {
     let topo = inp.topo;
-    let place = topo.placement();
+    let place = inp.place;
     for (s, server) in topo.servers.iter().enumerate() {
         let members: Vec<(usize, usize)> = place.servers[s]
             .iter()

@@ -77,10 +77,11 @@ fn fair_splits_each_node_among_its_tenants_and_idle_ones_keep_the_floor() {
         tenant("b", 0, vec![0], None),
         tenant("c", 1, vec![1], None),
     ]);
-    let s = fair(&t, &[true, true, true], 0);
+    let place = t.placement();
+    let s = fair(&t, &place, &[true, true, true], 0);
     assert_eq!(s.l1, vec![50, 50, 100]);
     assert_eq!(s.l2, vec![vec![100, 100], vec![100], vec![100]]);
-    let s = fair(&t, &[true, false, true], 10);
+    let s = fair(&t, &place, &[true, false, true], 10);
     assert_eq!(s.l1, vec![90, 10, 100]);
     assert_eq!(s.l2[1], vec![10]);
     assert_eq!(s.l2[0], vec![190, 100]);
@@ -121,6 +122,8 @@ fn inputs<'a>(
 ) -> Inputs<'a> {
     Inputs {
         topo: t,
+        // A test's topology lives for the test; its placement is leaked to match.
+        place: Box::leak(Box::new(t.placement())),
         models,
         active,
         idle_floor: 0,

@@ -9,7 +9,7 @@ use crate::guard::{measured_ms, Limit};
 use crate::hysteresis::limit_moves;
 use crate::observe::Observations;
 use crate::plan::Reason;
-use crate::topology::Topology;
+use crate::topology::{Placement, Topology};
 
 /// Applies hysteresis to `sizes` against the previous plan. A node is *changed* when its
 /// capacity is not the one the previous plan was made for, or its tenants are not those
@@ -37,7 +37,7 @@ pub(super) fn damp(
     }
     let gain = if old > 0.0 { (old - new) / old } else { 0.0 };
     let hold = !at_risk && gain < h.min_gain;
-    let place = topo.placement();
+    let place = inp.place;
     for (hx, host) in topo.hosts.iter().enumerate() {
         if was.host_changed[hx] {
             continue;
@@ -122,6 +122,7 @@ pub(super) struct Budgets {
 /// there until either eases.
 pub(super) fn write_back_budgets(
     topo: &Topology,
+    place: &Placement,
     state: &ControlState,
     obs: &Observations,
     active: &[bool],
@@ -129,7 +130,6 @@ pub(super) fn write_back_budgets(
     falls_back: &[bool],
 ) -> Budgets {
     let per_block_s = topo.service.miss_ms.max(1e-6) / 1e3;
-    let place = topo.placement();
     let exploring: Vec<f64> = (0..topo.servers.len())
         .map(|s| {
             let headroom = place.servers[s]
@@ -315,7 +315,7 @@ pub(super) fn pace_write_backs(
         return;
     }
     // Growth gives back what the paced shrinks still hold.
-    let place = topo.placement();
+    let place = inp.place;
     for (h, host) in topo.hosts.iter().enumerate() {
         let members = &place.hosts[h];
         let prev: Vec<u64> = members
@@ -393,7 +393,7 @@ pub(super) fn honour_guard_floors(
     was: &Previous,
 ) {
     let topo = inp.topo;
-    let place = topo.placement();
+    let place = inp.place;
     let floor1 = |i: usize| inp.guard(i).map_or(0, |g| g.l1.min(undamped.l1[i]));
     let floor2 = |i: usize, k: usize| {
         inp.guard(i)

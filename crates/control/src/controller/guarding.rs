@@ -8,9 +8,9 @@ use crate::allocate::{Floor, Sizes};
 use crate::guard::{GuardSizes, Held, Limit, Verdict};
 use crate::model::LatencyModel;
 use crate::observe::Observations;
-use crate::plan::{Layout, Reason};
+use crate::plan::Reason;
 use crate::scheme::Scheme;
-use crate::topology::Topology;
+use crate::topology::{Placement, Topology};
 
 /// What the do-no-harm guard ([`crate::guard`]) decided this interval.
 #[derive(Default)]
@@ -34,8 +34,13 @@ impl Guarding {
     }
 
     /// Sets every tenant on a node that falls back to its fair share there.
-    pub(super) fn apply(&self, topo: &Topology, sizes: &mut Sizes, fair: &Sizes) {
-        let place = topo.placement();
+    pub(super) fn apply(
+        &self,
+        topo: &Topology,
+        place: &Placement,
+        sizes: &mut Sizes,
+        fair: &Sizes,
+    ) {
         let why = |j: usize| Reason::Guarded {
             why: format!("node held at fair share for `{}`", topo.tenants[j].name),
         };
@@ -69,8 +74,11 @@ impl Guarding {
 /// observation at the sizes and policy the previous plan gave it (and whether its
 /// neighbours held their fair shares), and returns the floors and the nodes that fall
 /// back to fair share.
+#[allow(clippy::too_many_arguments)] // the step's inputs, each read here
 pub(super) fn guard(
     topo: &Topology,
+    place: &Placement,
+    was: Option<&Previous>,
     scheme: &Scheme,
     state: &mut ControlState,
     models: &[LatencyModel],
@@ -80,16 +88,10 @@ pub(super) fn guard(
 ) -> Guarding {
     let baseline = baseline_policy(scheme);
     let n = topo.tenants.len();
-    let place = topo.placement();
     let mut held: Vec<Option<(u64, Vec<u64>, bool)>> = vec![None; n];
     let mut host_at_fair = vec![false; topo.hosts.len()];
     let mut server_at_fair = vec![false; topo.servers.len()];
-    if let Some(prev) = state
-        .previous
-        .as_ref()
-        .filter(|p| p.layout == Layout::Partitioned)
-    {
-        let was = Previous::new(topo, prev, state);
+    if let Some(was) = was {
         for (i, slot) in held.iter_mut().enumerate() {
             *slot = was.sizes(topo, i).map(|(l1, l2)| {
                 let policy = was.tenant[i].is_some_and(|tp| tp.eviction == baseline);

@@ -10,7 +10,7 @@ use crate::observe::Observations;
 use crate::plan::{BoostPlan, Layout, Partition, Plan, Reason, Shortfall, TenantPlan};
 use crate::policy_choice::ChoiceState;
 use crate::scheme::{Allocation, MlmsLevels, MlmsModel, Scheme};
-use crate::topology::{Slo, Topology};
+use crate::topology::{Placement, Slo, Topology};
 use crate::ControlError;
 use lachesis_alloc::boost::{step as boost_step, PeriodObservation, ThresholdState};
 use lachesis_alloc::mlms::model::{Regression, Sample};
@@ -34,6 +34,8 @@ pub use state::{
 #[derive(Clone, Debug)]
 pub struct Controller {
     topology: Topology,
+    /// Which tenants use each node of `topology`, built once with it.
+    placement: Placement,
     scheme: Scheme,
     state: ControlState,
 }
@@ -55,6 +57,7 @@ impl Controller {
         topology.validate()?;
         let state = state.fit(&topology);
         Ok(Controller {
+            placement: topology.placement(),
             topology,
             scheme,
             state,
@@ -80,7 +83,7 @@ impl Controller {
     /// those baselines), each partition running the first candidate policy or LRU.
     pub fn initial_plan(&self) -> Plan {
         let n = self.topology.tenants.len();
-        let sizes = allocate::fair(&self.topology, &vec![true; n], 0);
+        let sizes = allocate::fair(&self.topology, &self.placement, &vec![true; n], 0);
         let models = self.models();
         let targets = vec![None; n];
         self.build_plan(0.0, sizes, &models, &targets, &vec![1.0; n])
@@ -101,13 +104,28 @@ impl Controller {
                 obs.seconds
             )));
         }
-        self.observe(obs);
+        let mut phases = crate::Phases::start();
+        // The previous plan as this topology sees it, built once for every stage that
+        // reads it (the plan is put back, replaced by this one, at the end).
+        let previous = self.state.previous.take();
+        let was = previous
+            .as_ref()
+            .map(|p| Previous::new(&self.topology, &self.placement, p, &self.state));
+        let partitioned = previous
+            .as_ref()
+            .is_some_and(|p| p.layout == Layout::Partitioned);
+        let was_partitioned = was.as_ref().filter(|_| partitioned);
+        self.observe(obs, was.as_ref());
+        phases.mark("observe");
         let topo = &self.topology;
+        let place = &self.placement;
         let models = self.models();
+        phases.mark("models");
         let all = vec![true; n];
-        let fair_all = allocate::fair(topo, &all, 0);
+        let fair_all = allocate::fair(topo, place, &all, 0);
         let probe = Inputs {
             topo,
+            place,
             models: &models,
             active: &all,
             idle_floor: 0,
@@ -142,10 +160,14 @@ impl Controller {
         let active: Vec<bool> = (0..n)
             .map(|i| idle_cfg.map_or(true, |c| self.state.tenants[i].idle < c.intervals))
             .collect();
-        let floors = self.floors(&active);
+        phases.mark("targets");
+        let floors = self.floors(&active, was_partitioned);
+        phases.mark("floors");
         let guarding = if self.scheme.guard {
             guard(
                 topo,
+                place,
+                was_partitioned,
                 &self.scheme,
                 &mut self.state,
                 &models,
@@ -158,6 +180,7 @@ impl Controller {
         };
         let inp = Inputs {
             topo,
+            place,
             models: &models,
             active: &active,
             idle_floor: idle_cfg.map_or(0, |c| c.floor),
@@ -167,9 +190,10 @@ impl Controller {
             floors: &floors,
             guards: &guarding.floors,
         };
+        phases.mark("guard");
         let mut sizes = match self.scheme.allocation {
             Allocation::Alone | Allocation::Shared | Allocation::Fair => {
-                allocate::fair(topo, &active, inp.idle_floor)
+                allocate::fair(topo, place, &active, inp.idle_floor)
             }
             Allocation::Mlms {
                 levels,
@@ -203,10 +227,10 @@ impl Controller {
                 sizes.l2_reason[i] = r;
             }
         }
-        guarding.apply(topo, &mut sizes, &fair_all);
-        if let (Some(h), Some(prev)) = (self.scheme.hysteresis, self.state.previous.as_ref()) {
-            if prev.layout == Layout::Partitioned {
-                let was = Previous::new(topo, prev, &self.state);
+        phases.mark("allocate");
+        guarding.apply(topo, place, &mut sizes, &fair_all);
+        if let Some(h) = self.scheme.hysteresis {
+            if let Some(was) = was_partitioned {
                 let undamped = sizes.clone();
                 let returned = (0..n).any(|i| {
                     self.state.tenants[i].idle == 0
@@ -224,12 +248,12 @@ impl Controller {
                         }
                         None => false,
                     });
-                damp(&inp, &mut sizes, &was, h, at_risk);
+                damp(&inp, &mut sizes, was, h, at_risk);
                 if h.write_back_share > 0.0 {
                     let falls_back: Vec<bool> =
                         guarding.servers.iter().map(Option::is_some).collect();
                     let budget =
-                        write_back_budgets(topo, &self.state, obs, &active, h, &falls_back);
+                        write_back_budgets(topo, place, &self.state, obs, &active, h, &falls_back);
                     // The share of what a shrink evicts that is dirty: the share of its
                     // resident blocks that are, where the nodes count them (a write-back
                     // cache keeps every block written since its last write-back dirty,
@@ -250,16 +274,19 @@ impl Controller {
                             },
                         )
                         .collect();
-                    pace_write_backs(&inp, &mut sizes, &was, &dirty, &budget, &fair_all);
+                    pace_write_backs(&inp, &mut sizes, was, &dirty, &budget, &fair_all);
                 }
-                honour_guard_floors(&inp, &mut sizes, &undamped, &was);
+                honour_guard_floors(&inp, &mut sizes, &undamped, was);
             }
         }
-        let interval_targets = self.interval_targets(&inp, obs, &targets, &fair_all);
+        phases.mark("damp");
+        let interval_targets = self.interval_targets(&inp, obs, &targets, &fair_all, was.as_ref());
+        phases.mark("interval targets");
         let mut plan = self.build_plan(now, sizes, &models, &targets, &lat_fair);
         for (tp, t) in plan.tenants.iter_mut().zip(interval_targets) {
             tp.interval_target_ms = t;
         }
+        phases.mark("build plan");
         // Eviction policy per tenant.
         if let Some(cfg) = self.scheme.policy_choice.clone() {
             for (i, tp) in plan.tenants.iter_mut().enumerate() {
@@ -311,9 +338,11 @@ impl Controller {
                 });
             }
         }
+        phases.mark("policy, bandwidth, boost");
         self.state.interval += 1;
         plan.interval = self.state.interval;
         self.state.previous = Some(plan.clone());
+        phases.mark("remember");
         for (rec, node) in self.state.hosts.iter_mut().zip(&topo.hosts) {
             rec.capacity = node.capacity;
         }
@@ -339,15 +368,14 @@ impl Controller {
     ///   level-1 write-backs up to its dirty limit, which grows with its size: shrinking
     ///   it makes those writes wait for the disk sooner, whatever the curve (which counts
     ///   reuse, not buffering) says.
-    fn floors(&self, active: &[bool]) -> Vec<Option<Floor>> {
+    fn floors(&self, active: &[bool], was: Option<&Previous>) -> Vec<Option<Floor>> {
         let topo = &self.topology;
-        let (Some(h), Some(prev)) = (self.scheme.hysteresis, self.state.previous.as_ref()) else {
+        let (Some(h), Some(was)) = (self.scheme.hysteresis, was) else {
             return Vec::new();
         };
-        if !h.hold_floors || prev.layout != Layout::Partitioned {
+        if !h.hold_floors {
             return Vec::new();
         }
-        let was = Previous::new(topo, prev, &self.state);
         (0..topo.tenants.len())
             .map(|i| {
                 let st = &self.state.tenants[i];
@@ -385,13 +413,9 @@ impl Controller {
         obs: &Observations,
         targets: &[Option<f64>],
         fair: &Sizes,
+        was: Option<&Previous>,
     ) -> Vec<Option<f64>> {
         let topo = inp.topo;
-        let was = self
-            .state
-            .previous
-            .as_ref()
-            .map(|prev| Previous::new(topo, prev, &self.state));
         (0..topo.tenants.len())
             .map(|i| {
                 let o = &obs.tenants[i];
@@ -403,7 +427,6 @@ impl Controller {
                     return Some(target);
                 };
                 let (l1, l2) = was
-                    .as_ref()
                     .and_then(|w| w.sizes(topo, i))
                     .unwrap_or_else(|| (fair.l1[i], fair.l2[i].clone()));
                 let held = inp.latency(i, l1, &l2);
@@ -416,15 +439,9 @@ impl Controller {
             .collect()
     }
 
-    fn observe(&mut self, obs: &Observations) {
-        let prev: std::collections::HashMap<&str, &TenantPlan> = self
-            .state
-            .previous
-            .iter()
-            .flat_map(|p| &p.tenants)
-            .map(|tp| (tp.tenant.as_str(), tp))
-            .collect();
+    fn observe(&mut self, obs: &Observations, was: Option<&Previous>) {
         for (i, o) in obs.tenants.iter().enumerate() {
+            let prev = was.and_then(|w| w.tenant[i]);
             let st = &mut self.state.tenants[i];
             let s = st.service.get_or_insert(self.topology.service);
             let blend = |old: &mut f64, new: Option<f64>| {
@@ -470,7 +487,7 @@ impl Controller {
                 }
             }
             if o.requests > 0 {
-                if let Some(tp) = prev.get(st.name.as_str()) {
+                if let Some(tp) = prev {
                     let v = &mut st.samples;
                     if v.len() == SAMPLES {
                         v.remove(0);
@@ -503,7 +520,7 @@ impl Controller {
             if let (true, Some((_, w)), Some(tp), Some(c), Some(m)) = (
                 o.write_back && o.writes > 0,
                 split,
-                prev.get(st.name.as_str()),
+                prev,
                 st.curve.as_ref(),
                 st.writes.as_mut(),
             ) {
@@ -606,6 +623,7 @@ impl Controller {
         let active = vec![true; n];
         let inp = Inputs {
             topo,
+            place: &self.placement,
             models,
             active: &active,
             idle_floor: 0,

@@ -2,7 +2,7 @@
 
 use super::state::ControlState;
 use crate::plan::{Plan, TenantPlan};
-use crate::topology::Topology;
+use crate::topology::{Placement, Topology};
 
 /// The previous plan as the current topology sees it: each tenant's part (by name) and
 /// which nodes changed since (see [`damp`](super::damping::damp)).
@@ -16,17 +16,13 @@ pub(super) struct Previous<'a> {
 }
 
 impl<'a> Previous<'a> {
-    pub(super) fn new(topo: &Topology, prev: &'a Plan, state: &ControlState) -> Previous<'a> {
-        let by_name: std::collections::HashMap<&str, &TenantPlan> = prev
-            .tenants
-            .iter()
-            .map(|tp| (tp.tenant.as_str(), tp))
-            .collect();
-        let tenant: Vec<Option<&TenantPlan>> = topo
-            .tenants
-            .iter()
-            .map(|t| by_name.get(t.name.as_str()).copied())
-            .collect();
+    pub(super) fn new(
+        topo: &Topology,
+        place: &Placement,
+        prev: &'a Plan,
+        state: &ControlState,
+    ) -> Previous<'a> {
+        let tenant = by_tenant(topo, prev);
         // Partitions the previous plan had on each node, and members that had one there.
         let mut had_h = vec![0usize; topo.hosts.len()];
         let mut had_s = vec![0usize; topo.servers.len()];
@@ -40,7 +36,6 @@ impl<'a> Previous<'a> {
                 }
             }
         }
-        let place = topo.placement();
         let host_changed = (0..topo.hosts.len())
             .map(|h| {
                 let kept = place.hosts[h]
@@ -95,4 +90,28 @@ impl<'a> Previous<'a> {
             .collect::<Option<Vec<u64>>>()?;
         Some((l1, l2))
     }
+}
+
+/// Per tenant of `topo`, its part of `prev` (by name). When the tenants are those the plan
+/// was made for, in the same order (every interval but one whose topology changed), the
+/// plan is read by position, without hashing a name.
+pub(super) fn by_tenant<'a>(topo: &Topology, prev: &'a Plan) -> Vec<Option<&'a TenantPlan>> {
+    let same_order = prev.tenants.len() == topo.tenants.len()
+        && prev
+            .tenants
+            .iter()
+            .zip(&topo.tenants)
+            .all(|(tp, t)| tp.tenant == t.name);
+    if same_order {
+        return prev.tenants.iter().map(Some).collect();
+    }
+    let by_name: std::collections::HashMap<&str, &TenantPlan> = prev
+        .tenants
+        .iter()
+        .map(|tp| (tp.tenant.as_str(), tp))
+        .collect();
+    topo.tenants
+        .iter()
+        .map(|t| by_name.get(t.name.as_str()).copied())
+        .collect()
 }

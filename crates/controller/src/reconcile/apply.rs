@@ -1,9 +1,14 @@
 //! One node made to match what the plan wants on it ([`apply`]), in the order the module
-//! above gives, each field sent on its own and each refusal kept with its field.
+//! above gives, each field its own entry (the resizes and switches of a node batched in
+//! one `PATCH /v1/caches`, entry by entry to a node from before the batch) and each
+//! refusal kept with its field.
 
 use super::{Action, Desired, NodeOutcome, Refusal, WantCache};
 use api::client::{CallError, NodeClient};
-use api::node::{CacheInfo, CachePatch, CreateCache, CreateRule, HotTierPatch, Proportions};
+use api::node::{
+    CacheInfo, CachePatch, CachePatchEntry, CachesPatch, CreateCache, CreateRule, HotTierPatch,
+    Proportions,
+};
 use units::ByteSize;
 
 /// Whether a refusal says the node does not know what it was sent (an older node): an
@@ -62,20 +67,101 @@ impl Run<'_> {
 
     /// `PATCH` of one field of cache `w`.
     fn patch(&mut self, w: &WantCache, field: &str, from: String, to: String, p: CachePatch) {
-        let r = self.c.configure_cache(&w.name, &p);
+        let r = self.c.configure_cache(&w.name, &p).map(|_| ());
+        self.note_patch(&w.name, field, from, to, r);
+    }
+
+    /// Keeps the action of a `PATCH` of `field` of cache `name` and its refusal.
+    fn note_patch(
+        &mut self,
+        name: &str,
+        field: &str,
+        from: String,
+        to: String,
+        r: Result<(), CallError>,
+    ) {
         let (verb, detail) = match field {
             "size" => ("resize", format!("{from} -> {to}")),
             "eviction" => ("policy", format!("{from} -> {to}")),
             f => (f, format!("{f} {from} -> {to}")),
         };
-        self.note(
-            verb,
-            &w.name,
-            detail,
-            format!("caches.{}.{field}", w.name),
-            to,
-            r,
-        );
+        self.note(verb, name, detail, format!("caches.{name}.{field}"), to, r);
+    }
+
+    /// Sends `batch` as one `PATCH /v1/caches`, each entry kept as its own action and
+    /// refusal; to a node from before the batch (the verb unknown, or a field in it),
+    /// entry by entry. One entry goes alone.
+    fn send(&mut self, batch: Vec<FieldPatch<'_>>) {
+        if batch.len() < 2 {
+            for e in batch {
+                self.patch(e.cache, e.field, e.from, e.to, e.patch);
+            }
+            return;
+        }
+        let body = CachesPatch {
+            caches: batch
+                .iter()
+                .map(|e| CachePatchEntry {
+                    cache: e.cache.name.clone(),
+                    patch: e.patch.clone(),
+                })
+                .collect(),
+        };
+        match self.c.configure_caches(&body) {
+            Ok(answer) => {
+                let mut outcomes = answer.caches.into_iter();
+                for e in batch {
+                    let r = match outcomes.next() {
+                        Some(o) if o.status == 200 => Ok(()),
+                        Some(o) => Err(CallError::Status {
+                            status: o.status,
+                            body: serde_json::json!({ "error": o.error.unwrap_or_default() })
+                                .to_string(),
+                        }),
+                        None => Err(CallError::Contract {
+                            path: "/v1/caches".into(),
+                            msg: "fewer outcomes than entries".into(),
+                        }),
+                    };
+                    self.note_patch(&e.cache.name, e.field, e.from, e.to, r);
+                }
+            }
+            Err(err) if unsupported(&err) => {
+                for e in batch {
+                    self.patch(e.cache, e.field, e.from, e.to, e.patch);
+                }
+            }
+            Err(err) => {
+                for e in batch {
+                    self.note_patch(&e.cache.name, e.field, e.from, e.to, Err(err.clone()));
+                }
+            }
+        }
+    }
+}
+
+/// One field of one cache to change, as [`Run::send`] batches them.
+struct FieldPatch<'a> {
+    cache: &'a WantCache,
+    field: &'static str,
+    from: String,
+    to: String,
+    patch: CachePatch,
+}
+
+impl<'a> FieldPatch<'a> {
+    /// Cache `h` resized to what `w` wants.
+    fn resize(w: &'a WantCache, h: &CacheInfo) -> FieldPatch<'a> {
+        FieldPatch {
+            cache: w,
+            field: "size",
+            from: h.size_bytes.to_string(),
+            to: w.size.to_string(),
+            patch: CachePatch {
+                size: Some(ByteSize(w.size)),
+                ..Default::default()
+            },
+        }
     }
 }
 
@@ -151,20 +237,19 @@ fn remove_unwanted(run: &mut Run<'_>, caches: &[CacheInfo], want: &Desired) {
     }
 }
 
-/// Shrinks first (freeing memory), then creates, grows, and switches policies, each
-/// field on its own.
+/// Shrinks first (freeing memory), then creates, then grows and switches of policy, each
+/// field its own entry; the shrinks go in one `PATCH /v1/caches`, and so do the rest.
 fn resize_and_create(run: &mut Run<'_>, caches: &[CacheInfo], want: &Desired) {
+    let mut shrinks = Vec::new();
     for w in &want.caches {
         if let Some(h) = caches.iter().find(|x| x.name == w.name) {
             if w.size < h.size_bytes {
-                let p = CachePatch {
-                    size: Some(ByteSize(w.size)),
-                    ..Default::default()
-                };
-                run.patch(w, "size", h.size_bytes.to_string(), w.size.to_string(), p);
+                shrinks.push(FieldPatch::resize(w, h));
             }
         }
     }
+    run.send(shrinks);
+    let mut rest = Vec::new();
     for w in &want.caches {
         let Some(h) = caches.iter().find(|x| x.name == w.name) else {
             let spec = CreateCache {
@@ -198,47 +283,51 @@ fn resize_and_create(run: &mut Run<'_>, caches: &[CacheInfo], want: &Desired) {
             continue;
         };
         if w.size > h.size_bytes {
-            let p = CachePatch {
-                size: Some(ByteSize(w.size)),
-                ..Default::default()
-            };
-            run.patch(w, "size", h.size_bytes.to_string(), w.size.to_string(), p);
+            rest.push(FieldPatch::resize(w, h));
         }
         if !h.stats.eviction.is_empty() && h.stats.eviction != w.eviction {
-            let p = CachePatch {
-                eviction: Some(w.eviction.clone()),
-                ..Default::default()
-            };
-            run.patch(
-                w,
-                "eviction",
-                h.stats.eviction.clone(),
-                w.eviction.clone(),
-                p,
-            );
+            rest.push(FieldPatch {
+                cache: w,
+                field: "eviction",
+                from: h.stats.eviction.clone(),
+                to: w.eviction.clone(),
+                patch: CachePatch {
+                    eviction: Some(w.eviction.clone()),
+                    ..Default::default()
+                },
+            });
         }
         // A node that does not report the mode is left as it is.
         if !h.stats.exclusive.is_empty() && (h.stats.exclusive != "off") != w.exclusive {
-            let p = CachePatch {
-                exclusive: Some(w.exclusive),
-                ..Default::default()
-            };
-            let (from, to) = (h.stats.exclusive.clone(), w.exclusive.to_string());
-            run.patch(w, "exclusive", from, to, p);
+            rest.push(FieldPatch {
+                cache: w,
+                field: "exclusive",
+                from: h.stats.exclusive.clone(),
+                to: w.exclusive.to_string(),
+                patch: CachePatch {
+                    exclusive: Some(w.exclusive),
+                    ..Default::default()
+                },
+            });
         }
         if let Some(wp) = w
             .write_policy
             .as_ref()
             .filter(|wp| !h.stats.write_policy.is_empty() && **wp != h.stats.write_policy)
         {
-            let p = CachePatch {
-                write_policy: Some(wp.clone()),
-                ..Default::default()
-            };
-            let from = h.stats.write_policy.clone();
-            run.patch(w, "write_policy", from, wp.clone(), p);
+            rest.push(FieldPatch {
+                cache: w,
+                field: "write_policy",
+                from: h.stats.write_policy.clone(),
+                to: wp.clone(),
+                patch: CachePatch {
+                    write_policy: Some(wp.clone()),
+                    ..Default::default()
+                },
+            });
         }
     }
+    run.send(rest);
 }
 
 /// Rules: every routed export's requests go to its cache.

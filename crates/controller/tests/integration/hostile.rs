@@ -8,7 +8,7 @@ use controller::config::ControllerConfig;
 use controller::registry::Registration;
 use controller::{SqliteStore, Store};
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -224,10 +224,37 @@ struct Liar {
     k: AtomicU64,
     /// Lies told.
     lies: AtomicU64,
+    /// Answer `PATCH /v1/caches` as a node from before the batch does (405).
+    old: AtomicBool,
+    /// Batches so refused.
+    batches_refused: AtomicU64,
+    /// `PATCH /v1/caches/{cache}` calls passed through.
+    single_patches: AtomicU64,
+    /// The cache size the node's observations report, if not 0 (a node shrunk).
+    cache_size: AtomicU64,
+}
+
+impl Liar {
+    fn new(real: String) -> Liar {
+        Liar {
+            real,
+            mode: AtomicU64::new(HONEST),
+            k: AtomicU64::new(0),
+            lies: AtomicU64::new(0),
+            old: AtomicBool::new(false),
+            batches_refused: AtomicU64::new(0),
+            single_patches: AtomicU64::new(0),
+            cache_size: AtomicU64::new(0),
+        }
+    }
 }
 
 impl Liar {
     fn observations(&self, mut v: Value) -> Value {
+        let size = self.cache_size.load(Ordering::SeqCst);
+        if size > 0 {
+            v["cache_size"] = json!(size);
+        }
         let mode = self.mode.load(Ordering::SeqCst);
         let (k, lies) = match mode {
             HONEST => (self.k.fetch_add(1, Ordering::SeqCst) + 1, 0),
@@ -280,6 +307,21 @@ async fn proxy(
 ) {
     let l2 = l.clone();
     let path = uri.to_string();
+    let json = || [(axum::http::header::CONTENT_TYPE, "application/json".into())];
+    if method == axum::http::Method::PATCH {
+        if path == "/v1/caches" && l.old.load(Ordering::SeqCst) {
+            l.batches_refused.fetch_add(1, Ordering::SeqCst);
+            let e = json!({"error": "PATCH is not a verb of /v1/caches; see GET / for the API"});
+            return (
+                axum::http::StatusCode::METHOD_NOT_ALLOWED,
+                json(),
+                e.to_string(),
+            );
+        }
+        if path.starts_with("/v1/caches/") {
+            l.single_patches.fetch_add(1, Ordering::SeqCst);
+        }
+    }
     let auth = headers
         .get("authorization")
         .and_then(|v| v.to_str().ok())
@@ -310,9 +352,107 @@ async fn proxy(
     .unwrap();
     (
         axum::http::StatusCode::from_u16(status).unwrap(),
-        [(axum::http::header::CONTENT_TYPE, "application/json".into())],
+        json(),
         text,
     )
+}
+
+/// A controller (its store in `dir`) over `s` and over `h` reached through the proxy at
+/// `fake`.
+fn service_over_proxy(
+    dir: &std::path::Path,
+    toml: &str,
+    s: &node::RunningNode,
+    h: &node::RunningNode,
+    fake: std::net::SocketAddr,
+) -> Arc<controller::Service> {
+    let mut cfg = ControllerConfig::parse(toml).unwrap();
+    cfg.controller.data_dir = dir.join("ctl");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.join("ctl.db")).unwrap());
+    let svc = controller::Service::open(&cfg, store).unwrap();
+    svc.register(registration("s", 2, format!("http://{}", s.api_addr), s))
+        .unwrap();
+    svc.register(registration("h", 1, format!("http://{fake}"), h))
+        .unwrap();
+    svc
+}
+
+/// Serves `liar` on a loopback port of its own.
+fn serve_proxy(rt: &tokio::runtime::Runtime, liar: &Arc<Liar>) -> std::net::SocketAddr {
+    rt.block_on(async {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let app = axum::Router::new().fallback(proxy).with_state(liar.clone());
+        tokio::spawn(async move { axum::serve(l, app).await });
+        addr
+    })
+}
+
+/// Issue 37: a node from before `PATCH /v1/caches` (it answers 405) still gets every
+/// resize the plan makes, one cache at a time: when the node reports half its cache
+/// (the proxy in front of it says so), its three tenants' partitions shrink together (a batch of three, refused, then
+/// sent one by one), no action is reported failed, nothing is reported refused, and the
+/// node holds the sizes the plan gave.
+#[test]
+fn a_node_from_before_the_batch_gets_its_resizes_one_by_one() {
+    let rt = runtime();
+    let dir = tempfile::tempdir().unwrap();
+    let (s, h) = two_levels(&rt, dir.path(), &["a", "b", "c"], None);
+    let liar = Arc::new(Liar::new(format!("http://{}", h.api_addr)));
+    liar.old.store(true, Ordering::SeqCst);
+    let fake = serve_proxy(&rt, &liar);
+    let mut toml = String::from(
+        "[controller]\nlisten = \"127.0.0.1:0\"\ninterval = \"1s\"\nscheme = \"lachesis\"\nexclusive = false\n",
+    );
+    for t in ["a", "b", "c"] {
+        toml += &format!(
+            "[[tenant]]\nname = \"{t}\"\n[[tenant.volume]]\nname = \"{t}\"\nhost = \"h\"\nservers = [\"s\"]\n"
+        );
+    }
+    let svc = service_over_proxy(dir.path(), &toml, &s, &h, fake);
+    let mut most_resized = 0;
+    let mut last = None;
+    for k in 0..4 {
+        if k == 1 {
+            liar.cache_size.store(2 << 20, Ordering::SeqCst);
+        }
+        std::thread::sleep(Duration::from_millis(100));
+        let r = svc.tick().unwrap();
+        assert!(
+            r.actions.iter().all(|a| a.result == "ok"),
+            "{:?}",
+            r.actions
+        );
+        assert!(r.refused.is_empty(), "{:?}", r.refused);
+        let on_h = r
+            .actions
+            .iter()
+            .filter(|a| a.node == "h" && a.verb == "resize")
+            .count();
+        most_resized = most_resized.max(on_h);
+        last = Some(r);
+    }
+    assert_eq!(most_resized, 3, "the three partitions shrank together on h");
+    assert!(liar.batches_refused.load(Ordering::SeqCst) >= 1);
+    assert!(liar.single_patches.load(Ordering::SeqCst) >= 2);
+    // The node holds what the last plan gave each tenant there.
+    let last = last.unwrap();
+    for t in ["a", "b", "c"] {
+        let row = last.rows.iter().find(|r| r.tenant == t).unwrap();
+        let held = h
+            .state
+            .caches()
+            .into_iter()
+            .find(|c| c.name == t)
+            .unwrap()
+            .size_bytes;
+        // (A partition planned at zero keeps one block.)
+        assert_eq!(row.l1_applied, row.l1_size.max(4096), "{t}: {row:?}");
+        assert_eq!(held, row.l1_applied, "{t}: {row:?}");
+        assert!(held <= (2 << 20) / 3, "{t}: {held} within the halved cache");
+    }
+    rt.block_on(h.shutdown()).unwrap();
+    rt.block_on(s.shutdown()).unwrap();
 }
 
 fn db_row(r: &controller::IntervalReport) -> controller::Row {
@@ -329,27 +469,9 @@ fn a_node_whose_counters_lie_is_suspect_and_recovers() {
     let rt = runtime();
     let dir = tempfile::tempdir().unwrap();
     let (s, h) = two_levels(&rt, dir.path(), &["db"], None);
-    let liar = Arc::new(Liar {
-        real: format!("http://{}", h.api_addr),
-        mode: AtomicU64::new(HONEST),
-        k: AtomicU64::new(0),
-        lies: AtomicU64::new(0),
-    });
-    let fake = rt.block_on(async {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let app = axum::Router::new().fallback(proxy).with_state(liar.clone());
-        tokio::spawn(async move { axum::serve(l, app).await });
-        addr
-    });
-    let mut cfg = ControllerConfig::parse(ONE_TENANT).unwrap();
-    cfg.controller.data_dir = dir.path().join("ctl");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&dir.path().join("ctl.db")).unwrap());
-    let svc = controller::Service::open(&cfg, store).unwrap();
-    svc.register(registration("s", 2, format!("http://{}", s.api_addr), &s))
-        .unwrap();
-    svc.register(registration("h", 1, format!("http://{fake}"), &h))
-        .unwrap();
+    let liar = Arc::new(Liar::new(format!("http://{}", h.api_addr)));
+    let fake = serve_proxy(&rt, &liar);
+    let svc = service_over_proxy(dir.path(), ONE_TENANT, &s, &h, fake);
     let suspect = || {
         svc.nodes()
             .into_iter()

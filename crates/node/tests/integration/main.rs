@@ -9,6 +9,7 @@
 mod common;
 
 mod bandwidth;
+mod batch_patch;
 mod block_status;
 mod connections;
 mod crash;
