@@ -176,10 +176,12 @@ pub(crate) async fn build_named(
     }
     let state = b.build();
     for c in &cfg.caches {
-        state.create_cache(c).map_err(|err| NodeError::Config {
-            file: "node.toml".into(),
-            msg: format!("cache `{}`: {err}", c.name),
-        })?;
+        state
+            .create_cache_at_start(c)
+            .map_err(|err| NodeError::Config {
+                file: "node.toml".into(),
+                msg: format!("cache `{}`: {err}", c.name),
+            })?;
     }
     for (i, r) in cfg.rules.iter().enumerate() {
         state.create_rule(r).map_err(|err| NodeError::Config {

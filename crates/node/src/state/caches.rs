@@ -42,8 +42,21 @@ fn stats_info(s: CacheStats) -> api::node::CacheStats {
 }
 
 impl ControlPlane {
-    /// Creates a cache (`createCache`), with its profiler if asked.
+    /// Creates a cache (`createCache`), with its profiler if asked. A durable write log
+    /// left by an earlier run is replayed and must reach the backends (see
+    /// [`ControlPlane::create_cache_at_start`] for the start's caches).
     pub fn create_cache(&self, spec: &CacheSpec) -> Result<CacheId, NodeError> {
+        self.create(spec, false)
+    }
+
+    /// [`ControlPlane::create_cache`] for a cache of the node's configuration, before the
+    /// start replays the recovery file: a write log whose records the backend refuses
+    /// goes into that file instead of failing the start.
+    pub(crate) fn create_cache_at_start(&self, spec: &CacheSpec) -> Result<CacheId, NodeError> {
+        self.create(spec, true)
+    }
+
+    fn create(&self, spec: &CacheSpec, at_start: bool) -> Result<CacheId, NodeError> {
         api::names::check("name", &spec.name).map_err(|e| NodeError::Invalid(e.to_string()))?;
         if self.cache_id(&spec.name).is_some() {
             return Err(NodeError::Conflict(format!(
@@ -90,7 +103,7 @@ impl ControlPlane {
             self.set_exclusive(id, true)?;
         }
         if let Some(path) = spec.log_path() {
-            if let Err(e) = self.open_log(id, &path) {
+            if let Err(e) = self.open_log(id, &path, at_start) {
                 let _ = self.cache.remove_cache(id);
                 return Err(e);
             }
