@@ -11,6 +11,7 @@ mod common;
 mod bandwidth;
 mod boost;
 mod console_chromium;
+mod crash;
 mod etcd;
 mod golden;
 mod hostile;
