@@ -62,6 +62,7 @@ impl Deltas {
                     d.read_bytes = t.read_bytes.saturating_sub(b.read_bytes);
                     d.write_bytes = t.write_bytes.saturating_sub(b.write_bytes);
                     d.latency.count = t.latency.count.saturating_sub(b.latency.count);
+                    d.latency.failed = t.latency.failed.saturating_sub(b.latency.failed);
                     d.latency.sum_ms = (t.latency.sum_ms - b.latency.sum_ms).max(0.0);
                     d.served.hit = sub_acc(t.served.hit, b.served.hit);
                     d.served.miss = sub_acc(t.served.miss, b.served.miss);
@@ -202,6 +203,10 @@ pub struct Measured {
     pub iops: f64,
     /// Megabytes (10^6) per second.
     pub mbps: f64,
+    /// Requests at level 1 answered with an error (not in `latency_ms` or the
+    /// quantiles).
+    #[serde(default)]
+    pub failed: u64,
 }
 
 fn mean(a: LatencySum) -> Option<f64> {
@@ -363,6 +368,7 @@ pub fn build(
             l2_size: l2.iter().map(|c| c.size).sum(),
             iops: l1.requests as f64 / seconds,
             mbps: bytes as f64 / seconds / 1e6,
+            failed: l1.latency.failed,
         });
     }
     (obs, measured)
@@ -496,8 +502,10 @@ mod tests {
         };
         assert_eq!(d.update("n", o.clone())["v"].requests, 100);
         o.tenants = vec![counters("v", 250, 100, 0.1, 1.0)];
+        o.tenants[0].latency.failed = 7;
         let x = d.update("n", o.clone());
         assert_eq!(x["v"].requests, 150);
+        assert_eq!(x["v"].latency.failed, 7);
         assert_eq!(x["v"].hits, 60);
         assert_eq!(x["v"].served.miss.count, 90);
         // Restarted: new epoch, counters from zero.

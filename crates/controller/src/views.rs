@@ -244,7 +244,9 @@ pub fn report(
         // A tail SLO is judged on the interval's measured quantile against its bound.
         let tail = owner.and_then(|o| o.slo.as_ref()?.tail());
         let tail_ms = tail.and_then(|(q, _)| m.quantiles?.at(q));
+        // Requests answered with an error miss any SLO, whatever the others measured.
         let met = match (tail, target, m.latency_ms) {
+            (Some(_), _, _) | (_, Some(_), _) if m.failed > 0 => Some(false),
             (Some((_, bound)), _, Some(_)) => tail_ms.map(|v| v <= bound),
             (None, Some(t), Some(l)) => Some(l <= t),
             _ => None,
@@ -286,6 +288,7 @@ pub fn report(
                 each.map_or(m.l2_size, |e| e.iter().sum())
             },
             slo_met: met,
+            failed_requests: m.failed,
             predicted_ms: tp.map_or(0.0, |t| t.predicted_latency_ms),
             l1_reason: tp.map_or(String::new(), |t| t.l1.reason.to_string()),
             l2_reason: tp

@@ -180,11 +180,11 @@ impl CacheExport {
                 .map_err(|e| io::Error::other(format!("cache task failed: {e}")))?
                 .map_err(io_error)
         };
-        let service = match &out {
-            Ok(v) => kind(v),
-            Err(_) => LatencyClass::Other,
-        };
-        self.timed(write, service, start.elapsed());
+        match &out {
+            Ok(v) => self.timed(write, kind(v), start.elapsed()),
+            // An error answered at once is no fast request: counted apart, not timed.
+            Err(_) => self.latency.fail(),
+        }
         out
     }
 

@@ -4,7 +4,9 @@
 //! served from this node's memory (hits) and from below it (misses), by [`LatencyClass`]. A
 //! tenant's observations (`observe`) take their percentiles from these histograms merged
 //! over the tenant's exports and clients, and their means and hit/miss split from these
-//! sums; `/v1/tenants` and `/metrics` show them per export and client.
+//! sums; `/v1/tenants` and `/metrics` show them per export and client. A request answered
+//! with an error is counted apart ([`Latency::fail`]) and never timed: a request that
+//! failed at once is no fast request.
 
 use api::node::LatencySum;
 use hdrhistogram::Histogram;
@@ -57,6 +59,8 @@ pub struct Sums {
     pub hit: LatencySum,
     /// Reads with a block from below.
     pub miss: LatencySum,
+    /// Requests answered with an error (in none of the others).
+    pub failed: u64,
 }
 
 impl Sums {
@@ -70,6 +74,7 @@ impl Sums {
             a.count += b.count;
             a.sum_ms += b.sum_ms;
         }
+        self.failed += o.failed;
     }
 }
 
@@ -80,6 +85,7 @@ pub struct Latency {
     all: Sum,
     hit: Sum,
     miss: Sum,
+    failed: AtomicU64,
 }
 
 impl Default for Latency {
@@ -91,6 +97,7 @@ impl Default for Latency {
             all: Sum::default(),
             hit: Sum::default(),
             miss: Sum::default(),
+            failed: AtomicU64::new(0),
         }
     }
 }
@@ -129,12 +136,18 @@ impl Latency {
         }
     }
 
+    /// Counts one request answered with an error: in no histogram and no sum.
+    pub fn fail(&self) {
+        self.failed.fetch_add(1, Ordering::Relaxed);
+    }
+
     /// The exact sums now.
     pub fn sums(&self) -> Sums {
         Sums {
             all: self.all.snapshot(),
             hit: self.hit.snapshot(),
             miss: self.miss.snapshot(),
+            failed: self.failed.load(Ordering::Relaxed),
         }
     }
 
@@ -227,5 +240,10 @@ mod tests {
             (1001, 1000, 0)
         );
         assert!((sums.all.sum_ms - 505.5).abs() < 1e-6, "{sums:?}");
+        // A failed request is counted apart, timed nowhere.
+        l.fail();
+        let after = l.sums();
+        assert_eq!((after.failed, after.all.count), (1, 1001));
+        assert_eq!(l.summary().read.count, 1000);
     }
 }

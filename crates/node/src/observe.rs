@@ -230,6 +230,7 @@ impl TenantObserver {
         (
             LatencyView {
                 count: sums.all.count,
+                failed: sums.failed,
                 sum_ms: sums.all.sum_ms,
                 p50_ms: q(0.5),
                 p99_ms: q(0.99),

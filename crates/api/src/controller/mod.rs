@@ -180,8 +180,13 @@ pub struct Row {
     #[serde(default)]
     pub l2_applied: u64,
     /// Whether the SLO held this interval: the measured mean within the target, or for a
-    /// tail SLO the measured quantile within its bound (`None`: no SLO or no requests).
+    /// tail SLO the measured quantile within its bound; never while any request failed
+    /// (`None`: no SLO, or no request at all).
     pub slo_met: Option<bool>,
+    /// Requests this interval answered with an error at level 1 (not in the latencies).
+    // Default: a controller from before the field leaves it out.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub failed_requests: u64,
     /// Latency the model predicts at the planned sizes (ms).
     pub predicted_ms: f64,
     /// Why the level-1 size.
@@ -249,6 +254,11 @@ pub struct HistoryEntry {
     pub tenant: String,
     /// The numbers and reasons (JSON, as the controller's step wrote them).
     pub detail: serde_json::Value,
+}
+
+/// Whether a count is zero (left out of a row when it is).
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[cfg(test)]

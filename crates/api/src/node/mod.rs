@@ -76,6 +76,7 @@ mod tests {
                 hits: 600,
                 latency: LatencyView {
                     count: 1000,
+                    failed: 3,
                     sum_ms: 812.5,
                     p50_ms: 0.4,
                     p99_ms: 6.1,

@@ -110,6 +110,11 @@ impl TenantObservations {
 pub struct LatencyView {
     /// Requests timed.
     pub count: u64,
+    /// Requests answered with an error: counted here only, never timed (a request that
+    /// failed at once is no fast one).
+    // Default: nodes from before failures were counted apart omit it.
+    #[serde(default)]
+    pub failed: u64,
     /// Their total latency (ms).
     pub sum_ms: f64,
     /// Median (ms).

@@ -601,7 +601,20 @@ fn a_volume_over_a_degraded_node_is_shown_failing_until_it_heals() {
     // The upstream goes away.
     rt.block_on(u.shutdown()).unwrap();
     within(Duration::from_secs(5), "h degraded", || healthz(&h) == 503);
+    // Reads that need the missing upstream fail: they count as failed requests, not as
+    // fast ones, and the interval misses the SLO whatever else it measured.
+    let client = rt
+        .block_on(nbd::NbdClient::connect(h.nbd_addr, "db"))
+        .unwrap();
+    for k in 0..3u64 {
+        assert!(rt.block_on(client.read(k << 20, 4096)).is_err());
+    }
     let row = db_row(&svc.tick().unwrap());
+    assert_eq!(
+        (row.failed_requests, row.slo_met),
+        (3, Some(false)),
+        "{row:?}"
+    );
     let why = row
         .failing
         .clone()

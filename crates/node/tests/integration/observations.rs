@@ -198,3 +198,44 @@ fn cache_verbs_are_idempotent_for_a_controller() {
     assert!(c["error"].as_str().unwrap().contains("t2"), "{c}");
     t.stop();
 }
+
+/// Issue 35: a request answered with an error is counted as failed and never timed. Over
+/// an nbdkit whose every read fails (EIO), five reads that fail and three writes that
+/// succeed show as `failed: 5` and three timed requests, and the failures leave the
+/// histogram empty of reads.
+#[test]
+fn failed_requests_are_counted_apart_and_never_timed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let img = tmp.path().join("backend.img");
+    std::fs::File::create(&img)
+        .unwrap()
+        .set_len(8 << 20)
+        .unwrap();
+    let kit = crate::common::nbdkit::Nbdkit::start(
+        &img,
+        &["error"],
+        &["error-pread=EIO".into(), "error-pread-rate=1".into()],
+    );
+    let t = TestNode::start(&format!(
+        "[node]\ncache_size = \"4MiB\"\n[[export]]\nname = \"vol\"\ntenant = \"t\"\nupstream = [\"{}\"]\n",
+        kit.upstream()
+    ));
+    let client =
+        t.rt.block_on(nbd::NbdClient::connect(t.node().nbd_addr, "vol"))
+            .unwrap();
+    for k in 0..5u64 {
+        assert!(t.rt.block_on(client.read(k * BS, 4096)).is_err());
+    }
+    for k in 0..3u64 {
+        t.rt.block_on(client.write(k * BS, vec![7; 4096], false))
+            .unwrap();
+    }
+    let (status, obs) = t.api("GET", "/v1/observations", None);
+    assert_eq!(status, 200, "{obs}");
+    let l = &tenant(&obs, "t")["latency"];
+    assert_eq!(l["failed"], 5, "{l}");
+    assert_eq!(l["count"], 3, "{l}");
+    let served = &tenant(&obs, "t")["served"];
+    assert_eq!(served["hit"]["count"].as_u64().unwrap_or(0), 0, "{served}");
+    assert_eq!(served["miss"]["count"].as_u64().unwrap_or(0), 0, "{served}");
+}
