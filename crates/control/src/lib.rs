@@ -60,7 +60,7 @@ pub use plan::{
     Shortfall, TenantPlan,
 };
 pub use scheme::{Allocation, Automata, Hysteresis, PolicyChoice, Scheme, SCHEME_NAMES};
-pub use topology::{Class, Levels, Node, Placement, ServiceTimes, Slo, Tenant, Topology};
+pub use topology::{Class, Levels, Node, Placement, ServiceTimes, Slo, SloError, Tenant, Topology};
 
 /// Errors of the enforcement step; each names what was wrong.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -54,9 +54,19 @@ pub enum Slo {
     P999Ms(f64),
 }
 
+/// An SLO whose number is out of range: the message names the kind and the number.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{kind} = {value} must be a finite number above 0")]
+pub struct SloError {
+    /// The SLO's key (`latency_ms`, `degradation`, ...).
+    pub kind: &'static str,
+    /// The number given.
+    pub value: f64,
+}
+
 impl Slo {
-    /// Checks the number; the message names what is wrong.
-    pub fn check(&self) -> Result<(), String> {
+    /// Checks the number; the error names what is wrong.
+    pub fn check(&self) -> Result<(), SloError> {
         let (v, what) = match *self {
             Slo::Degradation(v) => (v, "degradation"),
             Slo::LatencyMs(v) => (v, "latency_ms"),
@@ -74,7 +84,10 @@ impl Slo {
         if ok {
             Ok(())
         } else {
-            Err(format!("{what} = {v} must be a finite number above 0"))
+            Err(SloError {
+                kind: what,
+                value: v,
+            })
         }
     }
 }

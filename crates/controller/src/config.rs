@@ -387,7 +387,7 @@ impl ControllerConfig {
 
     /// Parses and checks a configuration text; the error names the field.
     pub fn parse(text: &str) -> Result<Self, String> {
-        duration::refuse_renamed(text, &RENAMED)?;
+        duration::refuse_renamed(text, &RENAMED).map_err(|e| e.to_string())?;
         let cfg: ControllerConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         cfg.check()?;
         Ok(cfg)

@@ -6,15 +6,33 @@
 
 use serde::{Deserialize, Deserializer};
 
+/// Why a text is not a byte size; its message names the text (and the unit, if that is
+/// what is wrong).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum SizeError {
+    /// Not a non-negative number followed by an optional unit.
+    #[error("`{0}` is not a size")]
+    NotASize(String),
+    /// A number with a unit this crate does not know.
+    #[error("`{text}`: unknown unit `{unit}` (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)")]
+    UnknownUnit {
+        /// The whole text.
+        text: String,
+        /// The unit as written (lower case).
+        unit: String,
+    },
+}
+
 /// Parses a byte count with an optional unit (decimal `KB`/`MB`/`GB`/`TB` or binary
 /// `KiB`/`MiB`/`GiB`/`TiB`; `K`, `M`, `G`, `T` are decimal). The error says what was wrong.
-pub fn parse_bytes(s: &str) -> Result<u64, String> {
+pub fn parse_bytes(s: &str) -> Result<u64, SizeError> {
     let t = s.trim();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (num, unit) = t.split_at(split);
-    let x: f64 = num.parse().map_err(|_| format!("`{s}` is not a size"))?;
+    let not_a_size = || SizeError::NotASize(s.to_string());
+    let x: f64 = num.parse().map_err(|_| not_a_size())?;
     let mult: u64 = match unit.trim().to_ascii_lowercase().as_str() {
         "" | "b" => 1,
         "k" | "kb" => 1_000,
@@ -26,13 +44,14 @@ pub fn parse_bytes(s: &str) -> Result<u64, String> {
         "t" | "tb" => 1_000_000_000_000,
         "tib" => 1 << 40,
         u => {
-            return Err(format!(
-                "`{s}`: unknown unit `{u}` (use B, KiB, MiB, GiB, TiB, KB, MB, GB, TB)"
-            ))
+            return Err(SizeError::UnknownUnit {
+                text: s.to_string(),
+                unit: u.to_string(),
+            })
         }
     };
     if !(x.is_finite() && x >= 0.0) {
-        return Err(format!("`{s}` is not a size"));
+        return Err(not_a_size());
     }
     Ok((x * mult as f64).round() as u64)
 }
@@ -72,7 +91,9 @@ mod tests {
         assert!(parse_bytes("-1").is_err());
         assert!(parse_bytes("12 parsecs")
             .unwrap_err()
+            .to_string()
             .contains("unknown unit"));
+        assert_eq!(parse_bytes("many"), Err(SizeError::NotASize("many".into())));
     }
 
     #[test]

@@ -18,22 +18,60 @@ pub struct Cidr {
     prefix: u8,
 }
 
+/// Why an entry is not an address block; the message names the entry.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum CidrError {
+    /// The part before `/` is no IP address.
+    #[error("`{entry}`: `{addr}` is not an IP address")]
+    NotAnAddress {
+        /// The whole entry.
+        entry: String,
+        /// Its address part.
+        addr: String,
+    },
+    /// The prefix length is not a number up to the address's bits.
+    #[error("`{entry}`: the prefix length must be 0 to {max}")]
+    BadPrefix {
+        /// The whole entry.
+        entry: String,
+        /// 32 or 128.
+        max: u8,
+    },
+}
+
+/// An allow-list entry that is not an address block, by its index in the list.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("[{index}]: {source}")]
+pub struct AllowListError {
+    /// The entry's index.
+    pub index: usize,
+    /// What is wrong with it.
+    #[source]
+    pub source: CidrError,
+}
+
 impl std::str::FromStr for Cidr {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
+    type Err = CidrError;
+    fn from_str(s: &str) -> Result<Self, CidrError> {
         let (addr, prefix) = match s.split_once('/') {
             Some((a, p)) => (a, Some(p)),
             None => (s, None),
         };
-        let net: IpAddr = addr
-            .parse()
-            .map_err(|_| format!("`{s}`: `{addr}` is not an IP address"))?;
+        let net: IpAddr = addr.parse().map_err(|_| CidrError::NotAnAddress {
+            entry: s.to_string(),
+            addr: addr.to_string(),
+        })?;
         let max = if net.is_ipv4() { 32 } else { 128 };
         let prefix = match prefix {
             None => max,
             Some(p) => match p.parse::<u8>() {
                 Ok(p) if p <= max => p,
-                _ => return Err(format!("`{s}`: the prefix length must be 0 to {max}")),
+                _ => {
+                    return Err(CidrError::BadPrefix {
+                        entry: s.to_string(),
+                        max,
+                    })
+                }
             },
         };
         Ok(Cidr { net, prefix })
@@ -82,15 +120,17 @@ pub struct AllowList {
 impl AllowList {
     /// Parse entries such as `"127.0.0.1/32"`, `"10.0.0.0/8"`, `"::1/128"` or `"unix"`;
     /// the error names the entry by its index.
-    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, String> {
+    pub fn parse<S: AsRef<str>>(entries: &[S]) -> Result<Self, AllowListError> {
         let mut list = AllowList::default();
-        for (i, e) in entries.iter().enumerate() {
+        for (index, e) in entries.iter().enumerate() {
             let e = e.as_ref().trim();
             if e == "unix" {
                 list.unix = true;
             } else {
-                list.blocks
-                    .push(e.parse().map_err(|m: String| format!("[{i}]: {m}"))?);
+                list.blocks.push(
+                    e.parse()
+                        .map_err(|source| AllowListError { index, source })?,
+                );
             }
         }
         Ok(list)
@@ -141,9 +181,11 @@ mod tests {
 
     #[test]
     fn bad_entries_name_themselves() {
-        let e = AllowList::parse(&["127.0.0.1/32", "10.0.0.0/33"]).unwrap_err();
+        let e = AllowList::parse(&["127.0.0.1/32", "10.0.0.0/33"])
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("[1]") && e.contains("0 to 32"), "{e}");
-        let e = AllowList::parse(&["localhost"]).unwrap_err();
+        let e = AllowList::parse(&["localhost"]).unwrap_err().to_string();
         assert!(e.contains("[0]") && e.contains("not an IP"), "{e}");
         assert!(AllowList::parse(&["::1/129"]).is_err());
         assert!(AllowList::parse(&["1.2.3.4/x"]).is_err());

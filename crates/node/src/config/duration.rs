@@ -7,10 +7,28 @@
 use serde::Deserialize;
 use std::time::Duration;
 
+/// A text that is not a duration: it names the text and says what a duration looks like.
+#[derive(Debug, thiserror::Error)]
+#[error("`{text}` is not a duration such as \"30s\" or \"2m\": {source}")]
+pub struct DurationError {
+    /// The text as written.
+    pub text: String,
+    /// What humantime found wrong with it.
+    #[source]
+    pub source: humantime::DurationError,
+}
+
+/// A key that was renamed, still used: it names the key and what to write instead.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}.{}: this key is now `{}`, a duration (`{} = {}`)", .0.table, .0.old, .0.new, .0.new, .0.example)]
+pub struct RenamedKey(pub Renamed);
+
 /// `text` as a duration; the error says what a duration looks like.
-pub fn parse(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|e| format!("`{text}` is not a duration such as \"30s\" or \"2m\": {e}"))
+pub fn parse(text: &str) -> Result<Duration, DurationError> {
+    humantime::parse_duration(text).map_err(|source| DurationError {
+        text: text.to_string(),
+        source,
+    })
 }
 
 /// Deserializes a duration from its humantime string.
@@ -20,7 +38,7 @@ pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D
 }
 
 /// A key of table `table` that was renamed: `old` is now `new`, e.g. `example`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Renamed {
     /// The table (`node`, `controller`).
     pub table: &'static str,
@@ -35,7 +53,7 @@ pub struct Renamed {
 /// The first key of `renamed` that `text` (a TOML file) still uses, as an error naming
 /// the key and what replaced it; `Ok` if none (or if `text` is not TOML at all: the real
 /// parse says what is wrong with it).
-pub fn refuse_renamed(text: &str, renamed: &[Renamed]) -> Result<(), String> {
+pub fn refuse_renamed(text: &str, renamed: &[Renamed]) -> Result<(), RenamedKey> {
     let Ok(doc) = text.parse::<toml::Table>() else {
         return Ok(());
     };
@@ -45,10 +63,7 @@ pub fn refuse_renamed(text: &str, renamed: &[Renamed]) -> Result<(), String> {
             .and_then(|t| t.as_table())
             .is_some_and(|t| t.contains_key(r.old));
         if used {
-            return Err(format!(
-                "{}.{}: this key is now `{}`, a duration (`{} = {}`)",
-                r.table, r.old, r.new, r.new, r.example
-            ));
+            return Err(RenamedKey(*r));
         }
     }
     Ok(())
@@ -60,10 +75,10 @@ mod tests {
 
     #[test]
     fn durations_and_renamed_keys() {
-        assert_eq!(parse("50us"), Ok(Duration::from_micros(50)));
-        assert_eq!(parse("0.5s"), Ok(Duration::from_millis(500)));
-        assert_eq!(parse("1m 30s"), Ok(Duration::from_secs(90)));
-        assert!(parse("soon").unwrap_err().contains("soon"));
+        assert_eq!(parse("50us").unwrap(), Duration::from_micros(50));
+        assert_eq!(parse("0.5s").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse("1m 30s").unwrap(), Duration::from_secs(90));
+        assert!(parse("soon").unwrap_err().to_string().contains("soon"));
         let r = [Renamed {
             table: "node",
             old: "heartbeat_secs",
@@ -72,7 +87,7 @@ mod tests {
         }];
         let e = refuse_renamed("[node]\nheartbeat_secs = 2\n", &r).unwrap_err();
         assert_eq!(
-            e,
+            e.to_string(),
             "node.heartbeat_secs: this key is now `heartbeat`, a duration (`heartbeat = \"2s\"`)"
         );
         assert!(refuse_renamed("[node]\nheartbeat = \"2s\"\n", &r).is_ok());

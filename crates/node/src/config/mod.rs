@@ -89,7 +89,7 @@ impl NodeConfig {
 
     /// Parses and checks the text of a `node.toml`; the error names the field.
     pub fn parse(text: &str) -> Result<Self, String> {
-        duration::refuse_renamed(text, &section::RENAMED)?;
+        duration::refuse_renamed(text, &section::RENAMED).map_err(|e| e.to_string())?;
         let cfg: NodeConfig = toml::from_str(text).map_err(|e| e.to_string())?;
         cfg.check()?;
         Ok(cfg)

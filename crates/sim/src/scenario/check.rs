@@ -257,7 +257,7 @@ impl Scenario {
                 return Err(err(key("stripe_unit"), "must be at least one block".into()));
             }
             if let Some(slo) = &t.slo {
-                slo.check().map_err(|r| err(key("slo"), r))?;
+                slo.check().map_err(|r| err(key("slo"), r.to_string()))?;
             }
             let class = match (t.class.as_deref(), t.dedicated) {
                 (_, Some((a, b))) => Class::Dedicated {
