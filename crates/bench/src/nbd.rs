@@ -199,7 +199,8 @@ pub(crate) fn peer(cmd: &str, args: &[&str], port: u16) -> Result<Peer> {
 
 pub(crate) fn node_config(dir: &Path, body: &str) -> Result<node::config::NodeConfig> {
     let text = format!("[node]\nnbd = \"127.0.0.1:0\"\napi = \"127.0.0.1:0\"\n{body}");
-    let mut cfg = node::config::NodeConfig::parse(&text).map_err(BenchError::Failed)?;
+    let mut cfg =
+        node::config::NodeConfig::parse(&text).map_err(|e| BenchError::Failed(e.to_string()))?;
     cfg.node.data_dir = Some(dir.to_path_buf());
     Ok(cfg)
 }

@@ -352,7 +352,7 @@ pub struct VolumeSpec {
 
 impl TenantConfig {
     /// The priority class named by `class`.
-    pub fn class(&self) -> Result<Class, String> {
+    pub(crate) fn class(&self) -> Result<Class, String> {
         match self.class.as_deref() {
             None | Some("best-effort") => Ok(Class::BestEffort),
             Some("gold") => Ok(Class::Gold),
@@ -374,6 +374,10 @@ pub struct ConfigError {
     pub msg: String,
 }
 
+/// Why a configuration text was refused (a file's, [`ConfigError`] adds its name): the
+/// node's type, the two configurations being read alike.
+pub use node::config::ConfigError as ConfigTextError;
+
 impl ControllerConfig {
     /// Reads and checks `path`.
     pub fn load(path: &Path) -> Result<Self, ConfigError> {
@@ -382,19 +386,22 @@ impl ControllerConfig {
             file: file.clone(),
             msg: e.to_string(),
         })?;
-        Self::parse(&text).map_err(|msg| ConfigError { file, msg })
+        Self::parse(&text).map_err(|e| ConfigError {
+            file,
+            msg: e.to_string(),
+        })
     }
 
     /// Parses and checks a configuration text; the error names the field.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        duration::refuse_renamed(text, &RENAMED).map_err(|e| e.to_string())?;
-        let cfg: ControllerConfig = toml::from_str(text).map_err(|e| e.to_string())?;
-        cfg.check()?;
+    pub fn parse(text: &str) -> Result<Self, ConfigTextError> {
+        duration::refuse_renamed(text, &RENAMED)?;
+        let cfg: ControllerConfig = toml::from_str(text)?;
+        cfg.check().map_err(ConfigTextError::Invalid)?;
         Ok(cfg)
     }
 
     /// Checks numbers, names and references.
-    pub fn check(&self) -> Result<(), String> {
+    pub(crate) fn check(&self) -> Result<(), String> {
         let c = &self.controller;
         if c.interval.is_zero() {
             return Err("controller.interval = \"0s\" must be above 0".into());
@@ -441,7 +448,7 @@ impl ControllerConfig {
 
 /// Checks the images on their own, against the volumes' names and, given the known nodes
 /// (`name`, `level`), their servers; the error names the image and the field.
-pub fn check_images(
+pub(crate) fn check_images(
     images: &[ImageSpec],
     tenants: &[TenantConfig],
     nodes: Option<&[(String, u8)]>,
@@ -540,7 +547,7 @@ fn check_reader(vat: &str, v: &VolumeSpec, images: &[ImageSpec]) -> Result<(), S
 
 /// Checks tenants on their own and, given the known nodes (`name`, `level`), their
 /// references; the error names the tenant, the volume and the field.
-pub fn check_tenants(
+pub(crate) fn check_tenants(
     tenants: &[TenantConfig],
     images: &[ImageSpec],
     nodes: Option<&[(String, u8)]>,
@@ -675,22 +682,22 @@ servers = ["l2"]
     #[test]
     fn errors_name_the_field() {
         let bad = GOOD.replace("scheme = \"lachesis\"", "scheme = \"nope\"");
-        let e = ControllerConfig::parse(&bad).unwrap_err();
+        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
         assert!(e.contains("controller.scheme"), "{e}");
         let bad = GOOD.replace("scheme = \"lachesis\"", "scheme = \"independent\"");
-        let e = ControllerConfig::parse(&bad).unwrap_err();
+        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
         assert!(e.contains("simulator baseline"), "{e}");
         let bad = GOOD.replace("servers = [\"l2\"]", "servers = []");
-        let e = ControllerConfig::parse(&bad).unwrap_err();
+        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
         assert!(e.contains("tenant \"db\".volume \"db\".servers"), "{e}");
         let bad = GOOD.replace("class = \"gold\"", "class = \"platinum\"");
-        let e = ControllerConfig::parse(&bad).unwrap_err();
+        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
         assert!(e.contains("tenant \"db\".class"), "{e}");
         let bad = GOOD.replace("latency_ms = 2.0", "latency_ms = -1.0");
-        let e = ControllerConfig::parse(&bad).unwrap_err();
+        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
         assert!(e.contains("tenant \"db\".slo"), "{e}");
         let bad = GOOD.replace("interval = \"2s\"", "interval = \"2s\"\ncolour = 1");
-        let e = ControllerConfig::parse(&bad).unwrap_err();
+        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
         assert!(e.contains("colour"), "{e}");
         let c = ControllerConfig::parse(GOOD).unwrap();
         let nodes = vec![("l1".to_string(), 1u8)];
@@ -739,7 +746,7 @@ image = "golden"
         let nodes: Vec<(String, u8)> = c.nodes.iter().map(|n| (n.name.clone(), n.level)).collect();
         check_tenants(&c.tenants, &c.images, Some(&nodes)).unwrap();
         check_images(&c.images, &c.tenants, Some(&nodes)).unwrap();
-        let err = |text: &str| ControllerConfig::parse(text).unwrap_err();
+        let err = |text: &str| ControllerConfig::parse(text).unwrap_err().to_string();
         // An unknown image.
         let e = err(&IMAGE.replacen("image = \"golden\"", "image = \"silver\"", 1));
         assert!(

@@ -112,7 +112,7 @@ fn check_tenant(
 /// Why `now` cannot follow `prev` (the last accepted answer) `elapsed` seconds later;
 /// `Ok` if it can. Without `prev`, or from another epoch, `now` is held against its
 /// uptime.
-pub fn check(
+pub(crate) fn check(
     prev: Option<&NodeObservations>,
     now: &NodeObservations,
     elapsed: f64,

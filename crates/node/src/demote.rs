@@ -408,7 +408,7 @@ pub fn encode<'a>(records: impl Iterator<Item = (u64, &'a [u8])>) -> Vec<u8> {
 }
 
 /// Decodes a batch; the error names the record and the byte where it went wrong.
-pub fn decode(body: &[u8]) -> Result<Vec<(u64, &[u8])>, String> {
+pub(crate) fn decode(body: &[u8]) -> Result<Vec<(u64, &[u8])>, String> {
     let mut out = Vec::new();
     let mut at = 0;
     while at < body.len() {

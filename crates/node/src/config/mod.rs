@@ -70,6 +70,21 @@ pub struct NodeConfig {
     pub rules: Vec<RuleSpec>,
 }
 
+/// Why a configuration text was refused; the message names the field (or the line and
+/// column where TOML could not be read).
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A key that was renamed, still used.
+    #[error(transparent)]
+    Renamed(#[from] duration::RenamedKey),
+    /// Not TOML, or a key or value the configuration does not take.
+    #[error(transparent)]
+    Toml(#[from] toml::de::Error),
+    /// Read, but a value is out of range or the parts do not fit together.
+    #[error("{0}")]
+    Invalid(String),
+}
+
 impl NodeConfig {
     /// Reads and checks `path`; `data_dir` overrides the file's `data_dir`.
     pub fn load(path: &Path, data_dir: Option<&Path>) -> Result<Self, NodeError> {
@@ -77,9 +92,9 @@ impl NodeConfig {
             file: path.display().to_string(),
             msg: e.to_string(),
         })?;
-        let mut cfg = Self::parse(&text).map_err(|msg| NodeError::Config {
+        let mut cfg = Self::parse(&text).map_err(|e| NodeError::Config {
             file: path.display().to_string(),
-            msg,
+            msg: e.to_string(),
         })?;
         if let Some(d) = data_dir {
             cfg.node.data_dir = Some(d.to_path_buf());
@@ -88,10 +103,10 @@ impl NodeConfig {
     }
 
     /// Parses and checks the text of a `node.toml`; the error names the field.
-    pub fn parse(text: &str) -> Result<Self, String> {
-        duration::refuse_renamed(text, &section::RENAMED).map_err(|e| e.to_string())?;
-        let cfg: NodeConfig = toml::from_str(text).map_err(|e| e.to_string())?;
-        cfg.check()?;
+    pub fn parse(text: &str) -> Result<Self, ConfigError> {
+        duration::refuse_renamed(text, &section::RENAMED)?;
+        let cfg: NodeConfig = toml::from_str(text)?;
+        cfg.check().map_err(ConfigError::Invalid)?;
         Ok(cfg)
     }
 
@@ -263,7 +278,7 @@ impl NodeConfig {
 
     /// The NBD server's TLS setting with its certificate and key read, or `None` when TLS
     /// is off; the error names the field and the file.
-    pub fn nbd_tls(&self) -> Result<Option<nbd::Tls>, String> {
+    pub(crate) fn nbd_tls(&self) -> Result<Option<nbd::Tls>, String> {
         let mode: nbd::TlsMode = self
             .node
             .tls
@@ -328,6 +343,7 @@ op = "read"
         let bad = GOOD.replace("cache = \"c\"", "cache = \"nope\"");
         assert!(NodeConfig::parse(&bad)
             .unwrap_err()
+            .to_string()
             .contains("rule[0].cache"));
         let bad = GOOD.replace(
             "eviction = \"arc\"",
@@ -335,19 +351,26 @@ op = "read"
         );
         assert!(NodeConfig::parse(&bad)
             .unwrap_err()
+            .to_string()
             .contains("cache[0].write_policy"));
         let bad = GOOD.replace("cache_size", "cache_sise");
-        assert!(NodeConfig::parse(&bad).unwrap_err().contains("cache_sise"));
+        assert!(NodeConfig::parse(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("cache_sise"));
         let bad = GOOD.replace(
             "file = \"demo.img\"",
             "upstream = [\"x:1/y\"]\nfile = \"a\"",
         );
-        assert!(NodeConfig::parse(&bad).unwrap_err().contains("exactly one"));
+        assert!(NodeConfig::parse(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("exactly one"));
         let bad = GOOD.replace(
             "size = \"1GiB\"",
             "size = \"1GiB\"\nallow = [\"127.0.0.1/32\", \"10.0.0.0/40\"]",
         );
-        let e = NodeConfig::parse(&bad).unwrap_err();
+        let e = NodeConfig::parse(&bad).unwrap_err().to_string();
         assert!(
             e.contains("export[0].allow[1]") && e.contains("0 to 32"),
             "{e}"
@@ -358,10 +381,14 @@ op = "read"
         );
         assert!(NodeConfig::parse(&ok).is_ok());
         let bad = GOOD.replace("cache_size = ", "tls = \"maybe\"\ncache_size = ");
-        assert!(NodeConfig::parse(&bad).unwrap_err().contains("node.tls"));
+        assert!(NodeConfig::parse(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("node.tls"));
         let bad = GOOD.replace("cache_size = ", "tls = \"required\"\ncache_size = ");
         assert!(NodeConfig::parse(&bad)
             .unwrap_err()
+            .to_string()
             .contains("node.tls_cert"));
         let ok = GOOD.replace("cache_size = ", "stop_timeout = \"1m 30s\"\ncache_size = ");
         assert_eq!(
@@ -378,13 +405,17 @@ op = "read"
             std::time::Duration::from_secs(30)
         );
         let bad = GOOD.replace("cache_size = ", "stop_timeout = \"soon\"\ncache_size = ");
-        let e = NodeConfig::parse(&bad).unwrap_err();
+        let e = NodeConfig::parse(&bad).unwrap_err().to_string();
         assert!(e.contains("stop_timeout") && e.contains("soon"), "{e}");
         let bad = GOOD.replace("cache_size = ", "stop_timeout = \"0s\"\ncache_size = ");
         assert!(NodeConfig::parse(&bad)
             .unwrap_err()
+            .to_string()
             .contains("node.stop_timeout"));
         let bad = GOOD.replace("size = \"32MiB\"", "size = -3");
-        assert!(NodeConfig::parse(&bad).unwrap_err().contains("negative"));
+        assert!(NodeConfig::parse(&bad)
+            .unwrap_err()
+            .to_string()
+            .contains("negative"));
     }
 }

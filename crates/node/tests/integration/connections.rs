@@ -172,7 +172,9 @@ fn connection_settings_are_checked() {
         ),
     ] {
         let text = format!("[node]\ncache_size = \"8MiB\"\n{bad}\n");
-        let err = node::config::NodeConfig::parse(&text).unwrap_err();
+        let err = node::config::NodeConfig::parse(&text)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains(field), "{err}");
     }
 }

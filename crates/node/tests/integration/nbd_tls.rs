@@ -158,9 +158,13 @@ fn tls_required_node_serves_qemu_over_tls_only_and_to_allowed_clients() {
 
 #[test]
 fn bad_tls_and_allow_settings_name_the_field() {
-    let e = NodeConfig::parse(&NODE.replace("tls = \"required\"", "tls = \"yes\"")).unwrap_err();
+    let e = NodeConfig::parse(&NODE.replace("tls = \"required\"", "tls = \"yes\""))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("node.tls"), "{e}");
-    let e = NodeConfig::parse(&NODE.replace("10.0.0.0/8", "10.0.0.300/8")).unwrap_err();
+    let e = NodeConfig::parse(&NODE.replace("10.0.0.0/8", "10.0.0.300/8"))
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("export[1].allow[0]"), "{e}");
     // Missing certificate files are reported at start, naming the field and the file.
     let dir = tempfile::tempdir().unwrap();
@@ -272,12 +276,12 @@ fn level_one_reaches_a_tls_required_level_two_over_tls() {
     let e = NodeConfig::parse(
         "[node]\ncache_size = \"8MiB\"\n[[export]]\nname = \"v\"\nupstream = [\"h:1/v\"]\nupstream_tls = \"required\"\n",
     )
-    .unwrap_err();
+    .unwrap_err().to_string();
     assert!(e.contains("upstream_tls_ca"), "{e}");
     let e = NodeConfig::parse(
         "[node]\ncache_size = \"8MiB\"\n[[export]]\nname = \"v\"\nupstream = [\"h:1/v\"]\nupstream_tls = \"maybe\"\n",
     )
-    .unwrap_err();
+    .unwrap_err().to_string();
     assert!(e.contains("export[0] (`v`).upstream_tls"), "{e}");
     l2.stop();
 }

@@ -208,6 +208,7 @@ controller_token_file = "nope.token"
     assert!(
         NodeConfig::parse(&text.replace("http://127.0.0.1:9", "127.0.0.1:9"))
             .unwrap_err()
+            .to_string()
             .contains("node.controller")
     );
 }
