@@ -4,7 +4,8 @@
 //! cache crate (partition counters under their locks, tenant atomics) and in the latency
 //! histograms; a registry would have to mirror each of them on every change. The scrape
 //! takes a snapshot and prints it, which is all the format needs. Every tenant series
-//! (counters and latency histograms) carries `export` and `tenant` labels, summed over
+//! (counters, latency histograms, and requests answered with an error, which are in no
+//! latency series) carries `export` and `tenant` labels, summed over
 //! the export's clients; a client's address is a label (`client`) only with `[node]
 //! metrics_client_labels = true`, since `/metrics` answers without a token. The
 //! process's resident memory, threads, open descriptors and CPU time come from
@@ -435,6 +436,19 @@ pub fn render(state: &ControlPlane) -> String {
             o.sample("lachesis_tenant_latency_seconds_sum", &base, sum);
             o.sample("lachesis_tenant_latency_seconds_count", &base, n);
         }
+    }
+    o.help(
+        "lachesis_tenant_failed_requests_total",
+        "counter",
+        "Requests of a tenant answered with an error (in no latency series).",
+    );
+    for t in &tenants {
+        let failed: u64 = t.latencies.iter().map(|l| l.sums().failed).sum();
+        o.sample(
+            "lachesis_tenant_failed_requests_total",
+            &labels(t, &[]),
+            failed,
+        );
     }
     process(&mut o);
     o.0

@@ -238,4 +238,25 @@ fn failed_requests_are_counted_apart_and_never_timed() {
     let served = &tenant(&obs, "t")["served"];
     assert_eq!(served["hit"]["count"].as_u64().unwrap_or(0), 0, "{served}");
     assert_eq!(served["miss"]["count"].as_u64().unwrap_or(0), 0, "{served}");
+    // `/metrics` counts them too, and keeps them out of the latency series.
+    let metrics = ureq::get(&format!("http://{}/metrics", t.node().api_addr))
+        .call()
+        .unwrap()
+        .into_string()
+        .unwrap();
+    let sample = |name: &str| -> Vec<&str> {
+        metrics
+            .lines()
+            .filter(|l| l.starts_with(name) && l.contains("tenant=\"t\""))
+            .collect()
+    };
+    let failed = sample("lachesis_tenant_failed_requests_total{");
+    assert!(failed.len() == 1 && failed[0].ends_with(" 5"), "{failed:?}");
+    let counts = sample("lachesis_tenant_latency_seconds_count{");
+    assert!(
+        counts
+            .iter()
+            .any(|l| l.contains("op=\"read\"") && l.ends_with(" 0")),
+        "{counts:?}"
+    );
 }
