@@ -26,7 +26,7 @@
 //!   eviction in one batch). 100 cycles here; `LACHESIS_CRASH_CYCLES=N` runs more. It prints
 //!   cycles, writes checked and writes lost (must be 0).
 
-use crate::common::nbdkit::Nbdkit;
+use crate::common::nbdkit::{sparse_image, Nbdkit};
 use nbd::NbdClient;
 use rand::{Rng, SeedableRng};
 use std::collections::HashMap;
@@ -326,16 +326,13 @@ export = "vol"
 cache = "c"
 "#;
 
-/// The backend under level 2: nbdkit's file plugin over an 8 MiB image behind its error
+/// The backend under level 2: nbdkit's file plugin over an 8 MiB image (`dir`'s
+/// `backend.img`) behind its error
 /// filter, whose writes, trims and zeroes all fail with EIO while `trigger`
 /// exists (reads never fail).
 fn failing_backend(dir: &Path, trigger: &Path) -> Nbdkit {
     std::fs::create_dir_all(dir).unwrap();
-    let img = dir.join("vol.img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(8 << 20)
-        .unwrap();
+    let img = sparse_image(dir, 8 << 20);
     let mut params = Vec::new();
     for op in ["pwrite", "trim", "zero"] {
         params.push(format!("error-{op}=EIO"));
@@ -399,7 +396,7 @@ fn a_level_one_node_restarts_while_the_backend_below_level_two_fails() {
     }
     std::fs::remove_file(&trigger).unwrap();
     rt.block_on(client.flush()).unwrap();
-    let image = std::fs::read(tmp.path().join("backend/vol.img")).unwrap();
+    let image = std::fs::read(tmp.path().join("backend/backend.img")).unwrap();
     for b in 0..32usize {
         assert_eq!(
             version_of(b as u64, &image[b * BS..(b + 1) * BS]),
@@ -421,15 +418,27 @@ fn client_after(
         .block_on(NbdClient::connect(l1.nbd.as_str(), "vol"))
         .unwrap();
     let span = read_span(rt, &client);
+    check_span("final", &span, known, checked, lost);
+    client
+}
+
+/// Every known block of `span` (the first blocks of the volume, read through a node or
+/// from the image) holds its acknowledged or in-flight version; `what` names the read.
+fn check_span(
+    what: &str,
+    span: &[u8],
+    known: &Mutex<HashMap<u64, Known>>,
+    checked: &mut u64,
+    lost: &mut u64,
+) {
     for (&b, e) in known.lock().unwrap().iter() {
         *checked += 1;
         let v = version_of(b, &span[b as usize * BS..(b as usize + 1) * BS]);
         if v != Some(e.acked) && v != e.inflight {
             *lost += 1;
-            eprintln!("final: block {b} holds {v:?}, acknowledged {}", e.acked);
+            eprintln!("{what}: block {b} holds {v:?}, acknowledged {}", e.acked);
         }
     }
-    client
 }
 
 /// The blocks the writers touch, read in 1 MiB requests.
@@ -685,15 +694,8 @@ fn crash_harness_loses_no_acknowledged_write() {
     // block on the image itself.
     rt.block_on(client.flush())
         .expect("a FLUSH once the backend has healed");
-    let image = std::fs::read(tmp.path().join("backend/vol.img")).unwrap();
-    for (&b, e) in known.lock().unwrap().iter() {
-        checked += 1;
-        let v = version_of(b, &image[b as usize * BS..(b as usize + 1) * BS]);
-        if v != Some(e.acked) && v != e.inflight {
-            lost += 1;
-            eprintln!("image: block {b} holds {v:?}, acknowledged {}", e.acked);
-        }
-    }
+    let image = std::fs::read(tmp.path().join("backend/backend.img")).unwrap();
+    check_span("image", &image, &known, &mut checked, &mut lost);
     drop(client);
     l1.kill();
     l2.kill();

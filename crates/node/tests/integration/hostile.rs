@@ -17,7 +17,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use crate::common::nbdkit::Nbdkit;
+use crate::common::nbdkit::{sparse_image, Nbdkit};
 use crate::common::small_disk::SmallDisk;
 
 mod at_risk;
@@ -93,12 +93,6 @@ fn runtime() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-fn sparse_image(dir: &Path, size: u64) -> PathBuf {
-    let img = dir.join("backend.img");
-    std::fs::File::create(&img).unwrap().set_len(size).unwrap();
-    img
 }
 
 #[test]

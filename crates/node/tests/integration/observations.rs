@@ -206,11 +206,7 @@ fn cache_verbs_are_idempotent_for_a_controller() {
 #[test]
 fn failed_requests_are_counted_apart_and_never_timed() {
     let tmp = tempfile::tempdir().unwrap();
-    let img = tmp.path().join("backend.img");
-    std::fs::File::create(&img)
-        .unwrap()
-        .set_len(8 << 20)
-        .unwrap();
+    let img = crate::common::nbdkit::sparse_image(tmp.path(), 8 << 20);
     let kit = crate::common::nbdkit::Nbdkit::start(
         &img,
         &["error"],

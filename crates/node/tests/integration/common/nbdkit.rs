@@ -13,6 +13,13 @@ pub struct Nbdkit {
     pub port: u16,
 }
 
+/// A sparse image of `size` bytes, `backend.img` in `dir`, for nbdkit to serve.
+pub fn sparse_image(dir: &Path, size: u64) -> std::path::PathBuf {
+    let img = dir.join("backend.img");
+    std::fs::File::create(&img).unwrap().set_len(size).unwrap();
+    img
+}
+
 impl Nbdkit {
     pub fn start(img: &Path, filters: &[&str], params: &[String]) -> Nbdkit {
         Self::start_at(img, filters, params, None)
