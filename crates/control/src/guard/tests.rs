@@ -1,5 +1,11 @@
+//! Tests of the guard's step and floors: references measured and settled, probes proven,
+//! failed or undecided, harm reverted with doubling penalties, each kind of SLO judged,
+//! noise too wide to judge, and a workload or disks that changed since the reference.
+
+use super::samples::{scatter, spread};
 use super::*;
-use crate::observe::LevelCount;
+use crate::model::LatencyModel;
+use crate::observe::{LevelCount, TenantObservation};
 use crate::topology::{Levels, ServiceTimes};
 use mrc::HitRatioCurve;
 
