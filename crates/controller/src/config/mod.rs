@@ -60,7 +60,7 @@ use std::time::Duration;
 use units::ByteSize;
 
 /// A parsed, checked `controller.toml`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ControllerConfig {
     /// The `[controller]` table.
@@ -78,7 +78,7 @@ pub struct ControllerConfig {
 }
 
 /// `[[image]]`: a read-only image that several volumes read (the golden-image case).
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ImageSpec {
     /// Its name: the read-only export on each of its servers and the consolidated cache
@@ -93,7 +93,7 @@ pub struct ImageSpec {
 }
 
 /// `[controller]`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ControllerSection {
     /// HTTP listen address (API and console).
@@ -107,6 +107,7 @@ pub struct ControllerSection {
         default = "default_interval",
         deserialize_with = "duration::deserialize"
     )]
+    #[schemars(with = "duration::DurationText")]
     pub interval: Duration,
     /// The objective pipeline, a `control` scheme name (`lachesis`, `mlms`, `fair`, ...).
     #[serde(default = "default_scheme")]
@@ -123,6 +124,7 @@ pub struct ControllerSection {
     /// Mean service times assumed before any is observed: level-1 hit, level-2 hit, miss
     /// to disk (default `["50us", "500us", "5ms"]`).
     #[serde(default = "default_service", deserialize_with = "three_durations")]
+    #[schemars(with = "[duration::DurationText; 3]")]
     pub service: [Duration; 3],
     /// Exclusive (`true`, default) or inclusive levels, for volumes that do not say
     /// (`[[tenant.volume]] exclusive`).
@@ -144,7 +146,9 @@ pub struct ControllerSection {
 }
 
 /// Which scheme chooses bandwidth proportions (see [`crate::bandwidth`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {
     /// The control scheme's own setting.
@@ -164,7 +168,7 @@ pub enum Mode {
 }
 
 /// `[controller.bandwidth]`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BandwidthSpec {
     /// The scheme.
@@ -263,7 +267,7 @@ fn default_true() -> bool {
 
 /// `[[node]]`: a node the controller expects; its address and token may also come from
 /// its registration.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeSpec {
     /// Its name (unique).
@@ -282,7 +286,7 @@ pub struct NodeSpec {
 }
 
 /// `[[tenant]]`: an owner of volumes with one SLO and class.
-#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct TenantConfig {
     /// Its name (unique).
@@ -290,6 +294,7 @@ pub struct TenantConfig {
     /// Its objective: `{ latency_ms = 2.0 }`, `{ p99_ms = 5 }` (or `p95_ms`, `p999_ms`),
     /// `{ iops = 5000 }`, `{ mbps = 40 }` or `{ degradation = 0.05 }`.
     #[serde(default)]
+    #[schemars(with = "Option<BTreeMap<String, f64>>")]
     pub slo: Option<Slo>,
     /// `gold`, `silver` or `best-effort` (default).
     #[serde(default)]
@@ -303,7 +308,7 @@ pub struct TenantConfig {
 }
 
 /// `[[tenant.volume]]`.
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct VolumeSpec {
     /// Its name: the export and the cache on every node (unique over all tenants).
@@ -399,425 +404,10 @@ impl ControllerConfig {
         cfg.check().map_err(ConfigTextError::Invalid)?;
         Ok(cfg)
     }
-
-    /// Checks numbers, names and references.
-    pub(crate) fn check(&self) -> Result<(), String> {
-        let c = &self.controller;
-        if c.interval.is_zero() {
-            return Err("controller.interval = \"0s\" must be above 0".into());
-        }
-        let scheme =
-            control::Scheme::named(&c.scheme).map_err(|e| format!("controller.scheme: {e}"))?;
-        if scheme.allocation == control::Allocation::Alone {
-            return Err(format!(
-                "controller.scheme = \"{}\" is a simulator baseline (each tenant alone on \
-                 every node it uses, as if it had the hardware to itself), which real nodes \
-                 shared by several tenants cannot run; use \"fair\" or \"uncontrolled\"",
-                c.scheme
-            ));
-        }
-        c.bandwidth.check().map_err(|e| e.to_string())?;
-        if c.block_size.0 == 0 || !c.block_size.0.is_power_of_two() {
-            return Err(format!(
-                "controller.block_size = {} must be a power of two",
-                c.block_size.0
-            ));
-        }
-        if c.down_after == 0 {
-            return Err("controller.down_after must be at least 1".into());
-        }
-        if c.service.iter().any(Duration::is_zero) {
-            return Err("controller.service: three times above 0".into());
-        }
-        for (i, n) in self.nodes.iter().enumerate() {
-            api::names::check(&format!("node[{i}].name"), &n.name).map_err(|e| e.to_string())?;
-            if self.nodes[..i].iter().any(|m| m.name == n.name) {
-                return Err(format!("node \"{}\": appears twice", n.name));
-            }
-            if n.level != 1 && n.level != 2 {
-                return Err(format!(
-                    "node \"{}\".level = {} must be 1 or 2",
-                    n.name, n.level
-                ));
-            }
-        }
-        check_images(&self.images, &self.tenants, None)?;
-        check_tenants(&self.tenants, &self.images, None)
-    }
 }
 
-/// Checks the images on their own, against the volumes' names and, given the known nodes
-/// (`name`, `level`), their servers; the error names the image and the field.
-pub(crate) fn check_images(
-    images: &[ImageSpec],
-    tenants: &[TenantConfig],
-    nodes: Option<&[(String, u8)]>,
-) -> Result<(), String> {
-    for (i, m) in images.iter().enumerate() {
-        let at = format!("image \"{}\"", m.name);
-        api::names::check(&format!("image[{i}].name"), &m.name).map_err(|e| e.to_string())?;
-        if images[..i].iter().any(|n| n.name == m.name) {
-            return Err(format!("{at}: appears twice"));
-        }
-        if let Some(t) = tenants
-            .iter()
-            .find(|t| t.volumes.iter().any(|v| v.name == m.name))
-        {
-            return Err(format!(
-                "{at}.name: tenant \"{}\" has a volume of that name (images and volumes \
-                 share the nodes' cache names)",
-                t.name
-            ));
-        }
-        if m.servers.is_empty() {
-            return Err(format!("{at}.servers: the image is on no level-2 node"));
-        }
-        for (k, s) in m.servers.iter().enumerate() {
-            if m.servers[..k].contains(s) {
-                return Err(format!("{at}.servers: `{s}` listed twice"));
-            }
-            if let Some(level) = nodes.map(|n| n.iter().find(|(x, _)| x == s).map(|(_, l)| *l)) {
-                match level {
-                    None => return Err(format!("{at}.servers: unknown node `{s}`")),
-                    Some(2) => {}
-                    Some(l) => return Err(format!("{at}.servers: node `{s}` is level {l}, not 2")),
-                }
-            }
-        }
-        if m.size.is_some_and(|s| s.0 == 0) {
-            return Err(format!("{at}.size must be above 0"));
-        }
-    }
-    Ok(())
-}
-
-/// Checks what a volume reading an image must be: the image known, on exactly the
-/// volume's servers, and the volume read-only, inclusive and not scaled out.
-fn check_reader(vat: &str, v: &VolumeSpec, images: &[ImageSpec]) -> Result<(), String> {
-    let Some(name) = v.image.as_deref() else {
-        return Ok(());
-    };
-    let Some(m) = images.iter().find(|m| m.name == name) else {
-        let known: Vec<&str> = images.iter().map(|m| m.name.as_str()).collect();
-        return Err(format!(
-            "{vat}.image: unknown image `{name}` (images: {})",
-            if known.is_empty() {
-                "none declared".to_string()
-            } else {
-                known.join(", ")
-            }
-        ));
-    };
-    if let Some(s) = m.servers.iter().find(|s| !v.servers.contains(s)) {
-        return Err(format!(
-            "{vat}.image: image `{name}` is on server `{s}`, which the volume does not use \
-             (servers = {:?})",
-            v.servers
-        ));
-    }
-    if let Some(s) = v.servers.iter().find(|s| !m.servers.contains(s)) {
-        return Err(format!(
-            "{vat}.servers: server `{s}` does not hold image `{name}` (its servers: {:?})",
-            m.servers
-        ));
-    }
-    if v.write_policy
-        .as_deref()
-        .is_some_and(|wp| wp != "read-only")
-    {
-        return Err(format!(
-            "{vat}.write_policy: a volume reading image `{name}` is read-only; drop it or \
-             say \"read-only\""
-        ));
-    }
-    if v.scale_out == Some(true) {
-        return Err(format!(
-            "{vat}.scale_out: a volume reading image `{name}` has its level 2 in the \
-             image's consolidated cache, not a scale-out of its own"
-        ));
-    }
-    if v.exclusive == Some(true) {
-        return Err(format!(
-            "{vat}.exclusive: a volume reading image `{name}` is inclusive (the \
-             consolidated cache keeps what it serves for the other readers)"
-        ));
-    }
-    Ok(())
-}
-
-/// Checks tenants on their own and, given the known nodes (`name`, `level`), their
-/// references; the error names the tenant, the volume and the field.
-pub(crate) fn check_tenants(
-    tenants: &[TenantConfig],
-    images: &[ImageSpec],
-    nodes: Option<&[(String, u8)]>,
-) -> Result<(), String> {
-    for (i, t) in tenants.iter().enumerate() {
-        let at = format!("tenant \"{}\"", t.name);
-        api::names::check(&format!("tenant[{i}].name"), &t.name).map_err(|e| e.to_string())?;
-        if tenants[..i].iter().any(|u| u.name == t.name) {
-            return Err(format!("{at}: appears twice"));
-        }
-        t.class().map_err(|e| format!("{at}.{e}"))?;
-        if let Some(slo) = &t.slo {
-            slo.check().map_err(|e| format!("{at}.slo: {e}"))?;
-        }
-        if let Some(d) = t.depth {
-            if !(d.is_finite() && d > 0.0) {
-                return Err(format!("{at}.depth = {d} must be above 0"));
-            }
-        }
-        if t.volumes.is_empty() {
-            return Err(format!("{at}.volume: a tenant needs at least one volume"));
-        }
-        for (k, v) in t.volumes.iter().enumerate() {
-            let vat = format!("{at}.volume \"{}\"", v.name);
-            api::names::check(&format!("{at}.volume[{k}].name"), &v.name)
-                .map_err(|e| e.to_string())?;
-            let dup = tenants
-                .iter()
-                .flat_map(|u| &u.volumes)
-                .filter(|w| w.name == v.name)
-                .count();
-            if dup > 1 {
-                return Err(format!("{vat}: the volume name is used twice"));
-            }
-            if v.servers.is_empty() {
-                return Err(format!("{vat}.servers: the volume is on no level-2 node"));
-            }
-            for (k, h) in v.hosts.iter().enumerate() {
-                if *h == v.host || v.hosts[..k].contains(h) {
-                    return Err(format!("{vat}.hosts: node `{h}` is listed twice"));
-                }
-            }
-            if v.stripe_unit.is_some_and(|s| s.0 == 0) {
-                return Err(format!("{vat}.stripe_unit must be above 0"));
-            }
-            if v.scale_out == Some(true) && v.exclusive == Some(false) {
-                return Err(format!(
-                    "{vat}.scale_out: a scaled-out volume's levels are one global LRU, so \
-                     exclusive; drop `exclusive = false`"
-                ));
-            }
-            check_reader(&vat, v, images)?;
-            if let Some(wp) = v
-                .write_policy
-                .as_deref()
-                .filter(|wp| !api::node::WRITE_POLICIES.contains(wp))
-            {
-                return Err(format!(
-                    "{vat}.write_policy: unknown policy `{wp}` ({})",
-                    api::node::WRITE_POLICIES.join(", ")
-                ));
-            }
-            if let Some(nodes) = nodes {
-                let level = |n: &str| nodes.iter().find(|(m, _)| m == n).map(|(_, l)| *l);
-                match level(&v.host) {
-                    None => return Err(format!("{vat}.host: unknown node `{}`", v.host)),
-                    Some(1) => {}
-                    Some(l) => {
-                        return Err(format!("{vat}.host: node `{}` is level {l}, not 1", v.host))
-                    }
-                }
-                for h in &v.hosts {
-                    match level(h) {
-                        None => return Err(format!("{vat}.hosts: unknown node `{h}`")),
-                        Some(1) => {}
-                        Some(l) => {
-                            return Err(format!("{vat}.hosts: node `{h}` is level {l}, not 1"))
-                        }
-                    }
-                }
-                for (k, s) in v.servers.iter().enumerate() {
-                    match level(s) {
-                        None => return Err(format!("{vat}.servers: unknown node `{s}`")),
-                        Some(2) => {}
-                        Some(l) => {
-                            return Err(format!("{vat}.servers: node `{s}` is level {l}, not 2"))
-                        }
-                    }
-                    if v.servers[..k].contains(s) {
-                        return Err(format!("{vat}.servers: `{s}` listed twice"));
-                    }
-                }
-            }
-        }
-    }
-    Ok(())
-}
+mod check;
+pub(crate) use check::{check_images, check_tenants};
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const GOOD: &str = r#"
-[controller]
-interval = "2s"
-scheme = "lachesis"
-[[node]]
-name = "l1"
-level = 1
-[[node]]
-name = "l2"
-level = 2
-[[tenant]]
-name = "db"
-class = "gold"
-slo = { latency_ms = 2.0 }
-[[tenant.volume]]
-name = "db"
-host = "l1"
-servers = ["l2"]
-"#;
-
-    #[test]
-    fn parses_a_good_file() {
-        let c = ControllerConfig::parse(GOOD).unwrap();
-        assert_eq!(c.controller.interval, Duration::from_secs(2));
-        assert_eq!(c.tenants[0].slo, Some(Slo::LatencyMs(2.0)));
-        assert_eq!(c.tenants[0].class().unwrap(), Class::Gold);
-        assert_eq!(c.tenants[0].volumes[0].servers, vec!["l2".to_string()]);
-    }
-
-    #[test]
-    fn errors_name_the_field() {
-        let bad = GOOD.replace("scheme = \"lachesis\"", "scheme = \"nope\"");
-        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
-        assert!(e.contains("controller.scheme"), "{e}");
-        let bad = GOOD.replace("scheme = \"lachesis\"", "scheme = \"independent\"");
-        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
-        assert!(e.contains("simulator baseline"), "{e}");
-        let bad = GOOD.replace("servers = [\"l2\"]", "servers = []");
-        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
-        assert!(e.contains("tenant \"db\".volume \"db\".servers"), "{e}");
-        let bad = GOOD.replace("class = \"gold\"", "class = \"platinum\"");
-        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
-        assert!(e.contains("tenant \"db\".class"), "{e}");
-        let bad = GOOD.replace("latency_ms = 2.0", "latency_ms = -1.0");
-        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
-        assert!(e.contains("tenant \"db\".slo"), "{e}");
-        let bad = GOOD.replace("interval = \"2s\"", "interval = \"2s\"\ncolour = 1");
-        let e = ControllerConfig::parse(&bad).unwrap_err().to_string();
-        assert!(e.contains("colour"), "{e}");
-        let c = ControllerConfig::parse(GOOD).unwrap();
-        let nodes = vec![("l1".to_string(), 1u8)];
-        let e = check_tenants(&c.tenants, &[], Some(&nodes)).unwrap_err();
-        assert!(e.contains("servers: unknown node `l2`"), "{e}");
-    }
-
-    const IMAGE: &str = r#"
-[controller]
-[[node]]
-name = "h1"
-level = 1
-[[node]]
-name = "h2"
-level = 1
-[[node]]
-name = "s1"
-level = 2
-[[node]]
-name = "s2"
-level = 2
-[[image]]
-name = "golden"
-servers = ["s1"]
-size = "8MiB"
-[[tenant]]
-name = "vdi"
-[[tenant.volume]]
-name = "vm1"
-host = "h1"
-servers = ["s1"]
-image = "golden"
-[[tenant.volume]]
-name = "vm2"
-host = "h2"
-servers = ["s1"]
-image = "golden"
-"#;
-
-    #[test]
-    fn an_image_and_its_readers_parse_and_bad_references_name_the_field() {
-        let c = ControllerConfig::parse(IMAGE).unwrap();
-        assert_eq!(c.images[0].name, "golden");
-        assert_eq!(c.images[0].size, Some(ByteSize(8 << 20)));
-        assert_eq!(c.tenants[0].volumes[1].image.as_deref(), Some("golden"));
-        let nodes: Vec<(String, u8)> = c.nodes.iter().map(|n| (n.name.clone(), n.level)).collect();
-        check_tenants(&c.tenants, &c.images, Some(&nodes)).unwrap();
-        check_images(&c.images, &c.tenants, Some(&nodes)).unwrap();
-        let err = |text: &str| ControllerConfig::parse(text).unwrap_err().to_string();
-        // An unknown image.
-        let e = err(&IMAGE.replacen("image = \"golden\"", "image = \"silver\"", 1));
-        assert!(
-            e.contains("tenant \"vdi\".volume \"vm1\".image: unknown image `silver`")
-                && e.contains("images: golden"),
-            "{e}"
-        );
-        // The image on a server the volume does not use, and a server without the image.
-        let e = err(&IMAGE.replace(
-            "servers = [\"s1\"]\nsize",
-            "servers = [\"s1\", \"s2\"]\nsize",
-        ));
-        assert!(
-            e.contains("volume \"vm1\".image: image `golden` is on server `s2`, which the volume does not use"),
-            "{e}"
-        );
-        let e = err(&IMAGE.replacen(
-            "servers = [\"s1\"]\nimage",
-            "servers = [\"s1\", \"s2\"]\nimage",
-            1,
-        ));
-        assert!(
-            e.contains("volume \"vm1\".servers: server `s2` does not hold image `golden`"),
-            "{e}"
-        );
-        // A reader that writes, is exclusive or scaled out.
-        let reader = "image = \"golden\"\n[[tenant.volume]]";
-        for (extra, field) in [
-            ("write_policy = \"write-back\"", "write_policy"),
-            ("exclusive = true", "exclusive"),
-            ("scale_out = true", "scale_out"),
-        ] {
-            let e = err(&IMAGE.replacen(reader, &format!("{extra}\n{reader}"), 1));
-            assert!(
-                e.contains(&format!(
-                    "volume \"vm1\".{field}: a volume reading image `golden`"
-                )),
-                "{e}"
-            );
-        }
-        let ok = IMAGE.replacen(
-            reader,
-            &format!("write_policy = \"read-only\"\n{reader}"),
-            1,
-        );
-        ControllerConfig::parse(&ok).unwrap();
-        // The image's own fields.
-        let e = err(&IMAGE.replace("size = \"8MiB\"", "size = 0"));
-        assert!(e.contains("image \"golden\".size must be above 0"), "{e}");
-        let e = err(&IMAGE.replace("servers = [\"s1\"]\nsize", "servers = []\nsize"));
-        assert!(
-            e.contains("image \"golden\".servers: the image is on no level-2 node"),
-            "{e}"
-        );
-        let e = err(&IMAGE.replace("name = \"golden\"", "name = \"vm2\""));
-        assert!(
-            e.contains("image \"vm2\".name: tenant \"vdi\" has a volume of that name"),
-            "{e}"
-        );
-        let e = err(&IMAGE.replace("size = \"8MiB\"", "size = \"8MiB\"\ncolour = 1"));
-        assert!(e.contains("colour"), "{e}");
-        let e = check_images(&c.images, &c.tenants, Some(&nodes[..2])).unwrap_err();
-        assert!(
-            e.contains("image \"golden\".servers: unknown node `s1`"),
-            "{e}"
-        );
-        let levels = vec![("s1".to_string(), 1u8)];
-        let e = check_images(&c.images, &c.tenants, Some(&levels)).unwrap_err();
-        assert!(
-            e.contains("image \"golden\".servers: node `s1` is level 1, not 2"),
-            "{e}"
-        );
-    }
-}
+mod tests;
