@@ -5,6 +5,7 @@ mod bench_cmd;
 mod controller_cmd;
 mod ctl_cmd;
 mod demo_cmd;
+mod docs_cmd;
 mod mrc_cmd;
 mod plot;
 mod policies;
@@ -54,6 +55,8 @@ enum Command {
     Controller(controller_cmd::ControllerArgs),
     /// A controller, six nodes and four tenants on loopback: SLOs met on real NBD I/O.
     Demo(demo_cmd::DemoArgs),
+    /// The book's generated pages and its checks: the configuration reference, the links.
+    Docs(docs_cmd::DocsArgs),
 }
 
 /// The process's allocator: mimalloc. With glibc's, a control step at provider scale
@@ -82,6 +85,7 @@ fn main() {
         Command::Report(a) => report_cmd::run(a),
         Command::Controller(a) => controller_cmd::run(a),
         Command::Demo(a) => demo_cmd::run(a),
+        Command::Docs(a) => docs_cmd::run(a),
     };
     if let Err(e) = result {
         eprintln!("lachesis: {e:#}");

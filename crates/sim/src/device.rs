@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 const MEAN_SQRT_DISTANCE: f64 = 8.0 / 15.0;
 
 /// A device's parameters (scenario files use this form).
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(tag = "kind", rename_all = "lowercase", deny_unknown_fields)]
 pub enum DeviceSpec {
     /// Memory.

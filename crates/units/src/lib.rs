@@ -78,6 +78,27 @@ impl<'de> Deserialize<'de> for ByteSize {
     }
 }
 
+/// How a configuration reference describes a size: a number of bytes, or a string with a
+/// unit. Its `format` is `byte-size`, so a generated reference can print defaults (which
+/// serialise as a number of bytes) with a unit.
+impl schemars::JsonSchema for ByteSize {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "ByteSize".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": ["integer", "string"],
+            "format": "byte-size",
+            "minimum": 0,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use std::path::PathBuf;
 
 /// One `[[cache]]`; the API's create-cache body ([`api::node::CreateCache`]) becomes one.
-#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CacheSpec {
     /// Name, unique on the node.
@@ -18,6 +18,7 @@ pub struct CacheSpec {
     /// Eviction policy (`lru`, `arc`, `lirs:hir=0.01`, ...; default `lru`), checked when
     /// the file or request is parsed.
     #[serde(default)]
+    #[schemars(with = "String")]
     pub eviction: EvictionSpec,
     /// Write policy (default write-back).
     #[serde(default = "default_write_policy")]
@@ -99,7 +100,7 @@ fn default_true() -> bool {
 }
 
 /// One `[[rule]]` (the API's [`api::node::CreateRule`] becomes one): requests of `client` doing `op` on `export` in `range` go to `cache`.
-#[derive(Clone, Debug, Deserialize, serde::Serialize)]
+#[derive(Clone, Debug, Deserialize, serde::Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RuleSpec {
     /// The export.
@@ -111,10 +112,22 @@ pub struct RuleSpec {
     pub client: Option<String>,
     /// `read` or `write`; absent = both.
     #[serde(default)]
+    #[schemars(with = "Option<RuleOp>")]
     pub op: Option<cache::Op>,
     /// Byte range `[start, end)`; absent = the whole export.
     #[serde(default)]
     pub range: Option<(u64, u64)>,
+}
+
+/// How the reference describes a rule's `op` (the key reads as [`cache::Op`]).
+#[derive(schemars::JsonSchema)]
+#[schemars(rename_all = "lowercase")]
+#[allow(dead_code)] // only its schema is used
+enum RuleOp {
+    /// Reads only.
+    Read,
+    /// Writes (and trims) only.
+    Write,
 }
 
 impl From<api::node::CreateRule> for RuleSpec {

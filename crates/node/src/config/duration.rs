@@ -31,6 +31,24 @@ pub fn parse(text: &str) -> Result<Duration, DurationError> {
     })
 }
 
+/// How a configuration reference describes a duration key: a humantime string
+/// (`format: duration`). Used as `#[schemars(with = "DurationText")]` on `Duration` fields.
+pub struct DurationText;
+
+impl schemars::JsonSchema for DurationText {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Duration".into()
+    }
+
+    fn inline_schema() -> bool {
+        true
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({ "type": "string", "format": "duration" })
+    }
+}
+
 /// Deserializes a duration from its humantime string.
 pub fn deserialize<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
     let s = String::deserialize(d)?;

@@ -8,7 +8,7 @@ use serde::Deserialize;
 use std::path::PathBuf;
 
 /// One `[[export]]`: a name, the tenant that owns it, and exactly one backend.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExportConfig {
     /// The NBD export name.
@@ -68,7 +68,7 @@ pub struct ExportConfig {
 }
 
 /// One `upstream_api` entry: a level-2 node's API and its token.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpstreamApi {
     /// `http://HOST:PORT`.
@@ -78,7 +78,7 @@ pub struct UpstreamApi {
 }
 
 /// `[export.hot_tier]`: hot chunks of the export kept on a fast file.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct HotTierSpec {
     /// The fast file (created with `size` if missing).

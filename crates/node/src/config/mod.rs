@@ -54,7 +54,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// A parsed, checked `node.toml`.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeConfig {
     /// Listeners and node-wide settings.

@@ -8,7 +8,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 /// The `[node]` table.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NodeSection {
     /// NBD listen address (`host:port`).
@@ -40,6 +40,7 @@ pub struct NodeSection {
     /// blocks (adaptive; `"0s"` turns polling off). Polling spends CPU to spare
     /// queue-depth-1 clients the server thread's wake-up (default `"100us"`).
     #[serde(default = "default_busy_poll", deserialize_with = "duration")]
+    #[schemars(with = "super::duration::DurationText")]
     pub busy_poll: Duration,
     /// A file holding the API's bearer token (relative to `data_dir`). Without it the
     /// token is generated into `DATA_DIR/api.token`, and the API must listen on a
@@ -53,6 +54,7 @@ pub struct NodeSection {
     /// How long a negotiated NBD connection may send no request before it is closed
     /// (default `"5m"`; `"0s"`: never).
     #[serde(default = "default_idle_timeout", deserialize_with = "duration")]
+    #[schemars(with = "super::duration::DurationText")]
     pub idle_timeout: Duration,
     /// The node's name for a controller (default: the host name and the API's port,
     /// `HOST-PORT`, see `register::default_name`); it follows the rule of `api::names`.
@@ -67,6 +69,7 @@ pub struct NodeSection {
     pub controller_token_file: Option<PathBuf>,
     /// Time between heartbeats to the controller (default `"2s"`).
     #[serde(default = "default_heartbeat", deserialize_with = "duration")]
+    #[schemars(with = "super::duration::DurationText")]
     pub heartbeat: Duration,
     /// Candidate eviction policies profiled by phantom caches besides LRU (default
     /// `["arc", "lirs", "s3fifo"]`, the control crate's candidates).
@@ -102,11 +105,13 @@ pub struct NodeSection {
     /// not on the backends by then is kept in the recovery file and the node exits
     /// non-zero, naming the count; a hung backend ends the same way.
     #[serde(default = "default_stop_timeout", deserialize_with = "duration")]
+    #[schemars(with = "super::duration::DurationText")]
     pub stop_timeout: Duration,
     /// How long requests wait for a link to an upstream that went down before they fail
     /// (default 5 s): the link reconnects with backoff meanwhile; after this long down,
     /// requests fail at once until it is back (see the `upstream` module).
     #[serde(default = "default_upstream_wait", deserialize_with = "duration")]
+    #[schemars(with = "super::duration::DurationText")]
     pub upstream_wait: Duration,
     /// Disk space held in the data directory for the recovery file (see the `reserve`
     /// module), so a full disk cannot make a stop drop dirty blocks; default: enough for
@@ -116,6 +121,7 @@ pub struct NodeSection {
     /// A connection whose WRITE payload makes no progress for this long is closed and the
     /// budget it held for the payload freed (default `"10s"`; `"0s"`: never).
     #[serde(default = "default_payload_timeout", deserialize_with = "duration")]
+    #[schemars(with = "super::duration::DurationText")]
     pub payload_timeout: Duration,
     /// Serve NBD on an address other machines can reach although an export has no
     /// `allow` list and `tls` is off (default false: such a start is refused).

@@ -57,7 +57,7 @@ use serde_json::Value;
 pub const NOT_EVALUATED: &str = "not evaluated: ";
 
 /// A claim as the scenario states it.
-#[derive(Clone, Debug, PartialEq, Deserialize, Serialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize, Serialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ClaimSpec {
     /// What is claimed.
@@ -78,7 +78,9 @@ pub struct ClaimSpec {
 }
 
 /// Whose claim a claim is (see the module doc).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum ClaimKind {
     /// A result the paper reports.

@@ -60,6 +60,13 @@ use std::path::{Path, PathBuf};
 
 pub use file::{parse_seconds, DurationError, Seconds, WritePolicy};
 
+/// The JSON schema of a scenario file as written (every table and key with its type,
+/// default and doc comment), from which `lachesis docs config` prints the scenario
+/// files' reference.
+pub fn file_schema() -> schemars::Schema {
+    schemars::schema_for!(file::File)
+}
+
 /// Where a tenant's requests come from.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Workload {
