@@ -26,7 +26,7 @@ run() {
   echo "latency over the fair scheme's at the same seed (at most 1.05 is what a 5 %"
   echo "degradation SLO allows); \`SLO met\` is the share of counted intervals that met"
   echo "the SLO, judged per interval against the fair run's same interval. The guard is"
-  echo "described in the README (\"Do no harm\") and in \`control::guard\`."
+  echo "described in docs/control-step.md (\"Do no harm\") and in \`control::guard\`."
   echo
   echo "## The built-in scenario (examples/hierarchy.toml)"
   run --scheme fair,uncontrolled,mlms,lachesis --seeds 1..5

@@ -69,7 +69,7 @@ pub struct AllocArgs {
     step: Option<String>,
     /// SLO file (TOML): capacity, step, objective; `[[tenants]]` with name, weight, slo,
     /// min, max, priority; `[mlms]` with servers, latencies {lat1, lat2, lat_disk}, slo,
-    /// grid, connect (README: "The SLO file").
+    /// grid, connect (docs/node.md: "An SLO file").
     #[arg(long)]
     slo: Option<PathBuf>,
     /// Utility weights, `tenant=weight,...` (default: each curve's request count).

@@ -4,8 +4,8 @@
 //! table per scheme, the plots the run drew (PNG, embedded as base64 data URIs), and the
 //! claims with the paper's number beside ours and, where a claim does not hold, the
 //! scenario's explanation. Nothing is fetched when the page is opened. With `--markdown
-//! FILE` it also writes the claims of every run as one Markdown table (the README's table
-//! of claims is this file, pasted).
+//! FILE` it also writes the claims of every run as one Markdown table (`docs/claims.md` is
+//! this file, written by the command).
 
 use anyhow::{bail, Context};
 use clap::Args;

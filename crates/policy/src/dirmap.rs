@@ -11,7 +11,7 @@
 //! probe is one miss and [`DirMap::prefetch`] can start it requests ahead
 //! ([`crate::BlockCache::prefetch`]). No crate offers that prefetch-by-key on a map we
 //! could keep using elsewhere; the table is small enough to own. Measured on `lachesis
-//! bench sim` (README, "Where the time goes").
+//! bench sim` (docs/measurements.md, "Where the time goes").
 //!
 //! Layout and invariants:
 //! * `buckets.len()` is zero or a power of two, and the table is at most half full (so a

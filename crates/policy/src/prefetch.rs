@@ -7,7 +7,7 @@
 //! anything after it, until the line arrives, so the read ahead stalls for as long as the
 //! access it meant to hide. The `prefetch` instruction retires at once; the line arrives
 //! while the core serves earlier requests. `lachesis bench sim` measures the difference
-//! (README, "Where the time goes").
+//! (docs/measurements.md, "Where the time goes").
 //!
 //! On x86_64 this is `_mm_prefetch` (SSE, part of the target's baseline); rustc 1.95 still
 //! makes calling it `unsafe` (it is a `#[target_feature(enable = "sse")]` function), so

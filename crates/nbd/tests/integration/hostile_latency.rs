@@ -178,7 +178,7 @@ fn deep_queues_of_many_clients_keep_hit_latency_low_and_threads_bounded() {
 /// The form: 64 jobs at depth 32 for 10 s.
 /// `cargo test -p nbd --release --test integration hostile_latency:: -- --ignored --nocapture`
 #[test]
-#[ignore = "the issue's full figure; run by hand (see README)"]
+#[ignore = "the issue's full figure; run by hand (see docs/node.md)"]
 fn sixty_four_fio_jobs_at_depth_32() {
     if !in_a_process_of_its_own("hostile_latency::sixty_four_fio_jobs_at_depth_32") {
         return;

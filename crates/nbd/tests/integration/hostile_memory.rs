@@ -193,7 +193,7 @@ async fn clients_that_never_read_replies_cost_bounded_memory_and_threads() {
 /// The form: 64 clients against the default limits (128 MiB, 256 workers).
 /// `cargo test -p nbd --release --test integration hostile_memory:: -- --ignored --nocapture`
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "the issue's full figure; run by hand (see README)"]
+#[ignore = "the issue's full figure; run by hand (see docs/node.md)"]
 async fn sixty_four_clients_that_never_read_replies() {
     if !in_a_process_of_its_own("hostile_memory::sixty_four_clients_that_never_read_replies") {
         return;

@@ -7,7 +7,7 @@
 //!
 //! * `durable_log_survives_sigkill`: one write-back node, writes without FLUSH, SIGKILL,
 //!   restart, qemu-io reads: present with the durable log; without it the same
-//!   writes lived in memory only and are gone (what the README says: not guaranteed).
+//!   writes lived in memory only and are gone (what docs/node.md says: not guaranteed).
 //! * `a_level_one_node_restarts_while_the_backend_below_level_two_fails`: a killed
 //!   level-1 node whose write log cannot be flushed (the backend under level 2 refuses
 //!   writes) starts, serves its acknowledged writes and flushes them once the backend
