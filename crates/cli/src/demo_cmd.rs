@@ -294,26 +294,29 @@ fn demo_slos(opts: &DemoOptions) -> BTreeMap<String, Option<String>> {
 /// The three arms side by side, and what each got wrong.
 fn print_summary(s: &DemoSummary, scheme: &str) {
     let arms = ["uncontrolled", "fair", scheme];
+    let titles = ["shared cache", "static fair split", scheme];
     let pct = |v: Option<f64>| v.map_or("-".into(), |x| format!("{:.0} %", 100.0 * x));
     let ms = |v: Option<f64>| v.map_or("-".into(), |x| format!("{x:.2}"));
-    println!("\nsummary (after the warm-up; SLO share = intervals the SLO held of those judged):");
-    println!(
-        "{:<8} {:<22} {:>24} {:>24} {:>24}",
-        "tenant", "SLO", "shared cache", "static fair split", scheme
-    );
-    println!(
-        "{:<8} {:<22} {:>24} {:>24} {:>24}",
-        "", "", "met · mean/p99 ms", "met · mean/p99 ms", "met · mean/p99 ms"
-    );
+    let mut rows: Vec<[String; 5]> = vec![
+        ["tenant", "SLO", titles[0], titles[1], titles[2]].map(String::from),
+        [
+            "",
+            "",
+            "met · mean/p99 ms",
+            "met · mean/p99 ms",
+            "met · mean/p99 ms",
+        ]
+        .map(String::from),
+    ];
     let names: Vec<&String> = s
         .arms
         .get(scheme)
         .map_or(Vec::new(), |a| a.tenants.keys().collect());
-    for t in names {
+    for t in &names {
         let cell = |arm: &str| {
             s.arms
                 .get(arm)
-                .and_then(|a| a.tenants.get(t))
+                .and_then(|a| a.tenants.get(*t))
                 .map_or("-".to_string(), |r| {
                     let inf = if r.infeasible_intervals > 0 {
                         format!(" ({} infeasible)", r.infeasible_intervals)
@@ -328,25 +331,39 @@ fn print_summary(s: &DemoSummary, scheme: &str) {
                     )
                 })
         };
-        let slo = s.arms[scheme].tenants[t].slo.clone().unwrap_or("-".into());
-        println!(
-            "{:<8} {:<22} {:>24} {:>24} {:>24}",
-            t,
+        let slo = s.arms[scheme].tenants[*t].slo.clone().unwrap_or("-".into());
+        rows.push([
+            t.to_string(),
             slo,
             cell(arms[0]),
             cell(arms[1]),
-            cell(arms[2])
-        );
+            cell(arms[2]),
+        ]);
     }
     let tput = |arm: &str| s.arms.get(arm).map_or(0.0, |a| a.throughput);
-    println!(
-        "{:<8} {:<22} {:>24} {:>24} {:>24}",
-        "all",
-        "throughput (req/s)",
+    rows.push([
+        "all".into(),
+        "throughput (req/s)".into(),
         format!("{:.0}", tput(arms[0])),
         format!("{:.0}", tput(arms[1])),
-        format!("{:.0}", tput(arms[2]))
-    );
+        format!("{:.0}", tput(arms[2])),
+    ]);
+    // Columns as wide as their widest cell (counted in characters: `·`, `≤`).
+    let width = |c: usize| rows.iter().map(|r| r[c].chars().count()).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..5).map(width).collect();
+    let pad = |text: &str, w: usize, right: bool| {
+        let fill = " ".repeat(w.saturating_sub(text.chars().count()));
+        if right {
+            format!("{fill}{text}")
+        } else {
+            format!("{text}{fill}")
+        }
+    };
+    println!("\nsummary (after the warm-up; SLO share = intervals the SLO held of those judged):");
+    for r in &rows {
+        let cells: Vec<String> = (0..5).map(|c| pad(&r[c], widths[c], c >= 2)).collect();
+        println!("{}", cells.join("   ").trim_end());
+    }
     println!(
         "\n{scheme}: SLOs met in {} of judged tenant-intervals; throughput {} × fair share's, {} × the shared cache's",
         pct(s.slo_met_share),
@@ -357,4 +374,22 @@ fn print_summary(s: &DemoSummary, scheme: &str) {
             "-".into()
         }
     );
+    println!("what each arm got wrong (an SLO held in under 95 % of its judged intervals):");
+    let title_width = titles.iter().map(|t| t.chars().count()).max().unwrap_or(0);
+    for (arm, title) in arms.iter().zip(titles) {
+        let missed: Vec<String> = names
+            .iter()
+            .filter_map(|t| {
+                let r = s.arms.get(*arm)?.tenants.get(*t)?;
+                let share = r.slo_met_share?;
+                (share < 0.95).then(|| format!("{t} {}", pct(Some(share))))
+            })
+            .collect();
+        let what = if missed.is_empty() {
+            "nothing: every judged SLO held".to_string()
+        } else {
+            missed.join(", ")
+        };
+        println!("  {}   {what}", pad(title, title_width, false));
+    }
 }

@@ -119,7 +119,7 @@ async fn blocking<T: Send + 'static>(
 ) -> Result<T, NodeError> {
     tokio::task::spawn_blocking(f)
         .await
-        .map_err(|e| NodeError::Io(std::io::Error::other(e.to_string())))?
+        .map_err(|e| NodeError::Io(std::io::Error::other(e)))?
 }
 
 /// The API's router over `state`, guarded by `token`.

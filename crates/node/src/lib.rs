@@ -149,9 +149,7 @@ impl RunningNode {
 
     /// Waits until the node stops (after [`RunningNode::shutdown`] or a fatal error).
     pub async fn wait(&mut self) -> std::io::Result<()> {
-        (&mut self.task)
-            .await
-            .map_err(|e| std::io::Error::other(e.to_string()))?
+        (&mut self.task).await.map_err(std::io::Error::other)?
     }
 
     /// A handle that stops the node when used.
@@ -312,7 +310,7 @@ pub async fn start(cfg: &NodeConfig) -> Result<RunningNode, NodeError> {
                 }),
         );
         let joined = |res: Result<std::io::Result<()>, tokio::task::JoinError>| {
-            res.map_err(|e| std::io::Error::other(e.to_string()))?
+            res.map_err(std::io::Error::other)?
         };
         let mut asked_rx = asked_rx;
         let (deadline, ended) = tokio::select! {
@@ -392,7 +390,7 @@ async fn stop_writing_back(
         let res =
             tokio::task::spawn_blocking(move || write_back_or_keep(&st, &f, &r, deadline, timeout))
                 .await
-                .map_err(|e| std::io::Error::other(e.to_string()))?;
+                .map_err(std::io::Error::other)?;
         let Err(StopError::NotKept {
             blocks,
             why,

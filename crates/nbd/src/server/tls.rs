@@ -55,13 +55,29 @@ impl std::str::FromStr for TlsMode {
 /// What was wrong with a certificate or key.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// A file could not be read or holds no usable PEM item.
-    #[error("{path}: {reason}")]
-    File {
+    /// A file could not be read, or an item of it is not PEM.
+    #[error("{path}: {source}")]
+    Pem {
         /// The file.
         path: PathBuf,
-        /// What was wrong.
-        reason: String,
+        /// What was wrong with it.
+        #[source]
+        source: rustls::pki_types::pem::Error,
+    },
+    /// A file that must hold certificates holds none.
+    #[error("{path}: no PEM certificate in the file")]
+    NoCertificate {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A CA file's certificate cannot be a root of trust.
+    #[error("{path}: not a usable CA certificate: {source}")]
+    CaCertificate {
+        /// The file.
+        path: PathBuf,
+        /// What rustls found wrong.
+        #[source]
+        source: rustls::Error,
     },
     /// rustls refused the certificate chain or key.
     #[error("TLS configuration: {0}")]
@@ -86,19 +102,8 @@ impl std::fmt::Debug for Tls {
 impl Tls {
     /// `mode` with the certificate chain of `cert` and the private key of `key` (PEM).
     pub fn from_pem_files(mode: TlsMode, cert: &Path, key: &Path) -> Result<Self, TlsError> {
-        let file_err = |path: &Path, reason: String| TlsError::File {
-            path: path.to_path_buf(),
-            reason,
-        };
-        let certs = CertificateDer::pem_file_iter(cert)
-            .map_err(|e| file_err(cert, e.to_string()))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| file_err(cert, e.to_string()))?;
-        if certs.is_empty() {
-            return Err(file_err(cert, "no PEM certificate in the file".into()));
-        }
-        let key_der =
-            PrivateKeyDer::from_pem_file(key).map_err(|e| file_err(key, e.to_string()))?;
+        let certs = certificates_in(cert)?;
+        let key_der = key_in(key)?;
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let config = rustls::ServerConfig::builder_with_provider(provider)
             .with_safe_default_protocol_versions()?
@@ -148,22 +153,12 @@ impl ClientTls {
         ca: &Path,
         client: Option<(&Path, &Path)>,
     ) -> Result<Self, TlsError> {
-        let file_err = |path: &Path, reason: String| TlsError::File {
-            path: path.to_path_buf(),
-            reason,
-        };
         let mut roots = rustls::RootCertStore::empty();
-        let cas = CertificateDer::pem_file_iter(ca)
-            .map_err(|e| file_err(ca, e.to_string()))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|e| file_err(ca, e.to_string()))?;
-        if cas.is_empty() {
-            return Err(file_err(ca, "no PEM certificate in the file".into()));
-        }
-        for c in cas {
-            roots
-                .add(c)
-                .map_err(|e| file_err(ca, format!("not a usable CA certificate: {e}")))?;
+        for c in certificates_in(ca)? {
+            roots.add(c).map_err(|source| TlsError::CaCertificate {
+                path: ca.to_path_buf(),
+                source,
+            })?;
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
         let builder = rustls::ClientConfig::builder_with_provider(provider)
@@ -172,13 +167,7 @@ impl ClientTls {
         let config = match client {
             None => builder.with_no_client_auth(),
             Some((cert, key)) => {
-                let chain = CertificateDer::pem_file_iter(cert)
-                    .map_err(|e| file_err(cert, e.to_string()))?
-                    .collect::<Result<Vec<_>, _>>()
-                    .map_err(|e| file_err(cert, e.to_string()))?;
-                let key_der =
-                    PrivateKeyDer::from_pem_file(key).map_err(|e| file_err(key, e.to_string()))?;
-                builder.with_client_auth_cert(chain, key_der)?
+                builder.with_client_auth_cert(certificates_in(cert)?, key_in(key)?)?
             }
         };
         Ok(ClientTls {
@@ -207,4 +196,30 @@ impl ClientTls {
             .connect(name, s)
             .await
     }
+}
+
+/// The certificates of a PEM file, at least one.
+fn certificates_in(path: &Path) -> Result<Vec<CertificateDer<'static>>, TlsError> {
+    let pem = |source| TlsError::Pem {
+        path: path.to_path_buf(),
+        source,
+    };
+    let certs = CertificateDer::pem_file_iter(path)
+        .map_err(pem)?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(pem)?;
+    if certs.is_empty() {
+        return Err(TlsError::NoCertificate {
+            path: path.to_path_buf(),
+        });
+    }
+    Ok(certs)
+}
+
+/// The private key of a PEM file.
+fn key_in(path: &Path) -> Result<PrivateKeyDer<'static>, TlsError> {
+    PrivateKeyDer::from_pem_file(path).map_err(|source| TlsError::Pem {
+        path: path.to_path_buf(),
+        source,
+    })
 }
