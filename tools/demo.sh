@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Regenerates docs/demo.md: one run of the README's first command (`lachesis demo`, three
+# Regenerates docs/demo.md and the summary on the README's first screen: one run of the README's first command (`lachesis demo`, three
 # arms on the same requests), its side-by-side summary as the console printed it. Nothing
 # in docs/demo.md is pasted by hand.
 #
@@ -25,4 +25,24 @@ trap 'rm -f "$log"' EXIT
   sed -n '/^summary (after the warm-up/,$p' "$log"
   echo '```'
 } >docs/demo.md
-echo "wrote docs/demo.md"
+# The same summary on the README's first screen, between its markers.
+block=$(mktemp)
+trap 'rm -f "$log" "$block"' EXIT
+{
+  echo '<!-- BEGIN demo summary: written by tools/demo.sh, not by hand -->'
+  echo "One run of the first command on $(date -u +%Y-%m-%d) ($(nproc) cores; [docs/demo.md](docs/demo.md) says"
+  echo "how each figure is judged): per tenant and arm, the share of intervals after the warm-up in"
+  echo "which its SLO held, and its clients' mean and p99 latency in ms."
+  echo
+  echo '```'
+  sed -n '/^summary (after the warm-up/,$p' "$log" | sed '1d'
+  echo '```'
+  echo '<!-- END demo summary -->'
+} >"$block"
+awk -v block="$block" '
+  /^<!-- BEGIN demo summary/ { while ((getline line < block) > 0) print line; skip = 1; next }
+  /^<!-- END demo summary -->/ { skip = 0; next }
+  !skip
+' README.md >README.md.new
+mv README.md.new README.md
+echo "wrote docs/demo.md and the README's summary"
