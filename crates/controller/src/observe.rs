@@ -25,6 +25,9 @@ use control::{LevelCount, Observations, ObservedService, PolicyCurve, TenantObse
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 
+/// The interval's numbers per node and cache: `by_node[node][cache]`.
+pub type ByNode = HashMap<String, std::sync::Arc<HashMap<String, TenantObservations>>>;
+
 /// Per node, the last cumulative answer.
 #[derive(Default, Debug)]
 pub struct Deltas {
@@ -218,7 +221,7 @@ fn mean(a: LatencySum) -> Option<f64> {
 /// `block_size` turns curve sizes into blocks.
 pub fn build(
     placements: &[PlacedVolume],
-    by_node: &crate::poll::ByNode,
+    by_node: &ByNode,
     block_size: u64,
     seconds: f64,
 ) -> (Observations, Vec<Measured>) {
@@ -437,7 +440,7 @@ mod tests {
     use super::*;
 
     /// The poll's map of a node's numbers per cache, from plain maps.
-    fn arcs(by: &HashMap<String, HashMap<String, TenantObservations>>) -> crate::poll::ByNode {
+    fn arcs(by: &HashMap<String, HashMap<String, TenantObservations>>) -> ByNode {
         by.iter()
             .map(|(k, v)| (k.clone(), std::sync::Arc::new(v.clone())))
             .collect()

@@ -11,15 +11,15 @@ use crate::counters::{Judge, Judgement};
 use crate::observe::Deltas;
 use crate::registry::NodeEntry;
 use api::client::NodeClient;
-use api::node::{Health, NodeObservations, TenantObservations, UpstreamDown};
+use api::node::{Health, NodeObservations, UpstreamDown};
 use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 /// One node's answer: its observations and, if it could say, its health.
 pub type Polled = Result<(NodeObservations, Option<Health>), String>;
 
-/// The interval's numbers per node and cache: `by_node[node][cache]`.
-pub type ByNode = HashMap<String, std::sync::Arc<HashMap<String, TenantObservations>>>;
+/// The interval's numbers per node and cache (declared with what reads them).
+pub use crate::observe::ByNode;
 
 /// The interval's hot-tier periods per storage node: its tiers' hits and migrations
 /// since the previous answer, summed over its exports (SANCACHE's per-period feedback).

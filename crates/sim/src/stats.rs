@@ -1,6 +1,7 @@
 //! What the simulator counts: per tenant per interval, and the rows and summaries a run
 //! reports.
 
+use control::Slo;
 use hdrhistogram::Histogram;
 use serde::Serialize;
 
@@ -354,6 +355,28 @@ pub struct IntervalRow {
     /// Its proportion of its first storage server's disk in force during the interval
     /// (with volumes, its volume's share times its part of it).
     pub disk_share: Option<f64>,
+}
+
+/// Deviance from target of one tenant's interval, signed so that below 0 is short of the
+/// target: `(observed − target) / target` for IOPS and bandwidth, `(target − observed) /
+/// target` for latency (`fair_ms`: the fair scheme's latency, for degradation SLOs).
+pub fn deviance(slo: &Slo, c: &Counters, secs: f64, fair_ms: Option<f64>) -> Option<f64> {
+    if c.requests == 0 && !matches!(slo, Slo::Iops(_) | Slo::Mbps(_)) {
+        return None;
+    }
+    Some(match *slo {
+        Slo::LatencyMs(t) => (t - c.mean_ms()) / t,
+        Slo::Degradation(x) => {
+            let t = (1.0 + x) * fair_ms.filter(|f| *f > 0.0)?;
+            (t - c.mean_ms()) / t
+        }
+        Slo::Iops(v) => (c.requests as f64 / secs - v) / v,
+        Slo::Mbps(m) => (c.bytes as f64 / secs / 1e6 - m) / m,
+        Slo::P95Ms(_) | Slo::P99Ms(_) | Slo::P999Ms(_) => {
+            let (q, t) = slo.tail()?;
+            (t - c.quantile_ms(q)) / t
+        }
+    })
 }
 
 #[cfg(test)]

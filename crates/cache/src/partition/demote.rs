@@ -3,7 +3,7 @@
 //!
 //! * **off** (the default): an ordinary cache.
 //! * **upper** (a level-1 cache): every *clean* block the policy evicts is handed, with
-//!   its bytes, to a [`DemoteSink`] (the node's demote queue towards level 2). Dirty
+//!   its bytes, to a [`DemoteSink`](super::DemoteSink) (the node's demote queue towards level 2). Dirty
 //!   victims are never demoted: they are written back as always. A victim whose block
 //!   stripe is held by a write in flight is not demoted either (counted as
 //!   `demote_skipped`): a write-through or write-around write holds the stripe from
@@ -24,48 +24,11 @@
 //! MRU); a block being written back or filled is left alone. It holds the blocks' stripes
 //! like a fill, so it never lands inside a write's backend-then-cache window.
 
+use super::exclusive::Exclusive;
 use super::{block_of, CachePartition};
 use crate::error::Result;
 use crate::volume::{lock, Volume, VolumeTable};
 use policy::{Key, Slot};
-use std::sync::Arc;
-
-/// Where an upper partition sends its clean victims. Called under the partition's lock:
-/// it must not block (queue the bytes, or refuse).
-pub trait DemoteSink: Send + Sync {
-    /// Takes a clean block of `export` at byte `offset` (block-aligned; `data` is the
-    /// block, shorter for a partial last block). False if it refused (queue full).
-    fn demote(&self, export: &str, offset: u64, data: &[u8]) -> bool;
-}
-
-/// A partition's role in a pair of exclusive levels (see the module doc).
-#[derive(Clone, Default)]
-pub enum Exclusive {
-    /// An ordinary cache.
-    #[default]
-    Off,
-    /// Clean victims go to the sink.
-    Upper(Arc<dyn DemoteSink>),
-    /// Reads do not keep what they serve.
-    Lower,
-}
-
-impl Exclusive {
-    /// `off`, `upper` or `lower`.
-    pub fn name(&self) -> &'static str {
-        match self {
-            Exclusive::Off => "off",
-            Exclusive::Upper(_) => "upper",
-            Exclusive::Lower => "lower",
-        }
-    }
-}
-
-impl std::fmt::Debug for Exclusive {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
 
 /// What [`CachePartition::insert_clean`] did with the blocks it was given.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

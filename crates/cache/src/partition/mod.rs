@@ -55,13 +55,15 @@
 mod control;
 mod demote;
 mod dirty;
+mod exclusive;
 mod read;
 mod store;
 mod write;
 mod write_back;
 
-pub use demote::{DemoteOutcome, DemoteSink, Exclusive};
+pub use demote::DemoteOutcome;
 pub use dirty::DirtyLimits;
+pub use exclusive::{DemoteSink, Exclusive};
 pub use read::Lent;
 pub(crate) use write::log_err;
 
@@ -154,7 +156,7 @@ impl CachePartition {
                     lent_slots: Vec::new(),
                     dirty_limits: DirtyLimits::default(),
                     clean_debt: 0.0,
-                    exclusive: demote::Exclusive::Off,
+                    exclusive: Exclusive::Off,
                     vols: volumes,
                 },
             }),

@@ -7,7 +7,7 @@
 //! A lower exclusive level (`demote`) keeps nothing a routed read serves: clean hits are
 //! dropped once copied, misses are not installed.
 
-use super::demote::Exclusive;
+use super::exclusive::Exclusive;
 use super::{seg, CachePartition, Inner, Route};
 use crate::error::Result;
 use crate::stats::OpOutcome;

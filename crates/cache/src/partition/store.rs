@@ -57,7 +57,7 @@ pub(super) struct Store {
     /// Blocks writers owe to throttling, carried between writes (`dirty`).
     pub(super) clean_debt: f64,
     /// The partition's role in a pair of exclusive levels (`demote`).
-    pub(super) exclusive: super::demote::Exclusive,
+    pub(super) exclusive: super::exclusive::Exclusive,
     /// The node's volumes, to name the export of a demoted victim (`demote`).
     pub(super) vols: Arc<crate::volume::VolumeTable>,
 }
@@ -93,7 +93,7 @@ impl Store {
             self.set_dirty(slot, key, false);
             self.push_wb(key, data);
             victims.push(key);
-        } else if matches!(self.exclusive, super::demote::Exclusive::Upper(_)) {
+        } else if matches!(self.exclusive, super::exclusive::Exclusive::Upper(_)) {
             let vols = self.vols.clone();
             self.demote(key, slot, &vols);
         }

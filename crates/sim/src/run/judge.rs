@@ -9,31 +9,9 @@ use super::jobs::SchemeRun;
 use super::summary::SchemeSummary;
 use super::SLO_COMPLIANCE;
 use crate::scenario::Scenario;
-use crate::stats::{Counters, IntervalRow};
+use crate::stats::{deviance, Counters, IntervalRow};
 use control::Slo;
 use std::collections::BTreeMap;
-
-/// Deviance from target of one tenant's interval, signed so that below 0 is short of the
-/// target: `(observed − target) / target` for IOPS and bandwidth, `(target − observed) /
-/// target` for latency (`fair_ms`: the fair scheme's latency, for degradation SLOs).
-pub fn deviance(slo: &Slo, c: &Counters, secs: f64, fair_ms: Option<f64>) -> Option<f64> {
-    if c.requests == 0 && !matches!(slo, Slo::Iops(_) | Slo::Mbps(_)) {
-        return None;
-    }
-    Some(match *slo {
-        Slo::LatencyMs(t) => (t - c.mean_ms()) / t,
-        Slo::Degradation(x) => {
-            let t = (1.0 + x) * fair_ms.filter(|f| *f > 0.0)?;
-            (t - c.mean_ms()) / t
-        }
-        Slo::Iops(v) => (c.requests as f64 / secs - v) / v,
-        Slo::Mbps(m) => (c.bytes as f64 / secs / 1e6 - m) / m,
-        Slo::P95Ms(_) | Slo::P99Ms(_) | Slo::P999Ms(_) => {
-            let (q, t) = slo.tail()?;
-            (t - c.quantile_ms(q)) / t
-        }
-    })
-}
 
 /// Whether counters `c` over `secs` seconds meet `slo` (`fair`: the fair scheme's in the
 /// same interval); `None` when they cannot be judged (no requests).

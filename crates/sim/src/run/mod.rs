@@ -26,7 +26,7 @@ mod jobs;
 mod judge;
 mod summary;
 
-pub use judge::deviance;
+pub use crate::stats::deviance;
 pub use summary::{SchemeSummary, Summary, TenantSummary};
 
 use crate::scenario::Scenario;

@@ -6,8 +6,8 @@
 //! (`jobs`).
 
 use super::jobs::SchemeRun;
-use super::judge::deviance;
 use crate::scenario::Scenario;
+use crate::stats::deviance;
 use crate::stats::Counters;
 use serde::Serialize;
 use std::collections::BTreeMap;

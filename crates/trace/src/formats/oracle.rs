@@ -46,6 +46,7 @@
 //! request for the same `obj_id` (what `traceConv` computes). That needs the future, so it
 //! holds the whole trace in memory (24 bytes a request plus a hash map of objects).
 
+pub use super::sink::is_zstd;
 use super::sink::FileSink;
 use crate::{Op, Position, Request, TraceError, SECTOR};
 use rustc_hash::FxHashMap;
@@ -259,12 +260,6 @@ impl Iterator for OracleReader {
             }
         }
     }
-}
-
-/// Whether `path` names a zstd-compressed file (by its extension; [`crate::open`] also
-/// checks the magic number).
-pub fn is_zstd(path: &Path) -> bool {
-    path.extension().is_some_and(|e| e == "zst")
 }
 
 /// Streaming writer of an oracleGeneral file (zstd-compressed if the name ends in `.zst`).

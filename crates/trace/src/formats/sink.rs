@@ -2,10 +2,15 @@
 //! ending in `.zst`), buffered, with errors that name the file. Shared by the
 //! oracleGeneral and lachesis CSV writers.
 
-use super::oracle::is_zstd;
 use crate::TraceError;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
+
+/// Whether `path` names a zstd-compressed file (by its extension; [`crate::open`] also
+/// checks the magic number).
+pub fn is_zstd(path: &Path) -> bool {
+    path.extension().is_some_and(|e| e == "zst")
+}
 
 enum Sink {
     Plain(BufWriter<std::fs::File>),
